@@ -1,0 +1,62 @@
+"""Every exception pgtail raises.
+
+`PgtailError` is the root; each subclass carries a message a user can act on.
+psycopg2 errors are translated into these once, at the connection boundary
+(`stream.py`, `catalog.py`). All of them stay picklable: Spark ships them
+between processes, so every constructor argument is stored in ``args``.
+"""
+
+from __future__ import annotations
+
+
+class PgtailError(Exception):
+    """Root of every error pgtail raises on purpose."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.message = message
+        self.hint = hint
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.message, self.hint))
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message} ({self.hint})"
+        return self.message
+
+
+def _rebuild(cls: type[PgtailError], message: str, hint: str | None) -> PgtailError:
+    return cls(message, hint=hint)
+
+
+class DecodeError(PgtailError):
+    """Bytes that are not valid pgoutput (truncated, garbage, unknown message)."""
+
+
+class ConfigurationError(PgtailError):
+    """Bad user input: an option, an LSN that does not parse, a missing publication name."""
+
+
+class ConnectionFailed(PgtailError):
+    """The server cannot be reached, or refuses us (authentication, missing database)."""
+
+
+class ServerCapabilityError(PgtailError):
+    """The server cannot do what was asked: wal_level, version too old, missing privilege."""
+
+
+class SlotError(PgtailError):
+    """A replication slot is missing, in use, of the wrong plugin, or cannot be created."""
+
+
+class PublicationError(PgtailError):
+    """A publication is missing or cannot be created/altered as asked."""
+
+
+class ReplicationError(PgtailError):
+    """The replication stream failed in a way that reconnecting did not fix."""
+
+
+class DataLossError(PgtailError):
+    """Changes that should have been delivered are no longer available from the slot."""
