@@ -1,0 +1,55 @@
+"""Renderers: change events in, bytes out.
+
+Every output format implements `Renderer`: ``render(event)`` writes the event's
+bytes to the binary stream it was given, ``close()`` finishes any partial output.
+Renderers never flush, fsync or confirm anything: the stream loop does that, after
+it has handed a whole transaction to the renderer. They import no psycopg2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import BinaryIO, Protocol
+
+from pgtail.changes import Event
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    color: bool = False  # ANSI colour (table format); the CLI decides from TTY/NO_COLOR/--color
+    width: int | None = None  # terminal width for the table format; None: 80
+    tx_lines: bool = False  # --tx: also emit begin/commit records (json)
+    changed_only: bool = False  # --changed-only (table)
+    max_width: int = 40  # --max-width: truncate long values (table)
+    collapse: int = 200  # --collapse N rows per relation per transaction (table)
+    extra: dict[str, object] = field(default_factory=dict)  # format-specific settings
+
+
+class Renderer(Protocol):
+    def render(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...
+
+
+RendererFactory = Callable[[BinaryIO, RenderOptions], Renderer]
+
+FORMATS = ("json", "table", "sql", "raw")
+
+
+def make_renderer(fmt: str, out: BinaryIO, options: RenderOptions | None = None) -> Renderer:
+    """The renderer for ``--format fmt`` writing to ``out``."""
+    opts = options or RenderOptions()
+    if fmt == "json":
+        from pgtail.render.jsonl import JsonLinesRenderer
+
+        return JsonLinesRenderer(out, opts)
+    if fmt == "table":
+        from pgtail.render.table import TableRenderer
+
+        return TableRenderer(out, opts)
+    if fmt == "sql":
+        from pgtail.render.sql import SqlRenderer
+
+        return SqlRenderer(out, opts)
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
