@@ -120,10 +120,20 @@ _PRODUCTS = [
     ("CB-404", "usb-c cable", "9.99"),
 ]
 _PATHS = ["/", "/products", "/products/kb-101", "/cart", "/checkout", "/account"]
-_WORDS = (
-    "logical replication decodes the write-ahead log into a stream of row changes "
-    "that pgtail renders as tables json lines or sql while confirming progress"
-).split()
+_WORDS = [
+    "logical",
+    "replication",
+    "decodes",
+    "the",
+    "write-ahead",
+    "log",
+    "into",
+    "a",
+    "stream",
+    "of",
+    "row",
+    "changes",
+]
 
 
 def _big_text(rng: random.Random, size: int = 3000) -> str:
@@ -333,11 +343,14 @@ class _Steps:
         name = self.rng.choice(_NAMES)
         email = f"{name.split()[0].lower()}.{self.counter}@example.com"
         picks = self.rng.sample(_PRODUCTS, self.rng.randint(1, 3))
+        quantities = [self.rng.randint(1, 3) for _ in picks]
         items = [
-            {"sku": sku, "name": title, "qty": self.rng.randint(1, 3), "price": price}
-            for sku, title, price in picks
+            {"sku": sku, "name": title, "qty": qty, "price": price}
+            for (sku, title, price), qty in zip(picks, quantities, strict=True)
         ]
-        total = sum(float(i["price"]) * int(i["qty"]) for i in items)  # type: ignore[arg-type]
+        total = sum(
+            float(price) * qty for (_, _, price), qty in zip(picks, quantities, strict=True)
+        )
         tags = self.rng.sample(["gift", "express", "first-order", "b2b", "promo"], 2)
         with self._tx() as cur:
             cur.execute(
