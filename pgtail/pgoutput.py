@@ -3,15 +3,21 @@
 Bytes in, one frozen message object out: no sockets, no psycopg2, no clock.
 Field comments quote the protocol documentation ("Logical Replication Message Formats").
 
-CONTRACT (written first so other layers can be built against it): the message
-classes below are fixed; `Decoder` and the parse functions are filled in by the
-decoder work.
+The message classes are a contract other layers build on. Below them: one parse
+function per message type, a dispatch table keyed by the type byte (`PARSERS`), the
+pure `parse()`, the stateful `Decoder`, `decode_tuple()` and `pg_timestamp()`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from pgtail.errors import ConfigurationError, DecodeError
 
 # --- TupleData --------------------------------------------------------------
 
@@ -166,7 +172,8 @@ class StreamCommit:
 @dataclass(frozen=True, slots=True)
 class StreamAbort:
     xid: int  # "Xid of the transaction."
-    subxid: int  # "Xid of the subtransaction (will be same as xid of the transaction for top-level)."
+    # "Xid of the subtransaction (will be same as xid of the transaction for top-level)."
+    subxid: int
     abort_lsn: int | None  # protocol 4 with parallel streaming only
     abort_time: datetime | None  # protocol 4 with parallel streaming only
 
@@ -242,3 +249,863 @@ Message = (
     | RollbackPrepared
     | StreamPrepare
 )
+
+
+# =============================================================================
+# Parsing
+# =============================================================================
+#
+# Every parse function takes the whole payload (``bytes``; the first byte is the
+# message type) and the in-stream flag, and returns one message object. Reads go
+# through module-level precompiled structs; a short read, an unexpected byte or
+# bytes left over after the last field raise DecodeError naming message and field.
+
+# Message type bytes ("Byte1('B') Identifies the message as a begin message.", ...).
+MSG_BEGIN = ord("B")
+MSG_COMMIT = ord("C")
+MSG_ORIGIN = ord("O")
+MSG_RELATION = ord("R")
+MSG_TYPE = ord("Y")
+MSG_INSERT = ord("I")
+MSG_UPDATE = ord("U")
+MSG_DELETE = ord("D")
+MSG_TRUNCATE = ord("T")
+MSG_MESSAGE = ord("M")
+MSG_STREAM_START = ord("S")
+MSG_STREAM_STOP = ord("E")
+MSG_STREAM_COMMIT = ord("c")
+MSG_STREAM_ABORT = ord("A")
+MSG_BEGIN_PREPARE = ord("b")
+MSG_PREPARE = ord("P")
+MSG_COMMIT_PREPARED = ord("K")
+MSG_ROLLBACK_PREPARED = ord("r")
+MSG_STREAM_PREPARE = ord("p")
+
+# Tuple markers inside Insert / Update / Delete.
+TUPLE_NEW = ord("N")  # "Identifies the following TupleData message as a new tuple."
+TUPLE_KEY = ord("K")  # "... as a key." (replica identity DEFAULT / USING INDEX)
+TUPLE_OLD = ord("O")  # "... as an old tuple." (replica identity FULL)
+
+REPLICA_IDENTITIES = frozenset("dnfi")  # relreplident: default, nothing, full, index
+
+# The lowest protocol version that can carry each message type.
+MIN_PROTOCOL_VERSION = {
+    MSG_BEGIN: 1,
+    MSG_COMMIT: 1,
+    MSG_ORIGIN: 1,
+    MSG_RELATION: 1,
+    MSG_TYPE: 1,
+    MSG_INSERT: 1,
+    MSG_UPDATE: 1,
+    MSG_DELETE: 1,
+    MSG_TRUNCATE: 1,
+    MSG_MESSAGE: 1,
+    MSG_STREAM_START: 2,
+    MSG_STREAM_STOP: 2,
+    MSG_STREAM_COMMIT: 2,
+    MSG_STREAM_ABORT: 2,
+    MSG_BEGIN_PREPARE: 3,
+    MSG_PREPARE: 3,
+    MSG_COMMIT_PREPARED: 3,
+    MSG_ROLLBACK_PREPARED: 3,
+    MSG_STREAM_PREPARE: 3,
+}
+MAX_PROTOCOL_VERSION = 4
+
+_MESSAGE_NAMES = {
+    MSG_BEGIN: "Begin",
+    MSG_COMMIT: "Commit",
+    MSG_ORIGIN: "Origin",
+    MSG_RELATION: "Relation",
+    MSG_TYPE: "Type",
+    MSG_INSERT: "Insert",
+    MSG_UPDATE: "Update",
+    MSG_DELETE: "Delete",
+    MSG_TRUNCATE: "Truncate",
+    MSG_MESSAGE: "Message",
+    MSG_STREAM_START: "StreamStart",
+    MSG_STREAM_STOP: "StreamStop",
+    MSG_STREAM_COMMIT: "StreamCommit",
+    MSG_STREAM_ABORT: "StreamAbort",
+    MSG_BEGIN_PREPARE: "BeginPrepare",
+    MSG_PREPARE: "Prepare",
+    MSG_COMMIT_PREPARED: "CommitPrepared",
+    MSG_ROLLBACK_PREPARED: "RollbackPrepared",
+    MSG_STREAM_PREPARE: "StreamPrepare",
+}
+
+# --- Timestamps ---------------------------------------------------------------
+
+PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_INFINITY = (1 << 63) - 1  # DT_NOEND: 'infinity'
+_MINUS_INFINITY = -(1 << 63)  # DT_NOBEGIN: '-infinity'
+_DATETIME_MAX = datetime.max.replace(tzinfo=UTC)
+_DATETIME_MIN = datetime.min.replace(tzinfo=UTC)
+
+
+def pg_timestamp(micros: int) -> datetime:
+    """PostgreSQL TimestampTz (int64 microseconds since 2000-01-01 UTC) -> aware datetime.
+
+    Exact to the microsecond. 'infinity' / '-infinity' become ``datetime.max`` /
+    ``datetime.min`` (UTC). A finite value outside Python's years 1-9999 raises
+    DecodeError (PostgreSQL allows up to year 294276; no commit time is there).
+    """
+    if micros == _INFINITY:
+        return _DATETIME_MAX
+    if micros == _MINUS_INFINITY:
+        return _DATETIME_MIN
+    try:
+        return PG_EPOCH + timedelta(microseconds=micros)
+    except OverflowError:
+        raise DecodeError(
+            f"timestamp {micros} microseconds after 2000-01-01 is outside the range "
+            "of Python's datetime (years 1-9999)"
+        ) from None
+
+
+def _timestamp(micros: int, where: str) -> datetime:
+    try:
+        return pg_timestamp(micros)
+    except DecodeError as exc:
+        raise DecodeError(f"{where}: {exc.message}") from None
+
+
+# --- Fixed-size field groups --------------------------------------------------
+
+
+class _Layout:
+    """A run of fixed-size fields read with one precompiled struct.
+
+    A short read is turned into a DecodeError naming the first field that does not fit.
+    """
+
+    __slots__ = ("message", "fields", "size", "unpack_from")
+
+    def __init__(self, message: str, *fields: tuple[str, str]) -> None:
+        compiled = struct.Struct("!" + "".join(code for _, code in fields))
+        self.message = message
+        self.size = compiled.size
+        self.unpack_from = compiled.unpack_from
+        offset = 0
+        placed: list[tuple[str, int, int]] = []
+        for name, code in fields:
+            size = struct.calcsize("!" + code)
+            placed.append((name, offset, size))
+            offset += size
+        self.fields = tuple(placed)
+
+    def read(self, buf: bytes, pos: int, prefix: str | None = None) -> tuple[Any, ...]:
+        try:
+            return self.unpack_from(buf, pos)
+        except struct.error:
+            raise self.truncated(buf, pos, prefix) from None
+
+    def truncated(self, buf: bytes, pos: int, prefix: str | None = None) -> DecodeError:
+        where = prefix or self.message
+        for name, offset, size in self.fields:
+            start = pos + offset
+            if start + size > len(buf):
+                left = max(0, len(buf) - start)
+                return DecodeError(
+                    f"{where}.{name}: truncated (needs {size} bytes at offset {start}, {left} left)"
+                )
+        return DecodeError(f"{where}: truncated")  # not reached: unpack_from failed
+
+
+def _xid_layout(message: str, *fields: tuple[str, str]) -> tuple[_Layout, _Layout]:
+    """The layout outside a stream, and inside one (an Int32 xid first)."""
+    return _Layout(message, *fields), _Layout(message, ("xid", "I"), *fields)
+
+
+# Begin: Int64 final LSN; Int64 commit timestamp; Int32 xid.
+_BEGIN = _Layout("Begin", ("final_lsn", "Q"), ("commit_time", "q"), ("xid", "I"))
+# Commit: Int8 flags (unused); Int64 commit LSN; Int64 end LSN; Int64 commit timestamp.
+_COMMIT = _Layout(
+    "Commit", ("flags", "B"), ("commit_lsn", "Q"), ("end_lsn", "Q"), ("commit_time", "q")
+)
+# Origin: Int64 "LSN of the commit on the origin server"; String name.
+_ORIGIN = _Layout("Origin", ("commit_lsn", "Q"))
+# Relation: [Int32 xid]; Int32 relation OID; then strings, replica identity, columns.
+_RELATION = _xid_layout("Relation", ("relation_id", "I"))
+_RELATION_TAIL = _Layout("Relation", ("replica_identity", "B"), ("column_count", "H"))
+# Per column: Int8 flags (1 = part of the key); String name; Int32 type OID; Int32 typmod.
+_COLUMN_FLAGS = _Layout("Relation.column", ("flags", "B"))
+_COLUMN_TYPE = _Layout("Relation.column", ("type_oid", "I"), ("type_modifier", "i"))
+# Type: [Int32 xid]; Int32 type OID; String namespace; String name.
+_TYPE = _xid_layout("Type", ("type_oid", "I"))
+# Insert: [Int32 xid]; Int32 relation OID; Byte1('N'); TupleData.
+_INSERT = _xid_layout("Insert", ("relation_id", "I"), ("tuple_marker", "B"))
+# Update: [Int32 xid]; Int32 relation OID; [Byte1('K'|'O') TupleData]; Byte1('N') TupleData.
+_UPDATE = _xid_layout("Update", ("relation_id", "I"), ("tuple_marker", "B"))
+# Delete: [Int32 xid]; Int32 relation OID; Byte1('K'|'O'); TupleData.
+_DELETE = _xid_layout("Delete", ("relation_id", "I"), ("tuple_marker", "B"))
+# Truncate: [Int32 xid]; Int32 number of relations; Int8 options; Int32 OID per relation.
+_TRUNCATE = _xid_layout("Truncate", ("relation_count", "I"), ("options", "B"))
+# Message: [Int32 xid]; Int8 flags (1 = transactional); Int64 LSN; String prefix;
+# Int32 content length; content.
+_MESSAGE = _xid_layout("Message", ("flags", "B"), ("lsn", "Q"))
+_MESSAGE_LENGTH = _Layout("Message", ("content_length", "I"))
+# Stream Start: Int32 xid; Int8 "1 if the first stream segment for this XID, 0 otherwise".
+_STREAM_START = _Layout("StreamStart", ("xid", "I"), ("first_segment", "B"))
+# Stream Commit: Int32 xid; Int8 flags (unused); Int64 commit LSN; Int64 end LSN;
+# Int64 commit timestamp.
+_STREAM_COMMIT = _Layout(
+    "StreamCommit",
+    ("xid", "I"),
+    ("flags", "B"),
+    ("commit_lsn", "Q"),
+    ("end_lsn", "Q"),
+    ("commit_time", "q"),
+)
+# Stream Abort: Int32 xid; Int32 subtransaction xid; since protocol 4, when streaming =
+# parallel: Int64 abort LSN; Int64 abort timestamp.
+_STREAM_ABORT = _Layout("StreamAbort", ("xid", "I"), ("subxid", "I"))
+_STREAM_ABORT_V4 = _Layout(
+    "StreamAbort", ("xid", "I"), ("subxid", "I"), ("abort_lsn", "Q"), ("abort_time", "q")
+)
+# Begin Prepare: Int64 "LSN of the prepare"; Int64 "end LSN of the prepared transaction";
+# Int64 prepare timestamp; Int32 xid; String GID.
+_BEGIN_PREPARE = _Layout(
+    "BeginPrepare", ("prepare_lsn", "Q"), ("end_lsn", "Q"), ("prepare_time", "q"), ("xid", "I")
+)
+# Prepare / Stream Prepare: Int8 flags (unused); Int64 prepare LSN; Int64 end LSN;
+# Int64 prepare timestamp; Int32 xid; String GID.
+_PREPARE = _Layout(
+    "Prepare",
+    ("flags", "B"),
+    ("prepare_lsn", "Q"),
+    ("end_lsn", "Q"),
+    ("prepare_time", "q"),
+    ("xid", "I"),
+)
+_STREAM_PREPARE = _Layout(
+    "StreamPrepare",
+    ("flags", "B"),
+    ("prepare_lsn", "Q"),
+    ("end_lsn", "Q"),
+    ("prepare_time", "q"),
+    ("xid", "I"),
+)
+# Commit Prepared: Int8 flags (unused); Int64 "LSN of the commit of the prepared
+# transaction"; Int64 end LSN; Int64 commit timestamp; Int32 xid; String GID.
+_COMMIT_PREPARED = _Layout(
+    "CommitPrepared",
+    ("flags", "B"),
+    ("commit_lsn", "Q"),
+    ("end_lsn", "Q"),
+    ("commit_time", "q"),
+    ("xid", "I"),
+)
+# Rollback Prepared: Int8 flags (unused); Int64 "end LSN of the prepared transaction";
+# Int64 "end LSN of the rollback prepared transaction"; Int64 prepare timestamp;
+# Int64 rollback timestamp; Int32 xid; String GID.
+_ROLLBACK_PREPARED = _Layout(
+    "RollbackPrepared",
+    ("flags", "B"),
+    ("prepare_end_lsn", "Q"),
+    ("rollback_end_lsn", "Q"),
+    ("prepare_time", "q"),
+    ("rollback_time", "q"),
+    ("xid", "I"),
+)
+# Hot-path unpackers, looked up once.
+_INSERT_UNPACK, _INSERT_STREAM_UNPACK = _INSERT[0].unpack_from, _INSERT[1].unpack_from
+_UPDATE_UNPACK, _UPDATE_STREAM_UNPACK = _UPDATE[0].unpack_from, _UPDATE[1].unpack_from
+_DELETE_UNPACK, _DELETE_STREAM_UNPACK = _DELETE[0].unpack_from, _DELETE[1].unpack_from
+_UINT32 = struct.Struct("!I").unpack_from
+
+
+def _string(buf: bytes, pos: int, where: str) -> tuple[str, int]:
+    """A NUL-terminated UTF-8 String; returns it and the offset after the NUL."""
+    end = buf.find(b"\0", pos)
+    if end < 0:
+        raise DecodeError(f"{where}: truncated (no NUL-terminated string at offset {pos})")
+    try:
+        return buf[pos:end].decode("utf-8"), end + 1
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"{where}: invalid UTF-8 at offset {pos + exc.start}") from None
+
+
+def _end(buf: bytes, pos: int, message: str) -> None:
+    if pos != len(buf):
+        raise DecodeError(
+            f"{message}: {len(buf) - pos} bytes of trailing data after the message (offset {pos})"
+        )
+
+
+def _byte(buf: bytes, pos: int, where: str) -> int:
+    if pos >= len(buf):
+        raise DecodeError(f"{where}: truncated (needs 1 byte at offset {pos}, 0 left)")
+    return buf[pos]
+
+
+# --- TupleData ------------------------------------------------------------------
+#
+# The hot path. TupleData is "Int16 number of columns; per column Byte1 kind ('n' null,
+# 'u' unchanged TOAST, 't' text, 'b' binary); for 't' and 'b': Int32 length and the
+# value bytes". Readers unrolled for a fixed column count (generated once per count)
+# run about a third faster than a loop, and most tables are narrow; wider tuples use
+# the loop. Fast paths only catch failures; _tuple_error re-walks the bytes slowly to
+# say exactly what is wrong.
+
+_T = TypeVar("_T")
+_UNROLL_MAX = 64
+_TupleReader = Callable[[bytes, int], tuple[TupleData, int]]
+_tuple_readers: dict[int, _TupleReader] = {}
+
+
+def _fast_constructor(cls: type[_T]) -> Callable[..., _T]:
+    """A positional constructor for a frozen slots dataclass that skips ``__init__``.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``;
+    setting the slots directly is a third faster, which counts on the row hot path
+    (TupleData, Insert, Update, Delete). Same object, same fields, same order.
+    """
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    args = ", ".join(names)
+    body = "".join(f"    _set_{name}(obj, {name})\n" for name in names)
+    source = f"def make({args}):\n    obj = _new(cls)\n{body}    return obj\n"
+    namespace: dict[str, Any] = {"_new": object.__new__, "cls": cls}
+    for name in names:
+        namespace[f"_set_{name}"] = getattr(cls, name).__set__
+    exec(compile(source, f"<pgoutput {cls.__name__} constructor>", "exec"), namespace)
+    make: Callable[..., _T] = namespace["make"]
+    return make
+
+
+_make_tuple = _fast_constructor(TupleData)
+_make_insert = _fast_constructor(Insert)
+_make_update = _fast_constructor(Update)
+_make_delete = _fast_constructor(Delete)
+
+
+class _BadKind(Exception):
+    """Internal: an unknown column kind in a fast path (turned into DecodeError)."""
+
+
+def _loop_reader(natts: int) -> _TupleReader:
+    def read(buf: bytes, pos: int) -> tuple[TupleData, int]:
+        kinds = bytearray()
+        values: list[bytes | None] = []
+        for _ in range(natts):
+            kind = buf[pos]
+            kinds.append(kind)
+            if kind == 116 or kind == 98:  # t, b
+                start = pos + 5
+                pos = start + _UINT32(buf, pos + 1)[0]
+                values.append(buf[start:pos])
+            elif kind == 110 or kind == 117:  # n, u
+                pos += 1
+                values.append(None)
+            else:
+                raise _BadKind
+        return _make_tuple(bytes(kinds), tuple(values)), pos
+
+    return read
+
+
+def _unrolled_reader(natts: int) -> _TupleReader:
+    if natts == 0:
+        empty = TupleData(b"", ())
+        return lambda buf, pos: (empty, pos)
+    lines = ["def read(buf, p):"]
+    for i in range(natts):
+        lines += [
+            f"    k{i} = buf[p]",
+            f"    if k{i} == 116 or k{i} == 98:",
+            "        s = p + 5",
+            "        p = s + _UINT32(buf, p + 1)[0]",
+            f"        v{i} = buf[s:p]",
+            f"    elif k{i} == 110 or k{i} == 117:",
+            "        p += 1",
+            f"        v{i} = None",
+            "    else:",
+            "        raise _BadKind",
+        ]
+    kinds = ", ".join(f"k{i}" for i in range(natts))
+    values = ", ".join(f"v{i}" for i in range(natts))
+    lines.append(f"    return _make_tuple(bytes(({kinds},)), ({values},)), p")
+    namespace: dict[str, Any] = {
+        "_UINT32": _UINT32,
+        "_BadKind": _BadKind,
+        "_make_tuple": _make_tuple,
+    }
+    exec(compile("\n".join(lines), f"<pgoutput tuple reader {natts}>", "exec"), namespace)
+    reader: _TupleReader = namespace["read"]
+    return reader
+
+
+def _tuple_reader(natts: int) -> _TupleReader:
+    reader = _tuple_readers.get(natts)
+    if reader is None:
+        reader = _unrolled_reader(natts) if natts <= _UNROLL_MAX else _loop_reader(natts)
+        if natts <= _UNROLL_MAX:
+            _tuple_readers[natts] = reader
+    return reader
+
+
+def decode_tuple(buf: bytes, offset: int, where: str) -> tuple[TupleData, int]:
+    """Decode the TupleData at ``offset``; return it and the offset just after it.
+
+    ``where`` names the field for errors, e.g. ``"Update.old_tuple"``.
+    """
+    try:
+        natts = (buf[offset] << 8) | buf[offset + 1]
+        tup, pos = _tuple_reader(natts)(buf, offset + 2)
+    except (IndexError, struct.error, _BadKind):
+        raise _tuple_error(buf, offset, where) from None
+    if pos > len(buf):
+        raise _tuple_error(buf, offset, where)
+    return tup, pos
+
+
+def _tuple_error(buf: bytes, offset: int, where: str) -> DecodeError:
+    """Walk a TupleData that failed the fast path and describe the first problem."""
+    size = len(buf)
+    if offset + 2 > size:
+        return DecodeError(
+            f"{where}: truncated (needs 2 bytes for the column count at offset {offset}, "
+            f"{max(0, size - offset)} left)"
+        )
+    natts = (buf[offset] << 8) | buf[offset + 1]
+    pos = offset + 2
+    for column in range(natts):
+        if pos >= size:
+            return DecodeError(
+                f"{where}: truncated at column {column} of {natts} (no kind byte at offset {pos})"
+            )
+        kind = buf[pos]
+        if kind in (KIND_NULL, KIND_UNCHANGED_TOAST):
+            pos += 1
+        elif kind in (KIND_TEXT, KIND_BINARY):
+            if pos + 5 > size:
+                return DecodeError(
+                    f"{where}: truncated at column {column} of {natts} (needs 4 bytes for "
+                    f"the value length at offset {pos + 1}, {size - pos - 1} left)"
+                )
+            length = _UINT32(buf, pos + 1)[0]
+            pos += 5
+            if pos + length > size:
+                return DecodeError(
+                    f"{where}: truncated at column {column} of {natts} (value of {length} "
+                    f"bytes at offset {pos}, {size - pos} left)"
+                )
+            pos += length
+        else:
+            return DecodeError(
+                f"{where}: column {column} has unknown kind byte 0x{kind:02x} at offset {pos} "
+                "(expected n, u, t or b)"
+            )
+    return DecodeError(f"{where}: malformed TupleData at offset {offset}")
+
+
+# --- Messages -------------------------------------------------------------------
+
+
+def _begin(buf: bytes, in_stream: bool) -> Begin:
+    final_lsn, commit_time, xid = _BEGIN.read(buf, 1)
+    _end(buf, 1 + _BEGIN.size, "Begin")
+    return Begin(final_lsn, _timestamp(commit_time, "Begin.commit_time"), xid)
+
+
+def _commit(buf: bytes, in_stream: bool) -> Commit:
+    flags, commit_lsn, end_lsn, commit_time = _COMMIT.read(buf, 1)
+    _end(buf, 1 + _COMMIT.size, "Commit")
+    return Commit(flags, commit_lsn, end_lsn, _timestamp(commit_time, "Commit.commit_time"))
+
+
+def _origin(buf: bytes, in_stream: bool) -> Origin:
+    (commit_lsn,) = _ORIGIN.read(buf, 1)
+    name, pos = _string(buf, 1 + _ORIGIN.size, "Origin.name")
+    _end(buf, pos, "Origin")
+    return Origin(commit_lsn, name)
+
+
+def _relation(buf: bytes, in_stream: bool) -> Relation:
+    layout = _RELATION[in_stream]
+    if in_stream:
+        xid, relation_id = layout.read(buf, 1)
+    else:
+        xid = None
+        (relation_id,) = layout.read(buf, 1)
+    namespace, pos = _string(buf, 1 + layout.size, "Relation.namespace")
+    name, pos = _string(buf, pos, "Relation.name")
+    identity, column_count = _RELATION_TAIL.read(buf, pos)
+    replica_identity = chr(identity)
+    if replica_identity not in REPLICA_IDENTITIES:
+        raise DecodeError(
+            f"Relation.replica_identity: unknown value 0x{identity:02x} at offset {pos} "
+            "(expected d, n, f or i)"
+        )
+    pos += _RELATION_TAIL.size
+    columns = []
+    for index in range(column_count):
+        where = f"Relation.columns[{index}]"
+        (flags,) = _COLUMN_FLAGS.read(buf, pos, where)
+        column_name, pos = _string(buf, pos + 1, f"{where}.name")
+        type_oid, type_modifier = _COLUMN_TYPE.read(buf, pos, where)
+        pos += _COLUMN_TYPE.size
+        columns.append(RelationColumn(flags, column_name, type_oid, type_modifier))
+    _end(buf, pos, "Relation")
+    return Relation(xid, relation_id, namespace, name, replica_identity, tuple(columns))
+
+
+def _type(buf: bytes, in_stream: bool) -> Type:
+    layout = _TYPE[in_stream]
+    if in_stream:
+        xid, type_oid = layout.read(buf, 1)
+    else:
+        xid = None
+        (type_oid,) = layout.read(buf, 1)
+    namespace, pos = _string(buf, 1 + layout.size, "Type.namespace")
+    name, pos = _string(buf, pos, "Type.name")
+    _end(buf, pos, "Type")
+    return Type(xid, type_oid, namespace, name)
+
+
+def _insert(buf: bytes, in_stream: bool) -> Insert:
+    if in_stream:
+        try:
+            xid, relation_id, marker = _INSERT_STREAM_UNPACK(buf, 1)
+        except struct.error:
+            raise _INSERT[1].truncated(buf, 1) from None
+        pos = 10
+    else:
+        xid = None
+        try:
+            relation_id, marker = _INSERT_UNPACK(buf, 1)
+        except struct.error:
+            raise _INSERT[0].truncated(buf, 1) from None
+        pos = 6
+    if marker != TUPLE_NEW:
+        raise _marker_error("Insert", marker, pos - 1, "N")
+    new, pos = decode_tuple(buf, pos, "Insert.new_tuple")
+    if pos != len(buf):
+        _end(buf, pos, "Insert")
+    return _make_insert(xid, relation_id, new)
+
+
+def _update(buf: bytes, in_stream: bool) -> Update:
+    if in_stream:
+        try:
+            xid, relation_id, marker = _UPDATE_STREAM_UNPACK(buf, 1)
+        except struct.error:
+            raise _UPDATE[1].truncated(buf, 1) from None
+        pos = 10
+    else:
+        xid = None
+        try:
+            relation_id, marker = _UPDATE_UNPACK(buf, 1)
+        except struct.error:
+            raise _UPDATE[0].truncated(buf, 1) from None
+        pos = 6
+    old: TupleData | None
+    if marker == TUPLE_NEW:
+        old_kind = None
+        old = None
+    elif marker in (TUPLE_KEY, TUPLE_OLD):
+        old_kind = "K" if marker == TUPLE_KEY else "O"
+        old, pos = decode_tuple(buf, pos, "Update.old_tuple")
+        marker = _byte(buf, pos, "Update.new_tuple_marker")
+        pos += 1
+        if marker != TUPLE_NEW:
+            raise _marker_error("Update.new_tuple", marker, pos - 1, "N")
+    else:
+        raise _marker_error("Update", marker, pos - 1, "K, O or N")
+    new, pos = decode_tuple(buf, pos, "Update.new_tuple")
+    if pos != len(buf):
+        _end(buf, pos, "Update")
+    return _make_update(xid, relation_id, old_kind, old, new)
+
+
+def _delete(buf: bytes, in_stream: bool) -> Delete:
+    if in_stream:
+        try:
+            xid, relation_id, marker = _DELETE_STREAM_UNPACK(buf, 1)
+        except struct.error:
+            raise _DELETE[1].truncated(buf, 1) from None
+        pos = 10
+    else:
+        xid = None
+        try:
+            relation_id, marker = _DELETE_UNPACK(buf, 1)
+        except struct.error:
+            raise _DELETE[0].truncated(buf, 1) from None
+        pos = 6
+    if marker == TUPLE_KEY:
+        old_kind = "K"
+    elif marker == TUPLE_OLD:
+        old_kind = "O"
+    else:
+        raise _marker_error("Delete", marker, pos - 1, "K or O")
+    old, pos = decode_tuple(buf, pos, "Delete.old_tuple")
+    if pos != len(buf):
+        _end(buf, pos, "Delete")
+    return _make_delete(xid, relation_id, old_kind, old)
+
+
+def _marker_error(where: str, marker: int, pos: int, expected: str) -> DecodeError:
+    return DecodeError(
+        f"{where}.tuple_marker: unexpected byte 0x{marker:02x} at offset {pos} "
+        f"(expected {expected})"
+    )
+
+
+def _truncate(buf: bytes, in_stream: bool) -> Truncate:
+    layout = _TRUNCATE[in_stream]
+    if in_stream:
+        xid, count, options = layout.read(buf, 1)
+    else:
+        xid = None
+        count, options = layout.read(buf, 1)
+    pos = 1 + layout.size
+    if len(buf) - pos != 4 * count:
+        if len(buf) - pos < 4 * count:
+            raise DecodeError(
+                f"Truncate.relation_ids: truncated ({count} relation OIDs need {4 * count} "
+                f"bytes at offset {pos}, {len(buf) - pos} left)"
+            )
+        _end(buf, pos + 4 * count, "Truncate")
+    relation_ids = struct.unpack_from(f"!{count}I", buf, pos)
+    return Truncate(xid, options, relation_ids)
+
+
+def _message(buf: bytes, in_stream: bool) -> LogicalMessage:
+    layout = _MESSAGE[in_stream]
+    if in_stream:
+        xid, flags, lsn = layout.read(buf, 1)
+    else:
+        xid = None
+        flags, lsn = layout.read(buf, 1)
+    prefix, pos = _string(buf, 1 + layout.size, "Message.prefix")
+    (length,) = _MESSAGE_LENGTH.read(buf, pos)
+    pos += 4
+    if pos + length > len(buf):
+        raise DecodeError(
+            f"Message.content: truncated (needs {length} bytes at offset {pos}, "
+            f"{len(buf) - pos} left)"
+        )
+    content = buf[pos : pos + length]
+    _end(buf, pos + length, "Message")
+    return LogicalMessage(xid, bool(flags & 1), lsn, prefix, content)
+
+
+def _stream_start(buf: bytes, in_stream: bool) -> StreamStart:
+    xid, first_segment = _STREAM_START.read(buf, 1)
+    if first_segment > 1:
+        raise DecodeError(
+            f"StreamStart.first_segment: unexpected value {first_segment} at offset 5 "
+            "(expected 0 or 1)"
+        )
+    _end(buf, 1 + _STREAM_START.size, "StreamStart")
+    return StreamStart(xid, first_segment == 1)
+
+
+def _stream_stop(buf: bytes, in_stream: bool) -> StreamStop:
+    _end(buf, 1, "StreamStop")
+    return StreamStop()
+
+
+def _stream_commit(buf: bytes, in_stream: bool) -> StreamCommit:
+    xid, flags, commit_lsn, end_lsn, commit_time = _STREAM_COMMIT.read(buf, 1)
+    _end(buf, 1 + _STREAM_COMMIT.size, "StreamCommit")
+    return StreamCommit(
+        xid, flags, commit_lsn, end_lsn, _timestamp(commit_time, "StreamCommit.commit_time")
+    )
+
+
+def _stream_abort(buf: bytes, in_stream: bool) -> StreamAbort:
+    # Protocol 4 appends abort_lsn and abort_time only when the subscriber asked for
+    # streaming = parallel; nothing in the message says which, so the length decides:
+    # 8 bytes after the type byte -> without them, 24 -> with them.
+    if len(buf) <= 1 + _STREAM_ABORT.size:
+        xid, subxid = _STREAM_ABORT.read(buf, 1)
+        return StreamAbort(xid, subxid, None, None)
+    xid, subxid, abort_lsn, abort_time = _STREAM_ABORT_V4.read(buf, 1)
+    _end(buf, 1 + _STREAM_ABORT_V4.size, "StreamAbort")
+    return StreamAbort(xid, subxid, abort_lsn, _timestamp(abort_time, "StreamAbort.abort_time"))
+
+
+def _stream_abort_v2(buf: bytes, in_stream: bool) -> StreamAbort:
+    """Protocol versions 2 and 3: never the parallel-apply fields."""
+    xid, subxid = _STREAM_ABORT.read(buf, 1)
+    if len(buf) != 1 + _STREAM_ABORT.size:
+        raise DecodeError(
+            f"StreamAbort: {len(buf) - 9} bytes of trailing data after the message (offset 9; "
+            "abort_lsn and abort_time exist only in protocol version 4)"
+        )
+    return StreamAbort(xid, subxid, None, None)
+
+
+def _begin_prepare(buf: bytes, in_stream: bool) -> BeginPrepare:
+    prepare_lsn, end_lsn, prepare_time, xid = _BEGIN_PREPARE.read(buf, 1)
+    gid, pos = _string(buf, 1 + _BEGIN_PREPARE.size, "BeginPrepare.gid")
+    _end(buf, pos, "BeginPrepare")
+    return BeginPrepare(
+        prepare_lsn, end_lsn, _timestamp(prepare_time, "BeginPrepare.prepare_time"), xid, gid
+    )
+
+
+def _prepare(buf: bytes, in_stream: bool) -> Prepare:
+    flags, prepare_lsn, end_lsn, prepare_time, xid = _PREPARE.read(buf, 1)
+    gid, pos = _string(buf, 1 + _PREPARE.size, "Prepare.gid")
+    _end(buf, pos, "Prepare")
+    return Prepare(
+        flags, prepare_lsn, end_lsn, _timestamp(prepare_time, "Prepare.prepare_time"), xid, gid
+    )
+
+
+def _commit_prepared(buf: bytes, in_stream: bool) -> CommitPrepared:
+    flags, commit_lsn, end_lsn, commit_time, xid = _COMMIT_PREPARED.read(buf, 1)
+    gid, pos = _string(buf, 1 + _COMMIT_PREPARED.size, "CommitPrepared.gid")
+    _end(buf, pos, "CommitPrepared")
+    return CommitPrepared(
+        flags, commit_lsn, end_lsn, _timestamp(commit_time, "CommitPrepared.commit_time"), xid, gid
+    )
+
+
+def _rollback_prepared(buf: bytes, in_stream: bool) -> RollbackPrepared:
+    flags, prepare_end_lsn, rollback_end_lsn, prepare_time, rollback_time, xid = (
+        _ROLLBACK_PREPARED.read(buf, 1)
+    )
+    gid, pos = _string(buf, 1 + _ROLLBACK_PREPARED.size, "RollbackPrepared.gid")
+    _end(buf, pos, "RollbackPrepared")
+    return RollbackPrepared(
+        flags,
+        prepare_end_lsn,
+        rollback_end_lsn,
+        _timestamp(prepare_time, "RollbackPrepared.prepare_time"),
+        _timestamp(rollback_time, "RollbackPrepared.rollback_time"),
+        xid,
+        gid,
+    )
+
+
+def _stream_prepare(buf: bytes, in_stream: bool) -> StreamPrepare:
+    flags, prepare_lsn, end_lsn, prepare_time, xid = _STREAM_PREPARE.read(buf, 1)
+    gid, pos = _string(buf, 1 + _STREAM_PREPARE.size, "StreamPrepare.gid")
+    _end(buf, pos, "StreamPrepare")
+    return StreamPrepare(
+        flags,
+        prepare_lsn,
+        end_lsn,
+        _timestamp(prepare_time, "StreamPrepare.prepare_time"),
+        xid,
+        gid,
+    )
+
+
+_Parser = Callable[[bytes, bool], Message]
+
+PARSERS: dict[int, _Parser] = {
+    MSG_BEGIN: _begin,
+    MSG_COMMIT: _commit,
+    MSG_ORIGIN: _origin,
+    MSG_RELATION: _relation,
+    MSG_TYPE: _type,
+    MSG_INSERT: _insert,
+    MSG_UPDATE: _update,
+    MSG_DELETE: _delete,
+    MSG_TRUNCATE: _truncate,
+    MSG_MESSAGE: _message,
+    MSG_STREAM_START: _stream_start,
+    MSG_STREAM_STOP: _stream_stop,
+    MSG_STREAM_COMMIT: _stream_commit,
+    MSG_STREAM_ABORT: _stream_abort,
+    MSG_BEGIN_PREPARE: _begin_prepare,
+    MSG_PREPARE: _prepare,
+    MSG_COMMIT_PREPARED: _commit_prepared,
+    MSG_ROLLBACK_PREPARED: _rollback_prepared,
+    MSG_STREAM_PREPARE: _stream_prepare,
+}
+"""Message type byte -> parse function ``(payload, in_stream) -> message``."""
+
+
+def _as_bytes(payload: bytes | bytearray | memoryview) -> bytes:
+    return payload if type(payload) is bytes else bytes(payload)
+
+
+def _unknown(kind: int) -> DecodeError:
+    shown = repr(chr(kind)) if 0x20 < kind < 0x7F else f"0x{kind:02x}"
+    return DecodeError(f"unknown pgoutput message type {shown}")
+
+
+def parse(payload: bytes | bytearray | memoryview, *, in_stream: bool = False) -> Message:
+    """Decode one pgoutput message; pure (no state, any protocol version 1-4).
+
+    ``in_stream``: the message arrived between Stream Start and Stream Stop, so
+    Relation, Type, Insert, Update, Delete, Truncate and Message carry an xid.
+    """
+    buf = _as_bytes(payload)
+    if not buf:
+        raise DecodeError("empty pgoutput message")
+    parser = PARSERS.get(buf[0])
+    if parser is None:
+        raise _unknown(buf[0])
+    return parser(buf, in_stream)
+
+
+class Decoder:
+    """Stateful decoder for one replication stream of a given protocol version.
+
+    Caches Relation and Type messages by OID (``relations``, ``types``) and tracks
+    whether it is inside a streamed-transaction block (``in_stream``: set by Stream
+    Start, cleared by Stream Stop) so in-stream messages are read with their xid.
+    A message type the protocol version cannot carry raises DecodeError. Stream
+    boundaries are not policed (the assembler owns transaction semantics).
+    """
+
+    __slots__ = ("protocol_version", "relations", "types", "in_stream", "_parsers")
+
+    def __init__(self, protocol_version: int = 1) -> None:
+        if not 1 <= protocol_version <= MAX_PROTOCOL_VERSION:
+            raise ConfigurationError(
+                f"unsupported pgoutput protocol version {protocol_version!r}",
+                hint=f"use a version from 1 to {MAX_PROTOCOL_VERSION}",
+            )
+        self.protocol_version = protocol_version
+        self.relations: dict[int, Relation] = {}
+        self.types: dict[int, Type] = {}
+        self.in_stream = False
+        parsers = {
+            kind: parser
+            for kind, parser in PARSERS.items()
+            if MIN_PROTOCOL_VERSION[kind] <= protocol_version
+        }
+        if protocol_version < 4 and MSG_STREAM_ABORT in parsers:
+            parsers[MSG_STREAM_ABORT] = _stream_abort_v2
+        self._parsers = parsers
+
+    def decode(self, payload: bytes | bytearray | memoryview) -> Message:
+        """Decode one message and update the relation/type caches and stream state."""
+        buf = payload if type(payload) is bytes else bytes(payload)
+        if not buf:
+            raise DecodeError("empty pgoutput message")
+        kind = buf[0]
+        parser = self._parsers.get(kind)
+        if parser is None:
+            raise self._not_accepted(kind)
+        message = parser(buf, self.in_stream)
+        if kind < 0x53:  # Insert/Update/Delete ('I', 'U', 'D') and others below 'S'
+            if kind == MSG_RELATION:
+                assert isinstance(message, Relation)
+                self.relations[message.relation_id] = message
+            return message
+        if kind == MSG_STREAM_START:
+            self.in_stream = True
+        elif kind == MSG_STREAM_STOP:
+            self.in_stream = False
+        elif kind == MSG_TYPE:
+            assert isinstance(message, Type)
+            self.types[message.type_oid] = message
+        return message
+
+    def _not_accepted(self, kind: int) -> DecodeError:
+        if kind in PARSERS:
+            needed = MIN_PROTOCOL_VERSION[kind]
+            return DecodeError(
+                f"{_MESSAGE_NAMES[kind]} message is not part of pgoutput protocol version "
+                f"{self.protocol_version} (needs version {needed} or later)",
+                hint="decode with the protocol version the stream was started with",
+            )
+        return _unknown(kind)
