@@ -67,8 +67,8 @@ def test_progress_due_quickly_but_rate_limited() -> None:
     fb.written(10)
     assert fb.progress_pending()
     assert not fb.due(100.01)
-    assert fb.due(100.05)
-    fb.sent(fb.flush_lsn, 100.05)
+    assert fb.due(100.06)
+    fb.sent(fb.flush_lsn, 100.06)
     assert not fb.progress_pending()
     assert not fb.due(100.2)
 

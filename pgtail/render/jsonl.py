@@ -1,0 +1,195 @@
+"""JSON lines: one JSON object per change, one line each, written with orjson.
+
+Schema (every line is one object; ``op`` says which shape it has). LSNs are strings
+in PostgreSQL's ``X/Y`` form; times are ISO 8601 in UTC with microseconds
+(``2026-11-21T23:55:34.123456+00:00``). Column values use pgtail's JSON-ready
+conversion: integers and floats as numbers, ``numeric`` as an exact string, NaN and
+infinities as strings, ``json``/``jsonb`` as JSON, arrays as arrays, ``bytea`` as a
+``"\\x..."`` string, timestamps as ISO 8601 strings, other types as PostgreSQL's text.
+
+Transaction fields, on every line that belongs to a transaction:
+  ``xid``          transaction id (int)
+  ``commit_lsn``   LSN of the commit record (of the PREPARE record for a prepared tx)
+  ``end_lsn``      end of that record: the position pgtail confirms once written
+  ``commit_time``  commit (or prepare) time
+  ``origin``       replication origin name; present only when the tx came from one
+  ``gid``          two-phase GID; present only for a prepared transaction's lines
+  ``prepared``     ``true``; present only for a prepared transaction's lines
+
+``"op": "insert" | "update" | "delete"`` (one row):
+  ``schema``, ``table``, transaction fields,
+  ``seq``              position of the event within its transaction, from 0
+  ``replica_identity`` ``"default" | "index" | "full" | "nothing"``
+  ``key``              replica identity columns -> values, or null when unknown
+  ``old``              old row (columns -> values) or null when the server sent none
+  ``old_kind``         ``"key"`` (old holds only the key columns), ``"full"`` (the whole
+                       old row: REPLICA IDENTITY FULL), or null (no old row)
+  ``new``              new row (null for delete); unchanged TOAST columns are absent
+  ``unchanged_toast``  names of columns whose value was not sent (unchanged TOAST)
+
+``"op": "truncate"``: transaction fields, ``seq``, ``tables`` (list of
+  ``{"schema", "table"}``), ``cascade``, ``restart_identity`` (booleans).
+
+``"op": "message"`` (``pg_logical_emit_message``): ``prefix``, ``content``,
+  ``content_encoding`` (``"utf-8"``: content is the text; ``"base64"``: content was not
+  valid UTF-8 and is base64 of the bytes), ``transactional``, ``lsn``, ``seq``; plus the
+  transaction fields for a transactional message, or ``xid: null`` and no other
+  transaction fields for a non-transactional one.
+
+``"op": "begin"`` / ``"op": "commit"`` (only with ``--tx``): transaction fields.
+``"op": "prepare"``: a prepared transaction's changes were all written (always
+  emitted; transaction fields with ``gid`` and ``prepared``).
+``"op": "commit_prepared"``: ``xid``, ``gid``, ``commit_lsn``, ``end_lsn``,
+  ``commit_time``.
+``"op": "rollback_prepared"``: ``xid``, ``gid``, ``prepare_end_lsn``,
+  ``rollback_end_lsn``, ``prepare_time``, ``rollback_time``.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Any, BinaryIO
+
+from pgtail.changes import (
+    Change,
+    CommitPrepared,
+    Event,
+    Message,
+    RollbackPrepared,
+    Transaction,
+    Truncate,
+    TxBegin,
+    TxCommit,
+)
+from pgtail.lsn import format_lsn
+from pgtail.render import RenderOptions
+from pgtail.values import dumps
+
+
+def iso_time(value: datetime) -> str:
+    """ISO 8601 with microseconds (infinity-clamped datetimes included)."""
+    return value.isoformat(timespec="microseconds")
+
+
+def tx_fields(tx: Transaction) -> dict[str, Any]:
+    """The transaction fields every line of ``tx`` carries."""
+    fields: dict[str, Any] = {
+        "xid": tx.xid,
+        "commit_lsn": format_lsn(tx.commit_lsn),
+        "end_lsn": format_lsn(tx.end_lsn),
+        "commit_time": iso_time(tx.commit_time),
+    }
+    if tx.origin is not None:
+        fields["origin"] = tx.origin
+    if tx.prepared:
+        fields["prepared"] = True
+    if tx.gid is not None:
+        fields["gid"] = tx.gid
+    return fields
+
+
+def message_content(content: bytes) -> tuple[str, str]:
+    """(content, encoding) for a logical decoding message's bytes."""
+    try:
+        return content.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(content).decode("ascii"), "base64"
+
+
+class JsonLinesRenderer:
+    """Writes each event as one JSON object and a newline."""
+
+    def __init__(self, out: BinaryIO, options: RenderOptions | None = None) -> None:
+        self._out = out
+        self._tx_lines = (options or RenderOptions()).tx_lines
+        # fields shared by every line of the current transaction, computed once per tx
+        self._tx: Transaction | None = None
+        self._tx_fields: dict[str, Any] = {}
+
+    def _fields(self, tx: Transaction) -> dict[str, Any]:
+        if tx is not self._tx:
+            self._tx = tx
+            self._tx_fields = tx_fields(tx)
+        return self._tx_fields
+
+    def record(self, event: Event) -> dict[str, Any] | None:
+        """The JSON object for ``event``, or None when it produces no line."""
+        if isinstance(event, Change):
+            table = event.table
+            return {
+                "op": event.op,
+                "schema": table.schema,
+                "table": table.name,
+                **self._fields(event.tx),
+                "seq": event.seq,
+                "replica_identity": table.replica_identity,
+                "key": event.key,
+                "old": event.old,
+                "old_kind": event.old_kind,
+                "new": event.new,
+                "unchanged_toast": list(event.unchanged_toast),
+            }
+        if isinstance(event, TxBegin):
+            if not self._tx_lines:
+                return None
+            return {"op": "begin", **self._fields(event.tx)}
+        if isinstance(event, TxCommit):
+            if event.tx.prepared:
+                return {"op": "prepare", **self._fields(event.tx)}
+            if not self._tx_lines:
+                return None
+            return {"op": "commit", **self._fields(event.tx)}
+        if isinstance(event, Truncate):
+            return {
+                "op": "truncate",
+                **self._fields(event.tx),
+                "seq": event.seq,
+                "tables": [{"schema": t.schema, "table": t.name} for t in event.tables],
+                "cascade": event.cascade,
+                "restart_identity": event.restart_identity,
+            }
+        if isinstance(event, Message):
+            content, encoding = message_content(event.content)
+            record: dict[str, Any] = {
+                "op": "message",
+                "prefix": event.prefix,
+                "content": content,
+                "content_encoding": encoding,
+                "transactional": event.transactional,
+                "lsn": format_lsn(event.lsn),
+            }
+            if event.tx is not None:
+                record.update(self._fields(event.tx))
+            else:
+                record["xid"] = None
+            record["seq"] = event.seq
+            return record
+        if isinstance(event, CommitPrepared):
+            return {
+                "op": "commit_prepared",
+                "xid": event.xid,
+                "gid": event.gid,
+                "commit_lsn": format_lsn(event.commit_lsn),
+                "end_lsn": format_lsn(event.end_lsn),
+                "commit_time": iso_time(event.commit_time),
+            }
+        if isinstance(event, RollbackPrepared):
+            return {
+                "op": "rollback_prepared",
+                "xid": event.xid,
+                "gid": event.gid,
+                "prepare_end_lsn": format_lsn(event.prepare_end_lsn),
+                "rollback_end_lsn": format_lsn(event.rollback_end_lsn),
+                "prepare_time": iso_time(event.prepare_time),
+                "rollback_time": iso_time(event.rollback_time),
+            }
+        raise TypeError(f"cannot render {type(event).__name__} as JSON")
+
+    def render(self, event: Event) -> None:
+        record = self.record(event)
+        if record is not None:
+            self._out.write(dumps(record) + b"\n")
+
+    def close(self) -> None:
+        pass
