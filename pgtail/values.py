@@ -1,0 +1,1044 @@
+"""Column values: type OID -> converters from pgoutput's text and binary wire formats.
+
+Both formats of a value become ONE JSON-ready Python value, so a text-mode and a binary-mode
+stream of the same changes render identically; `to_text` goes back to PostgreSQL input text.
+
+Representation (assumes the walsender's defaults DateStyle=ISO, IntervalStyle=postgres,
+bytea_output=hex, extra_float_digits >= 1, a UTF-8 database):
+
+- bool -> bool; int2/int4/int8/oid/xid/xid8/cid -> int.
+- float4/float8 -> float; NaN/Infinity/-Infinity -> the strings "NaN", "Infinity", "-Infinity".
+  A binary float4 becomes the shortest decimal that round-trips as float4 (what PostgreSQL
+  prints), so binary 1.1f gives 1.1, not 1.100000023841858.
+- numeric -> exact str as PostgreSQL prints it (trailing zeros per scale), "NaN", "Infinity".
+- money -> the amount as a plain decimal str with 2 fraction digits ("-1234.50"); the currency
+  symbol and grouping of the text form (lc_monetary) are dropped.
+- text, varchar, bpchar (with its padding), name, "char", xml, refcursor, unknown -> str.
+  A "char" byte >= 0x80 is "\\ooo" (octal), as PostgreSQL prints it.
+- bytea -> "\\x<hex>" str; uuid -> canonical str; macaddr/macaddr8 -> "08:00:2b:01:02:03".
+- json/jsonb -> orjson.Fragment of the JSON text (embedded as JSON, not as a string). Line breaks
+  of json (which keeps its input text) are turned into spaces, valid JSON either way.
+- inet/cidr -> str as PostgreSQL prints it ("/n" on inet only when not a full host mask).
+- bit/varbit -> "0101"; pg_lsn -> "16/B374D848"; tsvector -> its text form str.
+- date -> "YYYY-MM-DD"; BC dates keep PostgreSQL's suffix: "0044-03-15 BC"; years past 9999
+  print with more digits; "infinity"/"-infinity".
+- time -> "HH:MM:SS[.ffffff]"; timetz -> "HH:MM:SS[.ffffff]+HH[:MM[:SS]]" (PostgreSQL's form).
+- timestamp -> "YYYY-MM-DDTHH:MM:SS[.ffffff]"; timestamptz -> the same in UTC + "+00:00"
+  (text values arriving in another session TimeZone are normalised to UTC). Fractions drop
+  trailing zeros as PostgreSQL does; BC values end in " BC"; "infinity"/"-infinity".
+- interval -> ISO 8601 as PostgreSQL's IntervalStyle iso_8601 prints it ("P1Y2M3DT4H5M6.5S",
+  "PT0S", per-field signs), or "infinity"/"-infinity".
+- arrays (any number of dimensions) -> nested lists with None for NULL; lower bounds such as
+  "[0:1]={...}" are dropped. Arrays of types with a ';' delimiter (box) are out of scope.
+- Unknown and user-defined types (enums, domains, extensions): text -> the text str; binary ->
+  "\\x<hex>" of the send function's bytes. Converters never raise: a value that does not parse
+  falls back the same way.
+
+Every string form above is accepted by PostgreSQL as input, so `'<to_text(v)>'::<type_name>`
+reproduces the value.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
+from typing import Any, NamedTuple
+
+import orjson
+
+__all__ = [
+    "Converter",
+    "converters",
+    "dumps",
+    "to_text",
+    "type_name",
+]
+
+Converter = Callable[[bytes], Any]
+StrConverter = Callable[[str], Any]
+
+# Built-in type OIDs (pg_type.dat).
+BOOL = 16
+BYTEA = 17
+CHAR = 18
+NAME = 19
+INT8 = 20
+INT2 = 21
+INT4 = 23
+TEXT = 25
+OID = 26
+XID = 28
+CID = 29
+JSON = 114
+XML = 142
+CIDR = 650
+FLOAT4 = 700
+FLOAT8 = 701
+UNKNOWN = 705
+MACADDR8 = 774
+MONEY = 790
+MACADDR = 829
+INET = 869
+BPCHAR = 1042
+VARCHAR = 1043
+DATE = 1082
+TIME = 1083
+TIMESTAMP = 1114
+TIMESTAMPTZ = 1184
+INTERVAL = 1186
+TIMETZ = 1266
+BIT = 1560
+VARBIT = 1562
+NUMERIC = 1700
+REFCURSOR = 1790
+UUID = 2950
+PG_LSN = 3220
+TSVECTOR = 3614
+JSONB = 3802
+XID8 = 5069
+
+# Array type OIDs (pg_type.typarray of the element types above).
+BOOL_ARRAY = 1000
+BYTEA_ARRAY = 1001
+CHAR_ARRAY = 1002
+NAME_ARRAY = 1003
+INT2_ARRAY = 1005
+INT4_ARRAY = 1007
+TEXT_ARRAY = 1009
+XID_ARRAY = 1011
+CID_ARRAY = 1012
+BPCHAR_ARRAY = 1014
+VARCHAR_ARRAY = 1015
+INT8_ARRAY = 1016
+FLOAT4_ARRAY = 1021
+FLOAT8_ARRAY = 1022
+OID_ARRAY = 1028
+MACADDR_ARRAY = 1040
+INET_ARRAY = 1041
+CIDR_ARRAY = 651
+JSON_ARRAY = 199
+XML_ARRAY = 143
+MACADDR8_ARRAY = 775
+MONEY_ARRAY = 791
+DATE_ARRAY = 1182
+TIME_ARRAY = 1183
+TIMESTAMP_ARRAY = 1115
+TIMESTAMPTZ_ARRAY = 1185
+INTERVAL_ARRAY = 1187
+TIMETZ_ARRAY = 1270
+BIT_ARRAY = 1561
+VARBIT_ARRAY = 1563
+NUMERIC_ARRAY = 1231
+REFCURSOR_ARRAY = 2201
+UUID_ARRAY = 2951
+PG_LSN_ARRAY = 3221
+TSVECTOR_ARRAY = 3643
+JSONB_ARRAY = 3807
+XID8_ARRAY = 271
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U64 = struct.Struct(">Q")
+_F4 = struct.Struct(">f")
+_F8 = struct.Struct(">d")
+_TIMETZ = struct.Struct(">qi")
+_INTERVAL = struct.Struct(">qii")
+_NUMERIC_HEAD = struct.Struct(">hhHH")
+_ARRAY_HEAD = struct.Struct(">iiI")
+
+
+def _hex(value: bytes) -> str:
+    return "\\x" + value.hex()
+
+
+def _decode(value: bytes) -> str:
+    # "replace" so that a non-UTF-8 database cannot stop a stream; valid UTF-8 costs the same.
+    return value.decode("utf-8", "replace")
+
+
+def _identity(value: str) -> str:
+    return value
+
+
+def _safe_text(convert: Converter) -> Converter:
+    """A text converter that falls back to the text str instead of raising."""
+
+    def safe(value: bytes) -> Any:
+        try:
+            return convert(value)
+        except (ValueError, IndexError, KeyError, OverflowError, struct.error):
+            return _decode(value)
+
+    return safe
+
+
+def _safe_str(convert: StrConverter) -> StrConverter:
+    def safe(value: str) -> Any:
+        try:
+            return convert(value)
+        except (ValueError, IndexError, KeyError, OverflowError, struct.error):
+            return value
+
+    return safe
+
+
+def _safe_binary(convert: Converter) -> Converter:
+    """A binary converter that falls back to the hex string instead of raising."""
+
+    def safe(value: bytes) -> Any:
+        try:
+            return convert(value)
+        except (ValueError, IndexError, KeyError, OverflowError, struct.error):
+            return _hex(value)
+
+    return safe
+
+
+# --- bool, integers ----------------------------------------------------------------------
+
+_BOOL_TEXT: dict[bytes | str, bool] = {b"t": True, b"f": False, "t": True, "f": False}
+_BOOL_BINARY: dict[bytes, bool] = {b"\x01": True, b"\x00": False}
+
+
+def _int_binary(value: bytes) -> int:
+    return int.from_bytes(value, "big", signed=True)
+
+
+def _uint_binary(value: bytes) -> int:
+    return int.from_bytes(value, "big")
+
+
+# --- floats ------------------------------------------------------------------------------
+
+_FLOAT_SPECIAL: dict[bytes | str, str] = {
+    b"NaN": "NaN",
+    b"Infinity": "Infinity",
+    b"-Infinity": "-Infinity",
+    "NaN": "NaN",
+    "Infinity": "Infinity",
+    "-Infinity": "-Infinity",
+}
+
+
+def _float_text(value: bytes | str) -> float | str:
+    special = _FLOAT_SPECIAL.get(value)
+    return float(value) if special is None else special
+
+
+def _float_special(number: float) -> str:
+    if number != number:
+        return "NaN"
+    return "Infinity" if number > 0 else "-Infinity"
+
+
+_INF = float("inf")
+
+
+def _float8_binary(value: bytes) -> float | str:
+    number: float = _F8.unpack(value)[0]
+    if number != number or number == _INF or number == -_INF:
+        return _float_special(number)
+    return number
+
+
+def _float4_binary(value: bytes) -> float | str:
+    number: float = _F4.unpack(value)[0]
+    if number != number or number == _INF or number == -_INF:
+        return _float_special(number)
+    # PostgreSQL prints float4 as the shortest decimal that reads back as the same float4;
+    # the text converter parses that decimal, so find it here too (at most 9 digits).
+    pack, unpack = _F4.pack, _F4.unpack
+    for digits in (6, 7, 8):
+        shortest = float(f"{number:.{digits}g}")
+        if unpack(pack(shortest))[0] == number:
+            return shortest
+    return float(f"{number:.9g}")
+
+
+# --- numeric, money ----------------------------------------------------------------------
+
+_NUMERIC_SPECIAL = {0xC000: "NaN", 0xD000: "Infinity", 0xF000: "-Infinity"}
+_NUMERIC_NEG = 0x4000
+
+
+def _numeric_binary(value: bytes) -> str:
+    ndigits: int
+    weight: int
+    sign: int
+    dscale: int
+    ndigits, weight, sign, dscale = _NUMERIC_HEAD.unpack_from(value)
+    special = _NUMERIC_SPECIAL.get(sign)
+    if special is not None:
+        return special
+    if ndigits == 0:
+        return "0." + "0" * dscale if dscale else "0"
+    digits = struct.unpack_from(f">{ndigits}H", value, 8)
+    # The base-10000 digits as one decimal string; the point sits after (weight+1) groups.
+    text: str = ("%04d" * ndigits) % digits
+    point = (weight + 1) * 4
+    if point <= 0:
+        integral = "0"
+        fraction = "0" * -point + text
+    elif point >= len(text):
+        integral = (text + "0" * (point - len(text))).lstrip("0") or "0"
+        fraction = ""
+    else:
+        integral = text[:point].lstrip("0") or "0"
+        fraction = text[point:]
+    if dscale:
+        if len(fraction) < dscale:
+            fraction += "0" * (dscale - len(fraction))
+        result = integral + "." + fraction[:dscale]
+    else:
+        result = integral
+    return "-" + result if sign == _NUMERIC_NEG else result
+
+
+def _numeric_text(value: bytes) -> str:
+    return value.decode("ascii")
+
+
+def _money_format(cents: int) -> str:
+    sign = "-" if cents < 0 else ""
+    units, fraction = divmod(abs(cents), 100)
+    return f"{sign}{units}.{fraction:02d}"
+
+
+def _money_binary(value: bytes) -> str:
+    return _money_format(_I64.unpack(value)[0])
+
+
+_NON_DIGITS = re.compile(r"\D+")
+
+
+def _money_str(text: str) -> str:
+    # "$1,234.50", "-$1,234.50", "(1.234,50 €)": sign and digits carry the amount.
+    digits = _NON_DIGITS.sub("", text)
+    if not digits:
+        raise ValueError(text)
+    cents = int(digits)
+    if "-" in text or "(" in text:
+        cents = -cents
+    return _money_format(cents)
+
+
+# --- strings and byte strings ------------------------------------------------------------
+
+
+def _char_binary(value: bytes) -> str:
+    if not value or value[0] == 0:
+        return ""
+    byte = value[0]
+    return f"\\{byte:03o}" if byte >= 0x80 else chr(byte)
+
+
+_BYTEA_ESCAPE = re.compile(rb"\\(\\|[0-7]{3})")
+
+
+def _bytea_str(text: str) -> str:
+    if text.startswith("\\x"):
+        return text
+    # bytea_output = escape: printable ASCII as is, "\\\\" and "\\ooo" escapes.
+    raw = text.encode("latin-1")
+    unescaped = _BYTEA_ESCAPE.sub(
+        lambda m: b"\\" if m.group(1) == b"\\" else bytes([int(m.group(1), 8)]), raw
+    )
+    return _hex(unescaped)
+
+
+def _bytea_text(value: bytes) -> str:
+    if value[:2] == b"\\x":
+        return value.decode("ascii")
+    return _bytea_str(value.decode("latin-1"))
+
+
+def _uuid_binary(value: bytes) -> str:
+    h = value.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def _mac_binary(value: bytes) -> str:
+    return value.hex(":")
+
+
+def _bit_binary(value: bytes) -> str:
+    (length,) = _I32.unpack_from(value)
+    data = value[4:]
+    if length == 0:
+        return ""
+    return bin(int.from_bytes(data, "big"))[2:].zfill(len(data) * 8)[:length]
+
+
+def _lsn_binary(value: bytes) -> str:
+    (lsn,) = _U64.unpack(value)
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+# --- json --------------------------------------------------------------------------------
+
+
+def _json_text(value: bytes) -> orjson.Fragment:
+    # json keeps its input text; raw line breaks can only be insignificant whitespace
+    # (they are invalid inside JSON strings), and they would break JSON lines.
+    if b"\n" in value or b"\r" in value:
+        value = value.replace(b"\n", b" ").replace(b"\r", b" ")
+    return orjson.Fragment(value)
+
+
+def _json_str(value: str) -> orjson.Fragment:
+    if "\n" in value or "\r" in value:
+        value = value.replace("\n", " ").replace("\r", " ")
+    return orjson.Fragment(value)
+
+
+def _jsonb_binary(value: bytes) -> orjson.Fragment | str:
+    if value[:1] != b"\x01":
+        return _hex(value)
+    return orjson.Fragment(value[1:])
+
+
+# --- inet --------------------------------------------------------------------------------
+
+_PGSQL_AF_INET = 2
+_PGSQL_AF_INET6 = 3
+
+
+def _ipv6_text(address: bytes) -> str:
+    # PostgreSQL's (BIND's) inet_net_ntop_ipv6: longest zero run (>= 2 words) becomes "::",
+    # and ::a.b.c.d / ::ffff:a.b.c.d keep the embedded IPv4 address in dotted form.
+    words = struct.unpack(">8H", address)
+    best_base, best_len, cur_base, cur_len = -1, 0, -1, 0
+    for i, word in enumerate(words):
+        if word == 0:
+            if cur_base == -1:
+                cur_base, cur_len = i, 1
+            else:
+                cur_len += 1
+        elif cur_base != -1:
+            if best_base == -1 or cur_len > best_len:
+                best_base, best_len = cur_base, cur_len
+            cur_base = -1
+    if cur_base != -1 and (best_base == -1 or cur_len > best_len):
+        best_base, best_len = cur_base, cur_len
+    if best_base != -1 and best_len < 2:
+        best_base = -1
+    out: list[str] = []
+    for i in range(8):
+        if best_base != -1 and best_base <= i < best_base + best_len:
+            if i == best_base:
+                out.append(":")
+            continue
+        if i != 0:
+            out.append(":")
+        if (
+            i == 6
+            and best_base == 0
+            and (
+                best_len == 6
+                or (best_len == 7 and words[7] != 1)
+                or (best_len == 5 and words[5] == 0xFFFF)
+            )
+        ):
+            out.append(".".join(str(b) for b in address[12:16]))
+            break
+        out.append(f"{words[i]:x}")
+    if best_base != -1 and best_base + best_len == 8:
+        out.append(":")
+    return "".join(out)
+
+
+def _make_inet_binary(is_cidr_type: bool) -> Converter:
+    def convert(value: bytes) -> str:
+        family, bits, _is_cidr, size = value[0], value[1], value[2], value[3]
+        address = value[4 : 4 + size]
+        if family == _PGSQL_AF_INET and size == 4:
+            text = ".".join(str(b) for b in address)
+            full = 32
+        elif family == _PGSQL_AF_INET6 and size == 16:
+            text = _ipv6_text(address)
+            full = 128
+        else:
+            raise ValueError("inet family")
+        if is_cidr_type or bits != full:
+            text += f"/{bits}"
+        return text
+
+    return convert
+
+
+# --- tsvector ----------------------------------------------------------------------------
+
+_WEIGHTS = ("", "C", "B", "A")
+
+
+def _tsvector_binary(value: bytes) -> str:
+    (count,) = _I32.unpack_from(value)
+    pos = 4
+    parts: list[str] = []
+    for _ in range(count):
+        end = value.index(b"\x00", pos)
+        lexeme = value[pos:end].decode("utf-8", "replace")
+        pos = end + 1
+        (npos,) = struct.unpack_from(">H", value, pos)
+        pos += 2
+        item = "'" + lexeme.replace("'", "''").replace("\\", "\\\\") + "'"
+        if npos:
+            entries = struct.unpack_from(f">{npos}H", value, pos)
+            pos += 2 * npos
+            item += ":" + ",".join(f"{e & 0x3FFF}{_WEIGHTS[e >> 14]}" for e in entries)
+        parts.append(item)
+    if pos != len(value):
+        raise ValueError("tsvector trailing bytes")
+    return " ".join(parts)
+
+
+# --- dates and times ---------------------------------------------------------------------
+
+_USECS_PER_SEC = 1_000_000
+_USECS_PER_MINUTE = 60 * _USECS_PER_SEC
+_USECS_PER_HOUR = 60 * _USECS_PER_MINUTE
+_USECS_PER_DAY = 24 * _USECS_PER_HOUR
+_PG_EPOCH_JDATE = 2451545  # date2j(2000, 1, 1)
+_PG_EPOCH = datetime(2000, 1, 1)
+_PG_EPOCH_ORDINAL = date(2000, 1, 1).toordinal()
+_FAST_DAYS_MIN = 1 - _PG_EPOCH_ORDINAL  # 0001-01-01
+_FAST_DAYS_MAX = date(9999, 12, 31).toordinal() - _PG_EPOCH_ORDINAL
+_FAST_USECS_MIN = _FAST_DAYS_MIN * _USECS_PER_DAY
+_FAST_USECS_MAX = (_FAST_DAYS_MAX + 1) * _USECS_PER_DAY - 1
+
+
+def _j2date(jd: int) -> tuple[int, int, int]:
+    """PostgreSQL's j2date: Julian day -> (astronomical year, month, day)."""
+    julian = jd + 32044
+    quad = julian // 146097
+    extra = (julian - quad * 146097) * 4 + 3
+    julian += 60 + quad * 3 + extra // 146097
+    quad = julian // 1461
+    julian -= quad * 1461
+    y = julian * 4 // 1461
+    julian = ((julian + 305) % 365 if y != 0 else (julian + 306) % 366) + 123
+    y += quad * 4
+    year = y - 4800
+    quad = julian * 2141 // 65536
+    day = julian - 7834 * quad // 65536
+    month = (quad + 10) % 12 + 1
+    return year, month, day
+
+
+def _date2j(year: int, month: int, day: int) -> int:
+    """PostgreSQL's date2j (astronomical year)."""
+    if month > 2:
+        month += 1
+        year += 4800
+    else:
+        month += 13
+        year += 4799
+    century = year // 100
+    julian = year * 365 - 32167
+    julian += year // 4 - century + century // 4
+    julian += 7834 * month // 256 + day
+    return julian
+
+
+def _date_parts(days: int) -> tuple[str, bool]:
+    """Days since 2000-01-01 -> ("YYYY-MM-DD", is_bc)."""
+    if _FAST_DAYS_MIN <= days <= _FAST_DAYS_MAX:
+        return date.fromordinal(days + _PG_EPOCH_ORDINAL).isoformat(), False
+    year, month, day = _j2date(days + _PG_EPOCH_JDATE)
+    if year <= 0:
+        return f"{1 - year:04d}-{month:02d}-{day:02d}", True
+    return f"{year:04d}-{month:02d}-{day:02d}", False
+
+
+def _time_text(usecs: int) -> str:
+    seconds, fraction = divmod(usecs, _USECS_PER_SEC)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    if fraction:
+        return f"{hour:02d}:{minute:02d}:{second:02d}.{fraction:06d}".rstrip("0")
+    return f"{hour:02d}:{minute:02d}:{second:02d}"
+
+
+def _timestamp_format(usecs: int, zone: str) -> str:
+    """Microseconds since 2000-01-01 -> ISO 8601 with 'T', then `zone`, then " BC" if BC."""
+    if _FAST_USECS_MIN <= usecs <= _FAST_USECS_MAX:
+        moment = _PG_EPOCH + timedelta(microseconds=usecs)
+        if moment.microsecond:
+            return moment.isoformat().rstrip("0") + zone
+        return moment.isoformat() + zone
+    if usecs == _INT64_MAX:
+        return "infinity"
+    if usecs == _INT64_MIN:
+        return "-infinity"
+    days, time_of_day = divmod(usecs, _USECS_PER_DAY)
+    day_text, bc = _date_parts(days)
+    text = day_text + "T" + _time_text(time_of_day) + zone
+    return text + " BC" if bc else text
+
+
+def _date_binary(value: bytes) -> str:
+    (days,) = _I32.unpack(value)
+    if days == _INT32_MAX:
+        return "infinity"
+    if days == _INT32_MIN:
+        return "-infinity"
+    text, bc = _date_parts(days)
+    return text + " BC" if bc else text
+
+
+def _time_binary(value: bytes) -> str:
+    return _time_text(_I64.unpack(value)[0])
+
+
+def _zone_text(zone_west: int) -> str:
+    """PostgreSQL's EncodeTimezone for a zone in seconds west of UTC: +05:30, -04, +00."""
+    sign = "+" if zone_west <= 0 else "-"
+    minutes, second = divmod(abs(zone_west), 60)
+    hour, minute = divmod(minutes, 60)
+    if second:
+        return f"{sign}{hour:02d}:{minute:02d}:{second:02d}"
+    if minute:
+        return f"{sign}{hour:02d}:{minute:02d}"
+    return f"{sign}{hour:02d}"
+
+
+def _timetz_binary(value: bytes) -> str:
+    usecs, zone_west = _TIMETZ.unpack(value)
+    return _time_text(usecs) + _zone_text(zone_west)
+
+
+def _timestamp_binary(value: bytes) -> str:
+    return _timestamp_format(_I64.unpack(value)[0], "")
+
+
+def _timestamptz_binary(value: bytes) -> str:
+    return _timestamp_format(_I64.unpack(value)[0], "+00:00")
+
+
+def _timestamp_str(text: str) -> str:
+    # "2024-01-02 03:04:05.5" -> "2024-01-02T03:04:05.5"; BC and infinity keep their words.
+    return text.replace(" ", "T", 1)
+
+
+def _timestamp_text(value: bytes) -> str:
+    return value.decode("ascii").replace(" ", "T", 1)
+
+
+_TIMESTAMPTZ_RE = re.compile(
+    r"(\d{4,})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?"
+    r"(?:([+-])(\d\d)(?::?(\d\d))?(?::?(\d\d))?)?( BC)?"
+)
+
+
+def _timestamptz_str(text: str) -> str:
+    if text.endswith("+00"):
+        return text[:-3].replace(" ", "T", 1) + "+00:00"
+    match = _TIMESTAMPTZ_RE.fullmatch(text)
+    if match is None:
+        if text in ("infinity", "-infinity"):
+            return text
+        raise ValueError(text)
+    year_s, month, day, hour, minute, second, fraction, sign, zh, zm, zs, bc = match.groups()
+    year = 1 - int(year_s) if bc else int(year_s)
+    days = _date2j(year, int(month), int(day)) - _PG_EPOCH_JDATE
+    seconds = days * 86400 + int(hour) * 3600 + int(minute) * 60 + int(second)
+    if sign:
+        offset = int(zh) * 3600 + int(zm or 0) * 60 + int(zs or 0)
+        seconds += -offset if sign == "+" else offset
+    usecs = seconds * _USECS_PER_SEC + (int(fraction.ljust(6, "0")) if fraction else 0)
+    return _timestamp_format(usecs, "+00:00")
+
+
+def _timestamptz_text(value: bytes) -> str:
+    text = value.decode("utf-8", "replace")
+    if text[-3:] == "+00":
+        return text[:-3].replace(" ", "T", 1) + "+00:00"
+    try:
+        return _timestamptz_str(text)
+    except (ValueError, IndexError, OverflowError):
+        return text
+
+
+def _interval_format(months: int, days: int, usecs: int) -> str:
+    """PostgreSQL's EncodeInterval, IntervalStyle iso_8601."""
+    if usecs == _INT64_MAX and days == _INT32_MAX and months == _INT32_MAX:
+        return "infinity"
+    if usecs == _INT64_MIN and days == _INT32_MIN and months == _INT32_MIN:
+        return "-infinity"
+    # C division truncates toward zero; every field keeps the sign of its source.
+    year = abs(months) // 12 * (1 if months >= 0 else -1)
+    month = months - year * 12
+    sign = 1 if usecs >= 0 else -1
+    rest = abs(usecs)
+    hour, rest = divmod(rest, _USECS_PER_HOUR)
+    minute, rest = divmod(rest, _USECS_PER_MINUTE)
+    second, fraction = divmod(rest, _USECS_PER_SEC)
+    if not (year or month or days or hour or minute or second or fraction):
+        return "PT0S"
+    parts = ["P"]
+    if year:
+        parts.append(f"{year}Y")
+    if month:
+        parts.append(f"{month}M")
+    if days:
+        parts.append(f"{days}D")
+    if hour or minute or second or fraction:
+        parts.append("T")
+    if hour:
+        parts.append(f"{sign * hour}H")
+    if minute:
+        parts.append(f"{sign * minute}M")
+    if second or fraction:
+        seconds = f"{second}.{fraction:06d}".rstrip("0") if fraction else str(second)
+        parts.append(("-" if sign < 0 else "") + seconds + "S")
+    return "".join(parts)
+
+
+def _interval_binary(value: bytes) -> str:
+    usecs, days, months = _INTERVAL.unpack(value)
+    return _interval_format(months, days, usecs)
+
+
+_INTERVAL_UNITS = {
+    "year": 12,
+    "years": 12,
+    "mon": 1,
+    "mons": 1,
+}
+
+
+def _interval_str(text: str) -> str:
+    # IntervalStyle postgres: "-1 years +2 mons 3 days -04:05:06.5"; iso_8601 passes through.
+    if text.startswith("P") or text in ("infinity", "-infinity"):
+        return text
+    months = days = usecs = 0
+    tokens = text.split(" ")
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if ":" in token:
+            negative = token[0] == "-"
+            hour, minute, second = token.lstrip("+-").split(":")
+            whole, _, fraction = second.partition(".")
+            value = (
+                int(hour) * _USECS_PER_HOUR
+                + int(minute) * _USECS_PER_MINUTE
+                + int(whole) * _USECS_PER_SEC
+                + (int(fraction.ljust(6, "0")) if fraction else 0)
+            )
+            usecs += -value if negative else value
+            i += 1
+            continue
+        number = int(token)
+        unit = tokens[i + 1]
+        if unit in ("day", "days"):
+            days += number
+        else:
+            months += number * _INTERVAL_UNITS[unit]
+        i += 2
+    return _interval_format(months, days, usecs)
+
+
+# --- arrays ------------------------------------------------------------------------------
+
+_ARRAY_TOKEN = re.compile(r'[{}]|"(?:[^"\\]|\\.)*"|[^,{}"]+', re.S)
+_UNESCAPE = re.compile(r"\\(.)", re.S)
+
+
+def _parse_array(text: str, element: StrConverter) -> list[Any]:
+    """Parse array_out's output (canonical quoting) into nested lists."""
+    if text[:1] == "[":  # "[0:1]={...}": explicit lower bounds, dropped
+        text = text[text.index("=") + 1 :]
+    if text == "{}":
+        return []
+    inner = text[1:-1]
+    if '"' not in inner and "{" not in inner:
+        # One dimension without quoted elements: no quotes, escapes or delimiters inside.
+        return [None if item == "NULL" else element(item) for item in inner.split(",")]
+    root: list[Any] | None = None
+    current: list[Any] = []
+    stack: list[list[Any]] = []
+    for token in _ARRAY_TOKEN.findall(text):
+        if token == "{":
+            new: list[Any] = []
+            if root is None:
+                root = new
+            else:
+                current.append(new)
+                stack.append(current)
+            current = new
+        elif token == "}":
+            if stack:
+                current = stack.pop()
+        elif token[0] == '"':
+            item = token[1:-1]
+            if "\\" in item:
+                item = _UNESCAPE.sub(r"\1", item)
+            current.append(element(item))
+        else:
+            current.append(None if token == "NULL" else element(token))
+    if root is None:
+        raise ValueError("not an array")
+    return root
+
+
+def _make_text_array(element: StrConverter) -> Converter:
+    def convert(value: bytes) -> list[Any] | str:
+        text = value.decode("utf-8", "replace")
+        try:
+            return _parse_array(text, element)
+        except (ValueError, IndexError, KeyError, OverflowError, struct.error):
+            return text
+
+    return convert
+
+
+def _array_binary(value: bytes) -> list[Any]:
+    ndim, _flags, element_oid = _ARRAY_HEAD.unpack_from(value)
+    if ndim == 0:
+        return []
+    bounds = struct.unpack_from(f">{2 * ndim}i", value, 12)
+    dims = bounds[0::2]
+    element = _binary_converter(element_oid)
+    pos = 12 + 8 * ndim
+    total = 1
+    for size in dims:
+        total *= size
+    unpack = _I32.unpack_from
+    items: list[Any] = []
+    append = items.append
+    for _ in range(total):
+        (length,) = unpack(value, pos)
+        pos += 4
+        if length < 0:
+            append(None)
+        else:
+            end = pos + length
+            if end > len(value):
+                raise ValueError("array element past the end")
+            append(element(value[pos:end]))
+            pos = end
+    if pos != len(value):
+        raise ValueError("array trailing bytes")
+    for size in reversed(dims[1:]):
+        items = [items[i : i + size] for i in range(0, len(items), size)]
+    return items
+
+
+# --- the type table ----------------------------------------------------------------------
+
+
+class _Type(NamedTuple):
+    name: str
+    array_oid: int
+    text: Converter  # text-format bytes -> value
+    text_str: StrConverter  # text already decoded (array elements) -> value
+    binary: Converter  # send-function bytes -> value
+
+
+def _from_str(convert: StrConverter) -> Converter:
+    def text(value: bytes) -> Any:
+        return convert(value.decode("utf-8", "replace"))
+
+    return text
+
+
+def _type(
+    name: str,
+    array_oid: int,
+    text_str: StrConverter,
+    binary: Converter,
+    text: Converter | None = None,
+    *,
+    safe: bool = True,
+) -> _Type:
+    if safe:
+        text_str = _safe_str(text_str)
+        binary = _safe_binary(binary)
+    if text is None:
+        text = _from_str(text_str)
+    elif safe:
+        text = _safe_text(text)
+    return _Type(name, array_oid, text, text_str, binary)
+
+
+def _text_type(name: str, array_oid: int) -> _Type:
+    return _Type(name, array_oid, _decode, _identity, _decode)
+
+
+_TYPES: dict[int, _Type] = {
+    BOOL: _Type(
+        "boolean",
+        BOOL_ARRAY,
+        _BOOL_TEXT.__getitem__,
+        _BOOL_TEXT.__getitem__,
+        _BOOL_BINARY.__getitem__,
+    ),
+    INT2: _Type("smallint", INT2_ARRAY, int, int, _int_binary),
+    INT4: _Type("integer", INT4_ARRAY, int, int, _int_binary),
+    INT8: _Type("bigint", INT8_ARRAY, int, int, _int_binary),
+    OID: _Type("oid", OID_ARRAY, int, int, _uint_binary),
+    XID: _Type("xid", XID_ARRAY, int, int, _uint_binary),
+    CID: _Type("cid", CID_ARRAY, int, int, _uint_binary),
+    XID8: _Type("xid8", XID8_ARRAY, int, int, _uint_binary),
+    FLOAT4: _Type("real", FLOAT4_ARRAY, _float_text, _float_text, _safe_binary(_float4_binary)),
+    FLOAT8: _Type(
+        "double precision", FLOAT8_ARRAY, _float_text, _float_text, _safe_binary(_float8_binary)
+    ),
+    NUMERIC: _Type(
+        "numeric", NUMERIC_ARRAY, _numeric_text, _identity, _safe_binary(_numeric_binary)
+    ),
+    MONEY: _type("money", MONEY_ARRAY, _money_str, _money_binary),
+    TEXT: _text_type("text", TEXT_ARRAY),
+    VARCHAR: _text_type("character varying", VARCHAR_ARRAY),
+    # "character" alone means character(1) in a cast; bpchar keeps any length.
+    BPCHAR: _text_type("bpchar", BPCHAR_ARRAY),
+    NAME: _text_type("name", NAME_ARRAY),
+    XML: _text_type("xml", XML_ARRAY),
+    REFCURSOR: _text_type("refcursor", REFCURSOR_ARRAY),
+    UNKNOWN: _text_type("unknown", 0),
+    CHAR: _type('"char"', CHAR_ARRAY, _identity, _char_binary, _decode),
+    BYTEA: _type("bytea", BYTEA_ARRAY, _bytea_str, _hex, _bytea_text),
+    UUID: _type("uuid", UUID_ARRAY, _identity, _uuid_binary, _decode),
+    JSON: _type("json", JSON_ARRAY, _json_str, _json_text, _json_text),
+    JSONB: _Type(
+        "jsonb", JSONB_ARRAY, orjson.Fragment, orjson.Fragment, _safe_binary(_jsonb_binary)
+    ),
+    INET: _type("inet", INET_ARRAY, _identity, _make_inet_binary(False), _decode),
+    CIDR: _type("cidr", CIDR_ARRAY, _identity, _make_inet_binary(True), _decode),
+    MACADDR: _type("macaddr", MACADDR_ARRAY, _identity, _mac_binary, _decode),
+    MACADDR8: _type("macaddr8", MACADDR8_ARRAY, _identity, _mac_binary, _decode),
+    # A bare "bit" in a cast is bit(1); bit varying takes any length and assigns to bit(n).
+    BIT: _type("bit varying", BIT_ARRAY, _identity, _bit_binary, _decode),
+    VARBIT: _type("bit varying", VARBIT_ARRAY, _identity, _bit_binary, _decode),
+    PG_LSN: _type("pg_lsn", PG_LSN_ARRAY, _identity, _lsn_binary, _decode),
+    TSVECTOR: _type("tsvector", TSVECTOR_ARRAY, _identity, _tsvector_binary, _decode),
+    DATE: _type("date", DATE_ARRAY, _identity, _date_binary, _decode),
+    TIME: _type("time without time zone", TIME_ARRAY, _identity, _time_binary, _decode),
+    TIMETZ: _type("time with time zone", TIMETZ_ARRAY, _identity, _timetz_binary, _decode),
+    TIMESTAMP: _type(
+        "timestamp without time zone",
+        TIMESTAMP_ARRAY,
+        _timestamp_str,
+        _timestamp_binary,
+        _timestamp_text,
+    ),
+    TIMESTAMPTZ: _Type(
+        "timestamp with time zone",
+        TIMESTAMPTZ_ARRAY,
+        _timestamptz_text,
+        _safe_str(_timestamptz_str),
+        _safe_binary(_timestamptz_binary),
+    ),
+    INTERVAL: _type("interval", INTERVAL_ARRAY, _interval_str, _interval_binary),
+}
+
+# Array OID -> element OID.
+_ARRAYS: dict[int, int] = {t.array_oid: oid for oid, t in _TYPES.items() if t.array_oid}
+
+_array_binary_safe = _safe_binary(_array_binary)
+
+
+def _unknown_text(value: bytes) -> str:
+    return _decode(value)
+
+
+def _binary_converter(type_oid: int) -> Converter:
+    known = _TYPES.get(type_oid)
+    if known is not None:
+        return known.binary
+    if type_oid in _ARRAYS:
+        return _array_binary_safe
+    return _hex
+
+
+_cache: dict[tuple[int, int], tuple[Converter, Converter]] = {}
+
+
+def converters(type_oid: int, type_modifier: int = -1) -> tuple[Converter, Converter]:
+    """(text converter, binary converter) for a column of this type; memoized."""
+    key = (type_oid, type_modifier)
+    found = _cache.get(key)
+    if found is not None:
+        return found
+    known = _TYPES.get(type_oid)
+    if known is not None:
+        pair = (known.text, known.binary)
+    elif type_oid in _ARRAYS:
+        element = _TYPES[_ARRAYS[type_oid]]
+        pair = (_make_text_array(element.text_str), _array_binary_safe)
+    else:
+        pair = (_unknown_text, _hex)
+    _cache[key] = pair
+    return pair
+
+
+def type_name(type_oid: int) -> str | None:
+    """The SQL name of a built-in type for a cast ("integer", "text[]"), or None."""
+    known = _TYPES.get(type_oid)
+    if known is not None:
+        return known.name
+    element = _ARRAYS.get(type_oid)
+    if element is not None:
+        return _TYPES[element].name + "[]"
+    return None
+
+
+# --- back to PostgreSQL input text -------------------------------------------------------
+
+_NEEDS_QUOTES = re.compile(r'[{}",\\ \t\n\r\v\f]')
+
+
+def _array_element(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, list):
+        return _array_literal(value)
+    text = to_text(value)
+    if text == "" or text.upper() == "NULL" or _NEEDS_QUOTES.search(text):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+def _array_literal(values: list[Any]) -> str:
+    return "{" + ",".join([_array_element(v) for v in values]) + "}"
+
+
+def to_text(value: Any) -> str:
+    """PostgreSQL input text for a JSON-ready value: `'<to_text(v)>'::<type_name>` is v."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list):
+        return _array_literal(value)
+    if isinstance(value, orjson.Fragment):
+        return orjson.dumps(value).decode("utf-8")
+    if value is None:
+        raise TypeError("NULL has no input text; render it as NULL")
+    raise TypeError(f"not a JSON-ready value: {type(value).__name__}")
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return _hex(bytes(obj))
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
+
+
+def dumps(obj: Any) -> bytes:
+    """orjson.dumps as pgtail uses it (Fragments embed as JSON; bytes become "\\x<hex>")."""
+    return orjson.dumps(obj, default=_default)
