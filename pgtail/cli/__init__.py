@@ -80,7 +80,10 @@ def _register_commands() -> None:
         importlib.import_module(f"pgtail.cli.{name}")
 
 
-_COMMAND_MODULES: list[str] = []
+_COMMAND_MODULES: list[str] = [
+    "demo_cmd",
+    "completion_cmd",
+]
 
 
 def _debug_requested(argv: list[str]) -> bool:

