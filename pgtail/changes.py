@@ -18,9 +18,18 @@ are dropped before anything is rendered.
 
 from __future__ import annotations
 
+import dataclasses
+import operator
+import struct
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import IO, Any, Literal
+
+from pgtail import pgoutput as po
+from pgtail import values
+from pgtail.errors import DecodeError
 
 Op = Literal["insert", "update", "delete"]
 OldKind = Literal["key", "full"]
@@ -151,6 +160,784 @@ class RollbackPrepared:
     rollback_time: datetime
 
 
-Event = (
-    TxBegin | TxCommit | Change | Truncate | Message | CommitPrepared | RollbackPrepared
-)
+Event = TxBegin | TxCommit | Change | Truncate | Message | CommitPrepared | RollbackPrepared
+
+
+# --- Assembler ----------------------------------------------------------------
+
+DEFAULT_SPILL_BYTES = 64 * 1024 * 1024
+
+# First bytes of the messages the assembler handles itself on the hot path.
+_INSERT = ord("I")
+_UPDATE = ord("U")
+_DELETE = ord("D")
+_TRUNCATE = ord("T")
+_MESSAGE = ord("M")
+_RELATION = ord("R")
+_TYPE = ord("Y")
+_HELD_AT_ONCE = frozenset((_INSERT, _UPDATE, _DELETE, _TRUNCATE))  # held without decoding
+_SCHEMA = frozenset((_RELATION, _TYPE))  # survive a subtransaction abort (see _Held.truncate)
+
+_NAME_OF_BYTE = {_INSERT: "Insert", _UPDATE: "Update", _DELETE: "Delete", _TRUNCATE: "Truncate"}
+
+_REPLICA_IDENTITY: dict[str, ReplicaIdentity] = {
+    "d": "default",
+    "n": "nothing",
+    "f": "full",
+    "i": "index",
+}
+
+_KIND_NULL = po.KIND_NULL
+_KIND_TOAST = po.KIND_UNCHANGED_TOAST
+_KIND_TEXT = po.KIND_TEXT
+_KIND_BINARY = po.KIND_BINARY
+
+_XID = struct.Struct("!I")
+_RECORD_LEN = struct.Struct("!I")
+_RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its list slot
+_EMPTY: Iterator[Any] = iter(())  # exhausted for good: safe to hand out again and again
+
+Converter = Callable[[bytes], Any]
+_call: Any = operator.call  # call(f, x) == f(x): lets map() apply a converter list in C
+
+
+def _make_change_factory() -> Callable[..., Change]:
+    """A constructor for `Change` that skips the frozen dataclass ``__init__``.
+
+    A frozen dataclass sets each field through ``object.__setattr__``; setting the
+    slots through their descriptors directly is about twice as fast, and the hot loop
+    builds one Change per row. The result is an ordinary, equal, frozen Change.
+    """
+    new = object.__new__
+    names = tuple(f.name for f in dataclasses.fields(Change))
+    assert names == ("op", "table", "tx", "seq", "new", "old", "old_kind", "unchanged_toast"), (
+        "keep _make_change_factory in step with Change"
+    )
+    (
+        set_op,
+        set_table,
+        set_tx,
+        set_seq,
+        set_new,
+        set_old,
+        set_old_kind,
+        set_toast,
+    ) = (getattr(Change, name).__set__ for name in names)
+
+    def make(
+        op: Op,
+        table: Table,
+        tx: Transaction,
+        seq: int,
+        new_row: dict[str, Any] | None,
+        old_row: dict[str, Any] | None,
+        old_kind: OldKind | None,
+        unchanged_toast: tuple[str, ...],
+    ) -> Change:
+        change: Change = new(Change)
+        set_op(change, op)
+        set_table(change, table)
+        set_tx(change, tx)
+        set_seq(change, seq)
+        set_new(change, new_row)
+        set_old(change, old_row)
+        set_old_kind(change, old_kind)
+        set_toast(change, unchanged_toast)
+        return change
+
+    return make
+
+
+_new_change = _make_change_factory()
+
+
+class _TableInfo:
+    """Everything the hot loop needs for one Relation, built once per Relation message."""
+
+    __slots__ = (
+        "relation",
+        "table",
+        "names",
+        "text_converters",
+        "binary_converters",
+        "all_text",
+        "all_binary",
+        "key_positions",
+    )
+
+    def __init__(self, relation: po.Relation, type_names: dict[int, str]) -> None:
+        identity = _REPLICA_IDENTITY.get(relation.replica_identity)
+        if identity is None:
+            raise DecodeError(
+                f"Relation {relation.relation_id}: unknown replica identity "
+                f"{relation.replica_identity!r}"
+            )
+        columns = []
+        text_converters: list[Converter] = []
+        binary_converters: list[Converter] = []
+        for col in relation.columns:
+            type_name = values.type_name(col.type_oid) or type_names.get(col.type_oid)
+            columns.append(Column(col.name, col.type_oid, col.type_modifier, col.is_key, type_name))
+            text_conv, binary_conv = values.converters(col.type_oid, col.type_modifier)
+            text_converters.append(text_conv)
+            binary_converters.append(binary_conv)
+        self.relation = relation
+        self.table = Table(
+            relation.relation_id, relation.namespace, relation.name, identity, tuple(columns)
+        )
+        self.names = tuple(c.name for c in columns)
+        self.text_converters = text_converters
+        self.binary_converters = binary_converters
+        self.all_text = bytes([_KIND_TEXT]) * len(columns)
+        self.all_binary = bytes([_KIND_BINARY]) * len(columns)
+        self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
+
+    def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """TupleData -> (column name -> value, names of unchanged-TOAST columns)."""
+        kinds = tup.kinds
+        if kinds == self.all_text:
+            return dict(
+                zip(self.names, map(_call, self.text_converters, tup.values), strict=False)
+            ), ()
+        if kinds == self.all_binary:
+            return dict(
+                zip(self.names, map(_call, self.binary_converters, tup.values), strict=False)
+            ), ()
+        if len(kinds) != len(self.names):
+            raise DecodeError(
+                f"{where}: {len(kinds)} columns for {self.table.qualified_name}, "
+                f"whose Relation message has {len(self.names)}"
+            )
+        return self._mixed(range(len(kinds)), tup, where)
+
+    def key_row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The replica identity columns of a "K" old tuple (the others are sent as NULL)."""
+        if len(tup.kinds) != len(self.names):
+            raise DecodeError(
+                f"{where}: {len(tup.kinds)} columns for {self.table.qualified_name}, "
+                f"whose Relation message has {len(self.names)}"
+            )
+        return self._mixed(self.key_positions, tup, where)
+
+    def _mixed(
+        self, positions: Iterable[int], tup: po.TupleData, where: str
+    ) -> tuple[dict[str, Any], tuple[str, ...]]:
+        kinds = tup.kinds
+        raw = tup.values
+        names = self.names
+        row: dict[str, Any] = {}
+        toast: list[str] = []
+        for i in positions:
+            kind = kinds[i]
+            if kind == _KIND_TEXT:
+                row[names[i]] = self.text_converters[i](raw[i])  # type: ignore[arg-type]
+            elif kind == _KIND_NULL:
+                row[names[i]] = None
+            elif kind == _KIND_BINARY:
+                row[names[i]] = self.binary_converters[i](raw[i])  # type: ignore[arg-type]
+            elif kind == _KIND_TOAST:
+                toast.append(names[i])
+            else:
+                raise DecodeError(f"{where}: unknown TupleData kind {bytes([kind])!r}")
+        return row, tuple(toast)
+
+
+class _Held:
+    """The raw payloads of one transaction: in memory up to a bound, then in a temp file.
+
+    Records keep their order. Once the in-memory part passes ``limit`` bytes it is
+    appended to an anonymous temporary file as length-prefixed records, so a huge
+    (streamed) transaction costs disk, not memory. ``truncate`` drops everything from
+    a record index on (a rolled-back subtransaction), keeping schema messages.
+    """
+
+    __slots__ = ("records", "mem_bytes", "limit", "file", "file_count", "marks", "spills")
+
+    def __init__(self, limit: int) -> None:
+        self.records: list[bytes] = []
+        self.mem_bytes = 0
+        self.limit = limit
+        self.file: IO[bytes] | None = None
+        self.file_count = 0  # records in the file (they come before `records`)
+        self.marks: dict[int, int] = {}  # record index -> file offset (-1 while in memory)
+        self.spills = 0  # how many times the memory part went to the file
+
+    def __len__(self) -> int:
+        return self.file_count + len(self.records)
+
+    def append(self, payload: bytes) -> None:
+        self.records.append(payload)
+        self.mem_bytes += len(payload) + _RECORD_OVERHEAD
+        if self.mem_bytes > self.limit:
+            self.spill()
+
+    def mark(self) -> int:
+        """Remember the position of the next record (to truncate there later)."""
+        index = len(self)
+        self.marks[index] = -1
+        return index
+
+    def spill(self) -> None:
+        if self.file is None:
+            self.file = tempfile.TemporaryFile(prefix="pgtail-tx-")  # noqa: SIM115 - closed by close()
+        out = self.file
+        out.seek(0, 2)
+        offset = out.tell()
+        base = self.file_count
+        pending = sorted(i for i, off in self.marks.items() if off < 0 and i >= base)
+        pack = _RECORD_LEN.pack
+        batch: list[bytes] = []
+        for i, payload in enumerate(self.records):
+            if pending and pending[0] == base + i:
+                self.marks[pending.pop(0)] = offset
+            batch.append(pack(len(payload)))
+            batch.append(payload)
+            offset += 4 + len(payload)
+            if len(batch) >= 8192:
+                out.write(b"".join(batch))
+                batch.clear()
+        if batch:
+            out.write(b"".join(batch))
+        self.file_count += len(self.records)
+        self.records = []
+        self.mem_bytes = 0
+        self.spills += 1
+
+    def truncate(self, index: int) -> None:
+        """Drop the records from ``index`` on, except Relation and Type messages."""
+        kept: list[bytes] = []
+        if index < self.file_count:
+            assert self.file is not None
+            offset = self.marks[index]
+            self.file.seek(offset)
+            kept.extend(
+                p for p in _read_records(self.file, self.file_count - index) if p[0] in _SCHEMA
+            )
+            self.file.seek(offset)
+            self.file.truncate()
+            self.file_count = index
+            kept.extend(p for p in self.records if p[0] in _SCHEMA)
+        else:
+            start = index - self.file_count
+            kept.extend(self.records[:start])
+            kept.extend(p for p in self.records[start:] if p[0] in _SCHEMA)
+        self.records = kept
+        self.mem_bytes = sum(len(p) + _RECORD_OVERHEAD for p in kept)
+        self.marks = {i: off for i, off in self.marks.items() if i < index}
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self.file is not None and self.file_count:
+            self.file.flush()
+            self.file.seek(0)
+            yield from _read_records(self.file, self.file_count)
+        yield from self.records
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        self.records = []
+
+
+def _read_records(source: IO[bytes], count: int) -> Iterator[bytes]:
+    read = source.read
+    unpack = _RECORD_LEN.unpack
+    for _ in range(count):
+        header = read(4)
+        (length,) = unpack(header)
+        payload = read(length)
+        if len(payload) != length:
+            raise DecodeError("held transaction file is truncated")
+        yield payload
+
+
+class _Open:
+    """A transaction being held: Begin / Begin Prepare .. Commit / Prepare, or a streamed xid."""
+
+    __slots__ = ("xid", "held", "undo", "type_undo", "origin", "origin_lsn", "subxacts", "begin")
+
+    def __init__(self, xid: int, limit: int, begin: po.Begin | po.BeginPrepare | None) -> None:
+        self.xid = xid
+        self.held = _Held(limit)
+        # Relation cache entries as they were before this transaction replaced them, so
+        # replay starts from the cache the transaction's first change saw.
+        self.undo: dict[int, _TableInfo | None] = {}
+        self.type_undo: dict[int, str | None] = {}
+        self.origin: str | None = None
+        self.origin_lsn: int | None = None
+        self.subxacts: dict[int, int] = {}  # streamed: subxid -> index of its first record
+        self.begin = begin
+
+
+class Assembler:
+    """pgoutput payloads in, change events out, one whole transaction at a time.
+
+    ``feed(payload)`` returns an iterator of the events the payload completes: nothing
+    for a change inside a transaction (it is held), ``TxBegin, changes..., TxCommit``
+    for a Commit / Prepare / Stream Commit / Stream Prepare (decoded lazily from the
+    held payloads, so a huge transaction is never all in memory as events), one event
+    for a non-transactional Message, Commit Prepared or Rollback Prepared. Each
+    returned iterator may be consumed later; it does not depend on later feeds.
+    """
+
+    def __init__(
+        self, protocol_version: int, *, binary: bool = False, spill_bytes: int = DEFAULT_SPILL_BYTES
+    ) -> None:
+        self.protocol_version = protocol_version
+        self.binary = binary
+        self.spill_bytes = spill_bytes
+        self.decoder = po.Decoder(protocol_version)
+        # relation id -> info; replaced, never mutated, so a pending replay keeps its view
+        self._tables: dict[int, _TableInfo] = {}
+        self._type_names: dict[int, str] = {}
+        self._current: _Open | None = None  # Begin .. Commit (or Begin Prepare .. Prepare)
+        self._streams: dict[int, _Open] = {}  # streamed transactions by top-level xid
+        self._target: _Open | None = None  # where held payloads go now
+        self._in_stream = False
+        self.last_wal_start = 0
+
+    # -- public ---------------------------------------------------------------
+
+    def open_transactions(self) -> bool:
+        """True while a transaction or a streamed xid is held (not yet committed/aborted)."""
+        return self._current is not None or bool(self._streams)
+
+    def tables(self) -> dict[int, Table]:
+        """The Table of every relation seen so far, by relation id."""
+        return {rel_id: info.table for rel_id, info in self._tables.items()}
+
+    def reset(self) -> None:
+        """Forget held transactions (after a reconnect the server sends them again)."""
+        for held in self._all_open():
+            held.held.close()
+        self._current = None
+        self._streams.clear()
+        self._target = None
+        self._in_stream = False
+        self.decoder = po.Decoder(self.protocol_version)
+
+    def feed(self, payload: bytes, wal_start: int = 0) -> Iterator[Event]:
+        """Take one pgoutput message; return the events it completes (see the class doc)."""
+        self.last_wal_start = wal_start
+        if not payload:
+            raise DecodeError("empty pgoutput message")
+        first = payload[0]
+        if first in _HELD_AT_ONCE:
+            target = self._target
+            if target is None:
+                raise DecodeError(
+                    f"{_NAME_OF_BYTE[first]} outside a transaction (no Begin or Stream Start "
+                    "before it)"
+                )
+            if self._in_stream:
+                self._note_subxact(target, payload)
+            held = target.held
+            held.records.append(payload)
+            held.mem_bytes += len(payload) + _RECORD_OVERHEAD
+            if held.mem_bytes > held.limit:
+                held.spill()
+            return _EMPTY
+        message = self.decoder.decode(payload)
+        handler = self._handlers.get(type(message))
+        if handler is None:  # pragma: no cover - the decoder returns only known types
+            raise DecodeError(f"unexpected message {type(message).__name__}")
+        return handler(self, message, payload)
+
+    # -- message handlers (arrival) ---------------------------------------------
+
+    def _all_open(self) -> list[_Open]:
+        found = list(self._streams.values())
+        if self._current is not None:
+            found.append(self._current)
+        return found
+
+    def _note_subxact(self, target: _Open, payload: bytes) -> None:
+        if len(payload) < 5:
+            raise DecodeError(f"{_NAME_OF_BYTE.get(payload[0], 'message')}.xid: truncated")
+        (xid,) = _XID.unpack_from(payload, 1)
+        if xid != target.xid and xid not in target.subxacts:
+            target.subxacts[xid] = target.held.mark()
+
+    def _on_begin(self, message: po.Begin | po.BeginPrepare, payload: bytes) -> Iterator[Event]:
+        if self._current is not None:
+            raise DecodeError(
+                f"{type(message).__name__} for xid {message.xid} while xid "
+                f"{self._current.xid} has no Commit yet"
+            )
+        if self._in_stream:
+            raise DecodeError(f"{type(message).__name__} inside a streamed transaction block")
+        self._current = self._target = _Open(message.xid, self.spill_bytes, message)
+        return _EMPTY
+
+    def _on_commit(self, message: po.Commit, payload: bytes) -> Iterator[Event]:
+        current = self._current
+        if current is None or not isinstance(current.begin, po.Begin):
+            raise DecodeError("Commit without a Begin before it")
+        self._current = self._target = None
+        tx = Transaction(
+            xid=current.xid,
+            commit_lsn=message.commit_lsn,
+            end_lsn=message.end_lsn,
+            commit_time=message.commit_time,
+            origin=current.origin,
+            origin_lsn=current.origin_lsn,
+        )
+        return self._replay(current, tx, in_stream=False)
+
+    def _on_prepare(self, message: po.Prepare, payload: bytes) -> Iterator[Event]:
+        current = self._current
+        if current is None or not isinstance(current.begin, po.BeginPrepare):
+            raise DecodeError("Prepare without a Begin Prepare before it")
+        self._current = self._target = None
+        tx = Transaction(
+            xid=message.xid,
+            commit_lsn=message.prepare_lsn,
+            end_lsn=message.end_lsn,
+            commit_time=message.prepare_time,
+            origin=current.origin,
+            origin_lsn=current.origin_lsn,
+            gid=message.gid,
+            prepared=True,
+        )
+        return self._replay(current, tx, in_stream=False)
+
+    def _on_origin(self, message: po.Origin, payload: bytes) -> Iterator[Event]:
+        target = self._target
+        if target is not None:
+            target.origin = message.name
+            target.origin_lsn = message.commit_lsn or None
+        return _EMPTY
+
+    def _on_relation(self, message: po.Relation, payload: bytes) -> Iterator[Event]:
+        info = _TableInfo(message, self._type_names)
+        rel_id = message.relation_id
+        target = self._target
+        if target is not None:
+            if rel_id not in target.undo:
+                target.undo[rel_id] = self._tables.get(rel_id)
+            target.held.append(payload)
+        tables = dict(self._tables)
+        tables[rel_id] = info
+        self._tables = tables
+        return _EMPTY
+
+    def _on_type(self, message: po.Type, payload: bytes) -> Iterator[Event]:
+        name = f"{message.namespace}.{message.name}" if message.namespace else message.name
+        target = self._target
+        if target is not None:
+            if message.type_oid not in target.type_undo:
+                target.type_undo[message.type_oid] = self._type_names.get(message.type_oid)
+            target.held.append(payload)
+        type_names = dict(self._type_names)
+        type_names[message.type_oid] = name
+        self._type_names = type_names
+        return _EMPTY
+
+    def _on_message(self, message: po.LogicalMessage, payload: bytes) -> Iterator[Event]:
+        target = self._target
+        if message.transactional and target is not None:
+            if self._in_stream:
+                self._note_subxact(target, payload)
+            target.held.append(payload)
+            return _EMPTY
+        event = Message(
+            prefix=message.prefix,
+            content=message.content,
+            transactional=message.transactional,
+            lsn=message.lsn,
+            tx=None,
+            seq=0,
+        )
+        return iter((event,))
+
+    def _on_stream_start(self, message: po.StreamStart, payload: bytes) -> Iterator[Event]:
+        if self._current is not None:
+            raise DecodeError(
+                f"Stream Start for xid {message.xid} inside transaction {self._current.xid}"
+            )
+        if self._in_stream:
+            raise DecodeError(f"Stream Start for xid {message.xid} before Stream Stop")
+        state = self._streams.get(message.xid)
+        if state is None:
+            state = self._streams[message.xid] = _Open(message.xid, self.spill_bytes, None)
+        self._target = state
+        self._in_stream = True
+        return _EMPTY
+
+    def _on_stream_stop(self, message: po.StreamStop, payload: bytes) -> Iterator[Event]:
+        if not self._in_stream:
+            raise DecodeError("Stream Stop without a Stream Start before it")
+        self._target = None
+        self._in_stream = False
+        return _EMPTY
+
+    def _end_stream(self, xid: int, what: str) -> _Open:
+        if self._in_stream:
+            raise DecodeError(f"{what} for xid {xid} inside a stream block (before Stream Stop)")
+        state = self._streams.pop(xid, None)
+        if state is None:  # every change of it was in rolled-back subtransactions
+            state = _Open(xid, self.spill_bytes, None)
+        return state
+
+    def _on_stream_commit(self, message: po.StreamCommit, payload: bytes) -> Iterator[Event]:
+        state = self._end_stream(message.xid, "Stream Commit")
+        tx = Transaction(
+            xid=message.xid,
+            commit_lsn=message.commit_lsn,
+            end_lsn=message.end_lsn,
+            commit_time=message.commit_time,
+            origin=state.origin,
+            origin_lsn=state.origin_lsn,
+            streamed=True,
+        )
+        return self._replay(state, tx, in_stream=True)
+
+    def _on_stream_prepare(self, message: po.StreamPrepare, payload: bytes) -> Iterator[Event]:
+        state = self._end_stream(message.xid, "Stream Prepare")
+        tx = Transaction(
+            xid=message.xid,
+            commit_lsn=message.prepare_lsn,
+            end_lsn=message.end_lsn,
+            commit_time=message.prepare_time,
+            origin=state.origin,
+            origin_lsn=state.origin_lsn,
+            gid=message.gid,
+            prepared=True,
+            streamed=True,
+        )
+        return self._replay(state, tx, in_stream=True)
+
+    def _on_stream_abort(self, message: po.StreamAbort, payload: bytes) -> Iterator[Event]:
+        if self._in_stream:
+            raise DecodeError(
+                f"Stream Abort for xid {message.xid} inside a stream block (before Stream Stop)"
+            )
+        state = self._streams.get(message.xid)
+        if state is None:
+            return _EMPTY
+        if message.subxid == message.xid:
+            del self._streams[message.xid]
+            state.held.close()
+            return _EMPTY
+        # A rolled-back subtransaction. In a stream each change carries the xid of the
+        # (sub)transaction that made it (pgoutput.c: "xid = change->txn->xid"), and the
+        # stream is in WAL order, so everything from the subtransaction's first record
+        # up to its abort belongs to it or to its own subtransactions. Drop all of that,
+        # as PostgreSQL's own apply worker does, keeping only schema messages: the
+        # server will not send a Relation again in this transaction.
+        start = state.subxacts.get(message.subxid)
+        if start is not None:
+            state.held.truncate(start)
+            state.subxacts = {x: i for x, i in state.subxacts.items() if i < start}
+        return _EMPTY
+
+    def _on_commit_prepared(self, message: po.CommitPrepared, payload: bytes) -> Iterator[Event]:
+        event = CommitPrepared(
+            xid=message.xid,
+            gid=message.gid,
+            commit_lsn=message.commit_lsn,
+            end_lsn=message.end_lsn,
+            commit_time=message.commit_time,
+        )
+        return iter((event,))
+
+    def _on_rollback_prepared(
+        self, message: po.RollbackPrepared, payload: bytes
+    ) -> Iterator[Event]:
+        event = RollbackPrepared(
+            xid=message.xid,
+            gid=message.gid,
+            prepare_end_lsn=message.prepare_end_lsn,
+            rollback_end_lsn=message.rollback_end_lsn,
+            prepare_time=message.prepare_time,
+            rollback_time=message.rollback_time,
+        )
+        return iter((event,))
+
+    def _on_row_message(self, message: object, payload: bytes) -> Iterator[Event]:
+        # Only reached if the decoder is asked for a row message directly (never by feed).
+        raise DecodeError(f"{type(message).__name__} outside a transaction")
+
+    _handlers: dict[type, Callable[[Assembler, Any, bytes], Iterator[Event]]] = {
+        po.Begin: _on_begin,
+        po.BeginPrepare: _on_begin,
+        po.Commit: _on_commit,
+        po.Prepare: _on_prepare,
+        po.Origin: _on_origin,
+        po.Relation: _on_relation,
+        po.Type: _on_type,
+        po.LogicalMessage: _on_message,
+        po.StreamStart: _on_stream_start,
+        po.StreamStop: _on_stream_stop,
+        po.StreamCommit: _on_stream_commit,
+        po.StreamPrepare: _on_stream_prepare,
+        po.StreamAbort: _on_stream_abort,
+        po.CommitPrepared: _on_commit_prepared,
+        po.RollbackPrepared: _on_rollback_prepared,
+        po.Insert: _on_row_message,
+        po.Update: _on_row_message,
+        po.Delete: _on_row_message,
+        po.Truncate: _on_row_message,
+    }
+
+    # -- replay -------------------------------------------------------------------
+
+    def _info_for(self, relation: po.Relation, type_names: dict[int, str]) -> _TableInfo:
+        live = self._tables.get(relation.relation_id)
+        if live is not None and live.relation == relation:
+            return live
+        return _TableInfo(relation, type_names)
+
+    def _replay(self, state: _Open, tx: Transaction, *, in_stream: bool) -> Iterator[Event]:
+        # The cache as the transaction's first message saw it: the live one with this
+        # transaction's own Relation/Type replacements undone (they are replayed in order).
+        tables = self._tables
+        if state.undo:
+            tables = dict(tables)
+            for rel_id, old in state.undo.items():
+                if old is None:
+                    tables.pop(rel_id, None)
+                else:
+                    tables[rel_id] = old
+        type_names = self._type_names
+        if state.type_undo:
+            type_names = dict(type_names)
+            for type_oid, old_name in state.type_undo.items():
+                if old_name is None:
+                    type_names.pop(type_oid, None)
+                else:
+                    type_names[type_oid] = old_name
+        return self._events(state.held, tx, tables, type_names, in_stream)
+
+    def _events(
+        self,
+        held: _Held,
+        tx: Transaction,
+        tables: dict[int, _TableInfo],
+        type_names: dict[int, str],
+        in_stream: bool,
+    ) -> Iterator[Event]:
+        parsers = po.PARSERS
+        parse_insert = parsers[_INSERT]
+        parse_update = parsers[_UPDATE]
+        parse_delete = parsers[_DELETE]
+        new_change = _new_change
+        tables_copied = types_copied = False
+        seq = 0
+        try:
+            yield TxBegin(tx)
+            for payload in held:
+                first = payload[0]
+                if first == _INSERT:
+                    ins: po.Insert = parse_insert(payload, in_stream)  # type: ignore[assignment]
+                    info = tables.get(ins.relation_id)
+                    if info is None:
+                        raise _unknown_relation("Insert", ins.relation_id)
+                    tup = ins.new
+                    kinds = tup.kinds
+                    if kinds == info.all_text:
+                        new_row = dict(
+                            zip(
+                                info.names,
+                                map(_call, info.text_converters, tup.values),
+                                strict=False,
+                            )
+                        )
+                        toast: tuple[str, ...] = ()
+                    elif kinds == info.all_binary:
+                        new_row = dict(
+                            zip(
+                                info.names,
+                                map(_call, info.binary_converters, tup.values),
+                                strict=False,
+                            )
+                        )
+                        toast = ()
+                    else:
+                        new_row, toast = info.row(tup, "Insert.new")
+                    yield new_change("insert", info.table, tx, seq, new_row, None, None, toast)
+                elif first == _UPDATE:
+                    upd: po.Update = parse_update(payload, in_stream)  # type: ignore[assignment]
+                    info = tables.get(upd.relation_id)
+                    if info is None:
+                        raise _unknown_relation("Update", upd.relation_id)
+                    new_row, toast = info.row(upd.new, "Update.new")
+                    old_row: dict[str, Any] | None = None
+                    old_kind: OldKind | None = None
+                    if upd.old is not None:
+                        if upd.old_kind == "K":
+                            old_row, _ = info.key_row(upd.old, "Update.old")
+                            old_kind = "key"
+                        else:
+                            old_row, _ = info.row(upd.old, "Update.old")
+                            old_kind = "full"
+                    yield new_change(
+                        "update", info.table, tx, seq, new_row, old_row, old_kind, toast
+                    )
+                elif first == _DELETE:
+                    dele: po.Delete = parse_delete(payload, in_stream)  # type: ignore[assignment]
+                    info = tables.get(dele.relation_id)
+                    if info is None:
+                        raise _unknown_relation("Delete", dele.relation_id)
+                    if dele.old_kind == "K":
+                        old_row, toast = info.key_row(dele.old, "Delete.old")
+                        old_kind = "key"
+                    else:
+                        old_row, toast = info.row(dele.old, "Delete.old")
+                        old_kind = "full"
+                    yield new_change("delete", info.table, tx, seq, None, old_row, old_kind, toast)
+                elif first == _RELATION:
+                    rel: po.Relation = parsers[first](payload, in_stream)  # type: ignore[assignment]
+                    if not tables_copied:
+                        tables = dict(tables)
+                        tables_copied = True
+                    tables[rel.relation_id] = self._info_for(rel, type_names)
+                    continue
+                elif first == _TYPE:
+                    typ: po.Type = parsers[first](payload, in_stream)  # type: ignore[assignment]
+                    if not types_copied:
+                        type_names = dict(type_names)
+                        types_copied = True
+                    type_names[typ.type_oid] = (
+                        f"{typ.namespace}.{typ.name}" if typ.namespace else typ.name
+                    )
+                    continue
+                elif first == _TRUNCATE:
+                    trunc: po.Truncate = parsers[first](payload, in_stream)  # type: ignore[assignment]
+                    truncated = []
+                    for rel_id in trunc.relation_ids:
+                        info = tables.get(rel_id)
+                        if info is None:
+                            raise _unknown_relation("Truncate", rel_id)
+                        truncated.append(info.table)
+                    yield Truncate(
+                        tables=tuple(truncated),
+                        cascade=trunc.cascade,
+                        restart_identity=trunc.restart_identity,
+                        tx=tx,
+                        seq=seq,
+                    )
+                elif first == _MESSAGE:
+                    msg: po.LogicalMessage = parsers[first](payload, in_stream)  # type: ignore[assignment]
+                    yield Message(
+                        prefix=msg.prefix,
+                        content=msg.content,
+                        transactional=msg.transactional,
+                        lsn=msg.lsn,
+                        tx=tx,
+                        seq=seq,
+                    )
+                else:  # pragma: no cover - feed holds nothing else
+                    raise DecodeError(f"unexpected held message {bytes([first])!r}")
+                seq += 1
+            yield TxCommit(tx)
+        finally:
+            held.close()
+
+
+def _unknown_relation(what: str, relation_id: int) -> DecodeError:
+    return DecodeError(
+        f"{what} for relation {relation_id} before its Relation message",
+        hint="the stream must be read from the start of a transaction; "
+        "the server sends each relation's schema before its first change",
+    )

@@ -1,0 +1,703 @@
+"""Unit tests of pgtail.changes on hand-built pgoutput bytes (see tests/pgbytes.py)."""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from pgtail import changes
+from pgtail.changes import (
+    Assembler,
+    Change,
+    Column,
+    CommitPrepared,
+    Event,
+    Message,
+    RollbackPrepared,
+    Table,
+    Transaction,
+    Truncate,
+    TxBegin,
+    TxCommit,
+)
+from pgtail.errors import DecodeError
+from tests import pgbytes as pb
+
+INT4 = 23
+TEXT = 25
+T0 = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+T1 = datetime(2024, 5, 6, 7, 8, 10, 654321, tzinfo=UTC)
+
+# public.items: id int4 (key), name text, body text; replica identity default
+ITEMS = pb.relation(
+    16384, "public", "items", [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)]
+)
+ITEMS_FULL = pb.relation(
+    16384,
+    "public",
+    "items",
+    [("id", INT4, True), ("name", TEXT, True), ("body", TEXT, True)],
+    replica_identity="f",
+)
+
+
+def run(asm: Assembler, payloads: Iterable[bytes]) -> list[Event]:
+    events: list[Event] = []
+    for payload in payloads:
+        events.extend(asm.feed(payload))
+    return events
+
+
+def rows(events: Iterable[Event]) -> list[tuple[str, Any, Any]]:
+    """(op, new, old) of every Change."""
+    return [(e.op, e.new, e.old) for e in events if isinstance(e, Change)]
+
+
+def tx_block(
+    xid: int, body: list[bytes], commit_lsn: int = 0x1000, end_lsn: int = 0x1010
+) -> list[bytes]:
+    return [pb.begin(commit_lsn, T0, xid), *body, pb.commit(commit_lsn, end_lsn, T0)]
+
+
+# --- plain transactions -------------------------------------------------------------
+
+
+def test_begin_commit_assembly() -> None:
+    asm = Assembler(1)
+    assert list(asm.feed(pb.begin(0x16B374D848, T0, 777))) == []
+    assert asm.open_transactions()
+    assert list(asm.feed(ITEMS)) == []
+    assert list(asm.feed(pb.insert(16384, [b"1", b"one", b"x"]))) == []
+    assert list(asm.feed(pb.insert(16384, [b"2", None, b"y"]))) == []
+    events = list(asm.feed(pb.commit(0x16B374D848, 0x16B374D878, T1)))
+    assert not asm.open_transactions()
+
+    tx = Transaction(xid=777, commit_lsn=0x16B374D848, end_lsn=0x16B374D878, commit_time=T1)
+    table = Table(
+        16384,
+        "public",
+        "items",
+        "default",
+        (
+            Column("id", INT4, -1, True, "integer"),
+            Column("name", TEXT, -1, False, "text"),
+            Column("body", TEXT, -1, False, "text"),
+        ),
+    )
+    assert events == [
+        TxBegin(tx),
+        Change("insert", table, tx, 0, {"id": 1, "name": "one", "body": "x"}, None, None, ()),
+        Change("insert", table, tx, 1, {"id": 2, "name": None, "body": "y"}, None, None, ()),
+        TxCommit(tx),
+    ]
+    change = events[1]
+    assert isinstance(change, Change)
+    assert change.key == {"id": 1}
+    assert change.table.key_columns == ("id",)
+    assert change.table.qualified_name == "public.items"
+
+
+def test_empty_transaction_still_has_boundaries() -> None:
+    events = run(Assembler(1), tx_block(5, []))
+    assert [type(e) for e in events] == [TxBegin, TxCommit]
+
+
+def test_fast_change_constructor_equals_dataclass_init() -> None:
+    table = Table(1, "s", "t", "full", ())
+    tx = Transaction(1, 2, 3, T0)
+    args = ("update", table, tx, 4, {"a": 1}, {"a": 0}, "full", ("b",))
+    fast = changes._new_change(*args)
+    assert fast == Change(*args)  # type: ignore[arg-type]
+    assert hash(fast.tx) == hash(tx)
+    with pytest.raises(AttributeError):
+        fast.op = "insert"  # type: ignore[misc]
+
+
+def test_binary_and_mixed_tuple_kinds() -> None:
+    asm = Assembler(1, binary=True)
+    events = run(
+        asm,
+        [
+            ITEMS,
+            *tx_block(
+                9,
+                [
+                    pb.insert(16384, [("b", struct.pack("!i", -5)), ("b", b"bin"), ("b", b"z")]),
+                    pb.insert(16384, [("b", struct.pack("!i", 6)), None, b"text-mode"]),
+                ],
+            ),
+        ],
+    )
+    assert rows(events) == [
+        ("insert", {"id": -5, "name": "bin", "body": "z"}, None),
+        ("insert", {"id": 6, "name": None, "body": "text-mode"}, None),
+    ]
+
+
+# --- key / old / new / unchanged TOAST -----------------------------------------------
+
+
+def test_update_without_old_tuple() -> None:
+    events = run(Assembler(1), [ITEMS, *tx_block(1, [pb.update(16384, [b"1", b"n", "u"])])])
+    (change,) = [e for e in events if isinstance(e, Change)]
+    assert change.op == "update"
+    assert change.new == {"id": 1, "name": "n"}
+    assert change.old is None and change.old_kind is None
+    assert change.unchanged_toast == ("body",)
+    assert "body" not in change.new
+    assert change.key == {"id": 1}
+
+
+def test_update_with_key_old_tuple() -> None:
+    # the key changed: "K" carries the old key, non-key columns are sent as NULL
+    payload = pb.update(16384, [b"2", b"n", "u"], old=[b"1", None, None], old_kind="K")
+    events = run(Assembler(1), [ITEMS, *tx_block(1, [payload])])
+    (change,) = [e for e in events if isinstance(e, Change)]
+    assert change.old == {"id": 1}
+    assert change.old_kind == "key"
+    assert change.new == {"id": 2, "name": "n"}
+    assert change.unchanged_toast == ("body",)
+    assert change.key == {"id": 1}
+
+
+def test_update_with_full_old_tuple() -> None:
+    payload = pb.update(16384, [b"1", b"new", b"b"], old=[b"1", b"old", None], old_kind="O")
+    events = run(Assembler(1), [ITEMS_FULL, *tx_block(1, [payload])])
+    (change,) = [e for e in events if isinstance(e, Change)]
+    assert change.table.replica_identity == "full"
+    assert change.old == {"id": 1, "name": "old", "body": None}
+    assert change.old_kind == "full"
+    assert change.new == {"id": 1, "name": "new", "body": "b"}
+    assert change.unchanged_toast == ()
+    assert change.key == {"id": 1, "name": "old", "body": None}
+
+
+def test_delete_with_key_and_full_old_tuple() -> None:
+    key_delete = pb.delete(16384, [b"3", None, None], old_kind="K")
+    full_delete = pb.delete(16384, [b"4", b"four", b"x"], old_kind="O")
+    events = run(
+        Assembler(1), [ITEMS, *tx_block(1, [key_delete]), ITEMS_FULL, *tx_block(2, [full_delete])]
+    )
+    deletes = [e for e in events if isinstance(e, Change)]
+    assert [(c.op, c.new, c.old, c.old_kind) for c in deletes] == [
+        ("delete", None, {"id": 3}, "key"),
+        ("delete", None, {"id": 4, "name": "four", "body": "x"}, "full"),
+    ]
+    assert deletes[0].key == {"id": 3}
+
+
+@pytest.mark.parametrize(
+    ("identity", "expected"),
+    [("d", "default"), ("n", "nothing"), ("f", "full"), ("i", "index")],
+)
+def test_replica_identity_names(identity: str, expected: str) -> None:
+    rel = pb.relation(1, "s", "t", [("a", INT4, identity in "di")], replica_identity=identity)
+    events = run(Assembler(1), [rel, *tx_block(1, [pb.insert(1, [b"7"])])])
+    change = events[1]
+    assert isinstance(change, Change)
+    assert change.table.replica_identity == expected
+    assert change.key == ({"a": 7} if identity in "di" else None)
+
+
+def test_table_without_key_has_no_key() -> None:
+    rel = pb.relation(1, "s", "t", [("a", INT4, False)], replica_identity="n")
+    events = run(Assembler(1), [rel, *tx_block(1, [pb.insert(1, [b"7"])])])
+    change = events[1]
+    assert isinstance(change, Change)
+    assert change.key is None
+
+
+def test_wrong_column_count_is_a_decode_error() -> None:
+    asm = Assembler(1)
+    with pytest.raises(DecodeError, match="2 columns for public.items"):
+        run(asm, [ITEMS, *tx_block(1, [pb.insert(16384, [b"1", None])])])
+
+
+# --- truncate and messages -------------------------------------------------------------
+
+
+def test_truncate_event() -> None:
+    other = pb.relation(16390, "app", "other", [("k", INT4, True)])
+    events = run(
+        Assembler(1),
+        [
+            ITEMS,
+            other,
+            *tx_block(3, [pb.truncate([16384, 16390], cascade=True, restart_identity=True)]),
+        ],
+    )
+    (trunc,) = [e for e in events if isinstance(e, Truncate)]
+    assert [t.qualified_name for t in trunc.tables] == ["public.items", "app.other"]
+    assert trunc.cascade and trunc.restart_identity
+    assert trunc.seq == 0
+    assert trunc.tx.xid == 3
+
+
+def test_transactional_message_is_held_non_transactional_yields_at_once() -> None:
+    asm = Assembler(1)
+    assert list(asm.feed(pb.begin(0x2000, T0, 8))) == []
+    assert list(asm.feed(pb.message("app", b"held", 0x1F00))) == []
+    now = list(asm.feed(pb.message("audit", b"\x00now", 0x1F10, transactional=False)))
+    assert now == [Message("audit", b"\x00now", False, 0x1F10, None, 0)]
+    assert list(asm.feed(ITEMS)) == []
+    assert list(asm.feed(pb.insert(16384, [b"1", b"a", b"b"]))) == []
+    events = list(asm.feed(pb.commit(0x2000, 0x2030, T0)))
+    assert [type(e) for e in events] == [TxBegin, Message, Change, TxCommit]
+    msg = events[1]
+    assert isinstance(msg, Message)
+    assert (msg.prefix, msg.content, msg.transactional, msg.lsn, msg.seq) == (
+        "app",
+        b"held",
+        True,
+        0x1F00,
+        0,
+    )
+    assert msg.tx is not None and msg.tx.xid == 8
+    change = events[2]
+    assert isinstance(change, Change) and change.seq == 1
+
+
+def test_non_transactional_message_outside_transaction() -> None:
+    events = run(Assembler(1), [pb.message("p", b"c", 5, transactional=False)])
+    assert events == [Message("p", b"c", False, 5, None, 0)]
+
+
+# --- origin ------------------------------------------------------------------------------
+
+
+def test_origin_sets_transaction_origin() -> None:
+    events = run(
+        Assembler(1),
+        [
+            ITEMS,
+            pb.begin(0x3000, T0, 11),
+            pb.origin(0xABCDEF, "upstream"),
+            pb.insert(16384, [b"1", b"a", b"b"]),
+            pb.commit(0x3000, 0x3040, T0),
+        ],
+    )
+    txs = {e.tx for e in events if isinstance(e, (TxBegin, Change, TxCommit))}
+    assert txs == {Transaction(11, 0x3000, 0x3040, T0, origin="upstream", origin_lsn=0xABCDEF)}
+
+
+# --- schema changes -------------------------------------------------------------------
+
+
+def test_schema_change_mid_transaction() -> None:
+    items_v2 = pb.relation(
+        16384,
+        "public",
+        "items",
+        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False), ("n", INT4, False)],
+    )
+    asm = Assembler(1)
+    events = run(
+        asm,
+        [
+            *tx_block(1, [ITEMS, pb.insert(16384, [b"1", b"a", b"b"])]),
+            *tx_block(
+                2,
+                [
+                    pb.insert(16384, [b"2", b"a", b"b"]),
+                    items_v2,
+                    pb.insert(16384, [b"3", b"a", b"b", b"42"]),
+                ],
+            ),
+            *tx_block(3, [pb.insert(16384, [b"4", b"a", b"b", b"43"])]),
+        ],
+    )
+    changes_ = [e for e in events if isinstance(e, Change)]
+    assert [len(c.table.columns) for c in changes_] == [3, 3, 4, 4]
+    assert changes_[2].new == {"id": 3, "name": "a", "body": "b", "n": 42}
+    assert [c.seq for c in changes_] == [0, 0, 1, 0]
+    assert len(asm.tables()[16384].columns) == 4  # the live cache is the newest
+
+
+def test_schema_change_replay_consumed_after_later_feeds() -> None:
+    """A returned iterator does not depend on what is fed after it."""
+    items_v2 = pb.relation(16384, "public", "items", [("id", INT4, True)])
+    asm = Assembler(1)
+    run(asm, [ITEMS])
+    pending: list[Iterator[Event]] = []
+    for payload in tx_block(1, [pb.insert(16384, [b"1", b"a", b"b"])]):
+        pending.append(asm.feed(payload))
+    # a later transaction changes the schema before the first one is consumed
+    later = run(asm, tx_block(2, [items_v2, pb.insert(16384, [b"2"])]))
+    earlier = [e for it in pending for e in it]
+    assert rows(earlier) == [("insert", {"id": 1, "name": "a", "body": "b"}, None)]
+    assert rows(later) == [("insert", {"id": 2}, None)]
+
+
+def test_user_type_name_from_type_message() -> None:
+    rel = pb.relation(1, "s", "t", [("mood", 70001, False), ("moods", 70000, False)])
+    events = run(
+        Assembler(1),
+        [
+            pb.type_(70001, "public", "mood"),
+            pb.type_(70000, "public", "_mood"),
+            rel,
+            *tx_block(1, [pb.insert(1, [b"happy", b"{happy,sad}"])]),
+        ],
+    )
+    change = events[1]
+    assert isinstance(change, Change)
+    assert [c.type_name for c in change.table.columns] == ["public.mood", "public._mood"]
+    assert change.new is not None and change.new["mood"] == "happy"
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+def test_unknown_relation_is_a_clear_decode_error() -> None:
+    asm = Assembler(1)
+    with pytest.raises(DecodeError, match="Insert for relation 12345 before its Relation message"):
+        run(asm, tx_block(1, [pb.insert(12345, [b"1"])]))
+
+
+@pytest.mark.parametrize(
+    ("payloads", "match"),
+    [
+        ([pb.insert(16384, [b"1", b"a", b"b"])], "Insert outside a transaction"),
+        ([pb.commit(1, 2, T0)], "Commit without a Begin"),
+        ([pb.begin(1, T0, 1), pb.begin(2, T0, 2)], "has no Commit yet"),
+        ([pb.stream_stop()], "Stream Stop without a Stream Start"),
+        ([pb.prepare(1, 2, T0, 3, "g")], "Prepare without a Begin Prepare"),
+        ([b""], "empty pgoutput message"),
+    ],
+)
+def test_protocol_order_errors(payloads: list[bytes], match: str) -> None:
+    with pytest.raises(DecodeError, match=match):
+        run(Assembler(3), payloads)
+
+
+# --- streamed transactions ---------------------------------------------------------------
+
+
+def streamed(xid: int, body: list[bytes], first: bool = True) -> list[bytes]:
+    return [pb.stream_start(xid, first), *body, pb.stream_stop()]
+
+
+def test_streamed_transaction_commit() -> None:
+    asm = Assembler(2)
+    rel = pb.relation(
+        16384,
+        "public",
+        "items",
+        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)],
+        xid=500,
+    )
+    assert run(asm, streamed(500, [rel, pb.insert(16384, [b"1", b"a", b"b"], xid=500)])) == []
+    assert asm.open_transactions()
+    assert (
+        run(asm, streamed(500, [pb.insert(16384, [b"2", b"c", b"d"], xid=500)], first=False)) == []
+    )
+    events = run(asm, [pb.stream_commit(500, 0x5000, 0x5050, T1)])
+    assert not asm.open_transactions()
+    tx = Transaction(500, 0x5000, 0x5050, T1, streamed=True)
+    assert events[0] == TxBegin(tx) and events[-1] == TxCommit(tx)
+    assert rows(events) == [
+        ("insert", {"id": 1, "name": "a", "body": "b"}, None),
+        ("insert", {"id": 2, "name": "c", "body": "d"}, None),
+    ]
+    assert [e.seq for e in events if isinstance(e, Change)] == [0, 1]
+
+
+def test_stream_abort_of_whole_transaction() -> None:
+    asm = Assembler(2)
+    run(asm, [ITEMS])
+    run(asm, streamed(600, [pb.insert(16384, [b"1", b"a", b"b"], xid=600)]))
+    assert asm.open_transactions()
+    assert run(asm, [pb.stream_abort(600, 600)]) == []
+    assert not asm.open_transactions()
+    # a later commit of that xid (never happens) would be empty, not resurrect rows
+    assert rows(run(asm, [pb.stream_commit(600, 1, 2, T0)])) == []
+
+
+def _subxact_stream() -> list[bytes]:
+    """Top xid 700; savepoint sub 701 (with nested 702); sub 703 after it; top rows around."""
+    rel_other = pb.relation(16390, "app", "other", [("k", INT4, True)], xid=701)
+    return [
+        *streamed(
+            700,
+            [
+                pb.insert(16384, [b"1", b"top", b"x"], xid=700),
+                rel_other,  # first sent inside the savepoint that is rolled back
+                pb.insert(16390, [b"10"], xid=701),
+                pb.insert(16384, [b"2", b"sub", b"x"], xid=701),
+                pb.message("m", b"in-sub", 0x10, xid=700),  # messages carry the top xid
+            ],
+        ),
+        *streamed(
+            700,
+            [
+                pb.insert(16384, [b"3", b"nested", b"x"], xid=702),
+                pb.update(16384, [b"1", b"changed-in-sub", "u"], xid=702),
+            ],
+            first=False,
+        ),
+        pb.stream_abort(700, 702),  # PostgreSQL aborts the nested one first, then its parent
+        pb.stream_abort(700, 701),
+        *streamed(
+            700,
+            [
+                pb.insert(16384, [b"4", b"top-after", b"x"], xid=700),
+                pb.insert(16390, [b"11"], xid=700),  # needs the Relation sent inside 701
+                pb.insert(16384, [b"5", b"kept-sub", b"x"], xid=703),
+            ],
+            first=False,
+        ),
+        pb.stream_commit(700, 0x7000, 0x7070, T0),
+    ]
+
+
+def test_stream_abort_of_subtransaction_drops_only_its_changes() -> None:
+    asm = Assembler(2)
+    events = run(asm, [ITEMS, *_subxact_stream()])
+    assert rows(events) == [
+        ("insert", {"id": 1, "name": "top", "body": "x"}, None),
+        ("insert", {"id": 4, "name": "top-after", "body": "x"}, None),
+        ("insert", {"k": 11}, None),
+        ("insert", {"id": 5, "name": "kept-sub", "body": "x"}, None),
+    ]
+    assert not any(isinstance(e, Message) for e in events)
+    assert [e.seq for e in events if isinstance(e, Change)] == [0, 1, 2, 3]
+
+
+def test_subtransaction_abort_of_unknown_subxid_is_harmless() -> None:
+    asm = Assembler(2)
+    run(asm, [ITEMS, *streamed(710, [pb.insert(16384, [b"1", b"a", b"b"], xid=710)])])
+    run(asm, [pb.stream_abort(710, 799)])
+    events = run(asm, [pb.stream_commit(710, 1, 2, T0)])
+    assert len(rows(events)) == 1
+
+
+def test_interleaved_streamed_transactions() -> None:
+    asm = Assembler(4)
+    rel_a = pb.relation(
+        16384,
+        "public",
+        "items",
+        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)],
+        xid=801,
+    )
+    rel_b = pb.relation(
+        16384,
+        "public",
+        "items",
+        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)],
+        xid=802,
+    )
+    payloads = [
+        *streamed(801, [rel_a, pb.insert(16384, [b"1", b"a", b"1"], xid=801)]),
+        *streamed(802, [rel_b, pb.insert(16384, [b"2", b"b", b"1"], xid=802)]),
+        *streamed(801, [pb.insert(16384, [b"3", b"a", b"2"], xid=801)], first=False),
+        *streamed(802, [pb.insert(16384, [b"4", b"b", b"2"], xid=802)], first=False),
+    ]
+    assert run(asm, payloads) == []
+    committed_b = run(asm, [pb.stream_commit(802, 0x8200, 0x8210, T0)])
+    assert asm.open_transactions()
+    assert run(asm, [pb.stream_abort(801, 801, 0x8300, T1)]) == []
+    assert not asm.open_transactions()
+    assert [e.new["id"] for e in committed_b if isinstance(e, Change) and e.new] == [2, 4]
+    assert {e.tx.xid for e in committed_b if isinstance(e, Change)} == {802}
+
+
+def test_stream_interleaved_with_plain_transaction() -> None:
+    asm = Assembler(2)
+    run(asm, [ITEMS])
+    run(asm, streamed(900, [pb.insert(16384, [b"1", b"s", b"x"], xid=900)]))
+    plain = run(asm, tx_block(901, [pb.insert(16384, [b"2", b"p", b"x"])]))
+    assert rows(plain) == [("insert", {"id": 2, "name": "p", "body": "x"}, None)]
+    streamed_events = run(asm, [pb.stream_commit(900, 1, 2, T0)])
+    assert rows(streamed_events) == [("insert", {"id": 1, "name": "s", "body": "x"}, None)]
+
+
+def test_streamed_schema_change_of_other_transaction_does_not_leak() -> None:
+    """Xid 950 replays with its own Relation even though 951 replaced it later."""
+    cols3 = [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)]
+    cols1 = [("id", INT4, True)]
+    asm = Assembler(2)
+    run(
+        asm,
+        streamed(
+            950,
+            [
+                pb.relation(16384, "public", "items", cols3, xid=950),
+                pb.insert(16384, [b"1", b"a", b"b"], xid=950),
+            ],
+        ),
+    )
+    run(
+        asm,
+        streamed(
+            951,
+            [
+                pb.relation(16384, "public", "items", cols1, xid=951),
+                pb.insert(16384, [b"2"], xid=951),
+            ],
+        ),
+    )
+    run(asm, streamed(950, [pb.insert(16384, [b"3", b"c", b"d"], xid=950)], first=False))
+    events_950 = run(asm, [pb.stream_commit(950, 1, 2, T0)])
+    events_951 = run(asm, [pb.stream_commit(951, 3, 4, T0)])
+    assert [c[1] for c in rows(events_950)] == [
+        {"id": 1, "name": "a", "body": "b"},
+        {"id": 3, "name": "c", "body": "d"},
+    ]
+    assert rows(events_951) == [("insert", {"id": 2}, None)]
+
+
+def test_stream_origin() -> None:
+    asm = Assembler(2)
+    events = run(
+        asm,
+        [
+            ITEMS,
+            pb.stream_start(990, True),
+            pb.origin(0, "up"),
+            pb.insert(16384, [b"1", b"a", b"b"], xid=990),
+            pb.stream_stop(),
+            pb.stream_commit(990, 1, 2, T0),
+        ],
+    )
+    assert events[0] == TxBegin(Transaction(990, 1, 2, T0, origin="up", streamed=True))
+
+
+# --- two-phase -------------------------------------------------------------------------
+
+
+def test_prepared_transaction_and_its_outcome() -> None:
+    asm = Assembler(3)
+    events = run(
+        asm,
+        [
+            ITEMS,
+            pb.begin_prepare(0xA000, 0xA040, T0, 1001, "gid-1"),
+            pb.insert(16384, [b"1", b"a", b"b"]),
+            pb.prepare(0xA000, 0xA040, T0, 1001, "gid-1"),
+        ],
+    )
+    tx = Transaction(1001, 0xA000, 0xA040, T0, gid="gid-1", prepared=True)
+    assert events[0] == TxBegin(tx) and events[-1] == TxCommit(tx)
+    assert rows(events) == [("insert", {"id": 1, "name": "a", "body": "b"}, None)]
+    assert not asm.open_transactions()
+    outcome = run(
+        asm,
+        [
+            pb.commit_prepared(0xB000, 0xB040, T1, 1001, "gid-1"),
+            pb.rollback_prepared(0xA040, 0xC040, T0, T1, 1002, "gid-2"),
+        ],
+    )
+    assert outcome == [
+        CommitPrepared(1001, "gid-1", 0xB000, 0xB040, T1),
+        RollbackPrepared(1002, "gid-2", 0xA040, 0xC040, T0, T1),
+    ]
+
+
+def test_stream_prepare() -> None:
+    asm = Assembler(3)
+    run(asm, [ITEMS, *streamed(1100, [pb.insert(16384, [b"1", b"a", b"b"], xid=1100)])])
+    events = run(asm, [pb.stream_prepare(0xD000, 0xD040, T0, 1100, "sp")])
+    tx = Transaction(1100, 0xD000, 0xD040, T0, gid="sp", prepared=True, streamed=True)
+    assert events[0] == TxBegin(tx)
+    assert len(rows(events)) == 1
+    assert not asm.open_transactions()
+
+
+# --- spill to disk ------------------------------------------------------------------------
+
+
+class _CountingTempFiles:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.opened = 0
+        real = tempfile.TemporaryFile
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            self.opened += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(changes.tempfile, "TemporaryFile", counting)
+
+
+def _big_mixed_workload() -> list[bytes]:
+    body: list[bytes] = []
+    for i in range(300):
+        body.append(pb.insert(16384, [str(i).encode(), f"name {i}".encode(), b"x" * (i % 50)]))
+        if i % 7 == 0:
+            body.append(pb.update(16384, [str(i).encode(), b"upd", "u"]))
+        if i % 11 == 0:
+            body.append(pb.delete(16384, [str(i).encode(), None, None]))
+    stream_body: list[list[bytes]] = [[], [], []]
+    for i in range(300):
+        xid = 2000 if i < 100 or i >= 200 else (2001 if i < 150 else 2002)
+        stream_body[i // 100].append(
+            pb.insert(16384, [str(i).encode(), b"s", b"y" * (i % 30)], xid=xid)
+        )
+    return [
+        ITEMS,
+        *tx_block(1, body),
+        *streamed(2000, stream_body[0]),
+        *streamed(2000, stream_body[1], first=False),
+        pb.stream_abort(2000, 2002),  # drops rows 150..199 (xid 2002) only
+        *streamed(2000, stream_body[2], first=False),
+        pb.stream_commit(2000, 0xE000, 0xE040, T0),
+    ]
+
+
+@pytest.mark.parametrize("spill_bytes", [1, 500, 20_000])
+def test_spill_to_disk_gives_the_same_events(
+    spill_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = run(Assembler(2), _big_mixed_workload())
+    counter = _CountingTempFiles(monkeypatch)
+    spilled = run(Assembler(2, spill_bytes=spill_bytes), _big_mixed_workload())
+    assert counter.opened >= 2  # both the plain and the streamed transaction spilled
+    assert spilled == expected
+    ids = [e.new["id"] for e in spilled if isinstance(e, Change) and e.tx.streamed and e.new]
+    assert ids == [*range(150), *range(200, 300)]
+
+
+def test_no_spill_under_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = _CountingTempFiles(monkeypatch)
+    run(Assembler(2), _big_mixed_workload())
+    assert counter.opened == 0
+
+
+def test_subtransaction_abort_inside_spilled_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = _CountingTempFiles(monkeypatch)
+    for spill_bytes in (1, 300, 10**9):
+        events = run(Assembler(2, spill_bytes=spill_bytes), [ITEMS, *_subxact_stream()])
+        assert [r[1]["id"] if "id" in r[1] else r[1]["k"] for r in rows(events)] == [1, 4, 11, 5]
+    assert counter.opened >= 2
+
+
+def test_held_file_is_closed_after_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    files: list[Any] = []
+    real = tempfile.TemporaryFile
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        handle = real(*args, **kwargs)
+        files.append(handle)
+        return handle
+
+    monkeypatch.setattr(changes.tempfile, "TemporaryFile", keep)
+    run(Assembler(2, spill_bytes=1), _big_mixed_workload())
+    assert files and all(f.closed for f in files)
+
+
+def test_reset_forgets_held_transactions() -> None:
+    asm = Assembler(2)
+    run(asm, [ITEMS, pb.begin(1, T0, 1), pb.insert(16384, [b"1", b"a", b"b"])])
+    asm.reset()
+    run(asm, [pb.stream_start(5, True), pb.insert(16384, [b"1", b"a", b"b"], xid=5)])
+    assert asm.open_transactions()
+    asm.reset()
+    assert not asm.open_transactions()
+    assert rows(run(asm, [ITEMS, *tx_block(2, [pb.insert(16384, [b"2", b"a", b"b"])])])) == [
+        ("insert", {"id": 2, "name": "a", "body": "b"}, None)
+    ]
