@@ -83,6 +83,9 @@ def _register_commands() -> None:
 _COMMAND_MODULES: list[str] = [
     "demo_cmd",
     "completion_cmd",
+    "slot_cmd",
+    "publication_cmd",
+    "doctor_cmd",
 ]
 
 

@@ -1,0 +1,325 @@
+"""``pgtail publication ...``: list, show, create, alter and drop publications.
+
+Before a publication starts publishing UPDATE/DELETE of a table, the table's
+replica identity is checked (in the same transaction, see `pgtail.catalog`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from pgtail.catalog import OPERATIONS, PublicationChange, PublicationInfo, TableTarget
+from pgtail.cli import cli, dsn_option
+from pgtail.cli.slot_cmd import json_option, print_fields, print_json, print_table
+from pgtail.errors import ConfigurationError
+
+
+@cli.group("publication")
+def publication() -> None:
+    """Manage publications: which tables and operations a slot streams.
+
+    \b
+    Examples:
+      pgtail publication list
+      pgtail publication create app_pub --table public.orders --table public.customers
+      pgtail publication create big --table 'public.orders(id, total)' --where 'total > 100'
+      pgtail publication show app_pub
+    """
+
+
+def _tables_summary(pub: PublicationInfo) -> str:
+    if pub.all_tables:
+        return "ALL TABLES"
+    parts = [t.qualified for t in pub.tables]
+    parts += [f"schema {s}" for s in pub.schemas]
+    return ", ".join(parts) or "-"
+
+
+@publication.command("list")
+@dsn_option
+@json_option()
+def publication_list(dsn: str | None, as_json: bool) -> None:
+    """List the publications of the database.
+
+    \b
+    Examples:
+      pgtail publication list
+      pgtail publication list --json | jq '.[].name'
+    """
+    from pgtail import catalog
+
+    pubs = catalog.list_publications(dsn)
+    if as_json:
+        print_json([p.to_dict() for p in pubs])
+        return
+    if not pubs:
+        click.echo("no publications in this database", err=True)
+        return
+    print_table(
+        ["publication", "owner", "operations", "via_root", "tables", "objects"],
+        [
+            [
+                p.name,
+                p.owner,
+                ",".join(p.operations),
+                "yes" if p.via_partition_root else "no",
+                str(len(p.published_tables)),
+                _tables_summary(p),
+            ]
+            for p in pubs
+        ],
+    )
+
+
+@publication.command("show")
+@click.argument("name")
+@dsn_option
+@json_option()
+def publication_show(name: str, dsn: str | None, as_json: bool) -> None:
+    """Show one publication: operations, tables with column lists and row filters,
+    schemas, FOR ALL TABLES, publish_via_partition_root, and every published table.
+
+    \b
+    Example:
+      pgtail publication show app_pub
+    """
+    from pgtail import catalog
+
+    pub = catalog.get_publication(dsn, name)
+    if as_json:
+        print_json(pub.to_dict())
+        return
+    _print_publication(pub)
+
+
+def _print_publication(pub: PublicationInfo) -> None:
+    print_fields(
+        [
+            ("owner", pub.owner),
+            ("operations", ", ".join(pub.operations) or "-"),
+            ("all tables", "yes" if pub.all_tables else "no"),
+            ("schemas", ", ".join(pub.schemas) or "-"),
+            ("publish_via_partition_root", "yes" if pub.via_partition_root else "no"),
+            ("published tables", ", ".join(pub.published_tables) or "-"),
+        ],
+        title=f"publication {pub.name}",
+    )
+    if pub.tables:
+        print_table(
+            ["table", "columns", "row filter"],
+            [
+                [
+                    t.qualified,
+                    ", ".join(t.columns) if t.columns is not None else "(all)",
+                    t.row_filter or "-",
+                ]
+                for t in pub.tables
+            ],
+        )
+
+
+def _targets(tables: Sequence[str], wheres: Sequence[str]) -> list[TableTarget]:
+    from pgtail.catalog import parse_table_spec
+
+    if len(wheres) > len(tables):
+        raise ConfigurationError(
+            "more --where than --table options",
+            hint="the Nth --where filters the Nth --table; use --where '' for no filter",
+        )
+    targets = []
+    for i, table in enumerate(tables):
+        where = wheres[i] if i < len(wheres) else None
+        targets.append(TableTarget(parse_table_spec(table), where if where else None))
+    return targets
+
+
+def _schemas(schemas: Sequence[str]) -> list[str]:
+    from pgtail.catalog import parse_name
+
+    return [parse_name(s) for s in schemas]
+
+
+def _report(verb: str, change: PublicationChange) -> None:
+    for warning in change.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    pub = change.publication
+    click.echo(
+        f"{verb} publication {pub.name}: {', '.join(pub.operations)} on "
+        f"{len(pub.published_tables)} table(s)"
+    )
+
+
+_table_option = click.option(
+    "--table",
+    "tables",
+    multiple=True,
+    metavar="TABLE",
+    help="[schema.]table, optionally with a column list: 'public.orders(id, total)'. "
+    'Quote odd names SQL-style: \'"My Schema"."My Table"\'. Repeatable.',
+)
+_where_option = click.option(
+    "--where",
+    "wheres",
+    multiple=True,
+    metavar="EXPR",
+    help="Row filter (PG15+) for the --table in the same position: 'total > 100'. "
+    "One boolean expression; ';' and comments are refused. Repeatable.",
+)
+_schema_option = click.option(
+    "--schema",
+    "schemas",
+    multiple=True,
+    metavar="SCHEMA",
+    help="Publish every table of a schema (FOR TABLES IN SCHEMA, PG15+). Repeatable.",
+)
+_force_option = click.option(
+    "--force",
+    is_flag=True,
+    help="Go ahead even if UPDATE/DELETE on a table would start failing "
+    "for want of a replica identity (prints a warning instead).",
+)
+
+
+def _parse_ops(text: str) -> list[str]:
+    ops = [o.strip().lower() for o in text.split(",") if o.strip()]
+    for op in ops:
+        if op not in OPERATIONS:
+            raise click.BadParameter(f"{op!r} is not one of {', '.join(OPERATIONS)}")
+    return ops
+
+
+@publication.command("create")
+@click.argument("name")
+@_table_option
+@_where_option
+@_schema_option
+@click.option("--all-tables", is_flag=True, help="FOR ALL TABLES (needs a superuser).")
+@click.option(
+    "--ops",
+    default=",".join(OPERATIONS),
+    show_default=True,
+    metavar="OPS",
+    help="Operations to publish, comma-separated.",
+)
+@click.option(
+    "--via-partition-root",
+    is_flag=True,
+    help="Publish changes of partitions as their partitioned root table.",
+)
+@_force_option
+@dsn_option
+def publication_create(
+    name: str,
+    tables: tuple[str, ...],
+    wheres: tuple[str, ...],
+    schemas: tuple[str, ...],
+    all_tables: bool,
+    ops: str,
+    via_partition_root: bool,
+    force: bool,
+    dsn: str | None,
+) -> None:
+    """Create a publication.
+
+    The name is taken literally (no quoting needed). If the publication publishes
+    updates or deletes, every table it adds is checked: a table without a usable
+    replica identity would make its UPDATE/DELETE fail, so pgtail refuses and
+    prints the fix (or warns, with --force).
+
+    \b
+    Examples:
+      pgtail publication create app_pub --table orders --table public.customers
+      pgtail publication create eu --table 'orders(id, total, region)' --where "region = 'eu'"
+      pgtail publication create inserts_only --all-tables --ops insert
+      pgtail publication create sales --schema sales --via-partition-root
+    """
+    from pgtail import catalog
+
+    change = catalog.create_publication(
+        dsn,
+        name,
+        tables=_targets(tables, wheres),
+        schemas=_schemas(schemas),
+        all_tables=all_tables,
+        operations=_parse_ops(ops),
+        via_partition_root=via_partition_root,
+        force=force,
+    )
+    _report("created", change)
+
+
+@publication.command("add")
+@click.argument("name")
+@_table_option
+@_where_option
+@_schema_option
+@_force_option
+@dsn_option
+def publication_add(
+    name: str,
+    tables: tuple[str, ...],
+    wheres: tuple[str, ...],
+    schemas: tuple[str, ...],
+    force: bool,
+    dsn: str | None,
+) -> None:
+    """Add tables or schemas to a publication (with the same replica identity check
+    as create).
+
+    \b
+    Examples:
+      pgtail publication add app_pub --table public.invoices
+      pgtail publication add app_pub --table 'orders(id, total)' --where 'total > 0'
+    """
+    from pgtail import catalog
+
+    change = catalog.alter_publication(
+        dsn, name, "add", tables=_targets(tables, wheres), schemas=_schemas(schemas), force=force
+    )
+    _report("altered", change)
+
+
+@publication.command("remove")
+@click.argument("name")
+@_table_option
+@_schema_option
+@dsn_option
+def publication_remove(
+    name: str, tables: tuple[str, ...], schemas: tuple[str, ...], dsn: str | None
+) -> None:
+    """Remove tables or schemas from a publication.
+
+    \b
+    Example:
+      pgtail publication remove app_pub --table public.invoices
+    """
+    from pgtail import catalog
+
+    change = catalog.alter_publication(
+        dsn, name, "remove", tables=_targets(tables, ()), schemas=_schemas(schemas)
+    )
+    _report("altered", change)
+
+
+@publication.command("drop")
+@click.argument("name")
+@click.option("--if-exists", is_flag=True, help="Succeed if there is no such publication.")
+@dsn_option
+def publication_drop(name: str, if_exists: bool, dsn: str | None) -> None:
+    """Drop a publication.
+
+    Slots streaming through it will fail (or, on PostgreSQL 18, skip it) until
+    their consumer uses another publication.
+
+    \b
+    Example:
+      pgtail publication drop app_pub --if-exists
+    """
+    from pgtail import catalog
+
+    if catalog.drop_publication(dsn, name, if_exists=if_exists):
+        click.echo(f"dropped publication {name}")
+    else:
+        click.echo(f"publication {name} does not exist; nothing to do")
