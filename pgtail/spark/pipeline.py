@@ -1,0 +1,341 @@
+"""The standard pipeline behind ``pgtail spark``: slot -> Spark -> Parquet change log
+(`run`), and change log -> current state of every table (`materialize`).
+
+Both take a SparkSession (`session()` builds a local one); errors raised inside Spark's
+Python workers come back as the pgtail error they were (`translate_spark_error`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pgtail import errors
+from pgtail.errors import ConfigurationError, PgtailError
+from pgtail.spark import register, require_pyspark
+
+TABLE_OPS = ("insert", "update", "delete")
+PARTITION_COLUMNS = ("schema", "table")
+
+_ERROR_LINE = re.compile(r"pgtail\.errors\.(\w+): (.+)")
+_TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)\s*$")
+
+
+def session(
+    master: str = "local[*]", app_name: str = "pgtail", conf: Mapping[str, str] | None = None
+) -> Any:
+    """A SparkSession with the ``pgoutput`` format registered (speculation off)."""
+    require_pyspark()
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.speculation", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
+        raise ConfigurationError(
+            "spark.speculation is on: two tasks could read one replication slot at once",
+            hint="set spark.speculation=false for queries reading format pgoutput",
+        )
+    register(spark)
+    return spark
+
+
+def translate_spark_error(exc: BaseException) -> PgtailError | None:
+    """The pgtail error inside a Spark/Py4J exception, rebuilt, or None."""
+    if isinstance(exc, PgtailError):
+        return exc
+    text = str(exc)
+    cause = exc.__cause__ or exc.__context__
+    matches = list(_ERROR_LINE.finditer(text))
+    if not matches and cause is not None:
+        return translate_spark_error(cause)
+    if not matches:
+        return None
+    match = matches[-1]
+    cls = getattr(errors, match.group(1), None)
+    if not (isinstance(cls, type) and issubclass(cls, PgtailError)):
+        cls = PgtailError
+    message = match.group(2).strip()
+    return cls(message)
+
+
+def parse_trigger(text: str) -> dict[str, Any]:
+    """``--trigger`` -> keyword arguments of ``DataStreamWriter.trigger``."""
+    value = text.strip().lower()
+    if value == "once":
+        return {"once": True}
+    if value in ("available-now", "availablenow", "available_now"):
+        return {"availableNow": True}
+    match = _TRIGGER.match(value)
+    if not match:
+        raise ConfigurationError(
+            f"invalid trigger {text!r}", hint="use once, available-now or an interval like 10s"
+        )
+    amount, unit = float(match.group(1)), match.group(2)
+    millis = (
+        amount
+        * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[unit[0] if unit != "ms" else "ms"]
+    )
+    return {"processingTime": f"{int(millis)} milliseconds"}
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    batches: int
+    rows: int
+
+
+def source_options(
+    *,
+    dsn: str | None,
+    slot: str,
+    publication: str,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    options = {"slot": slot, "publication": publication}
+    if dsn:
+        options["dsn"] = dsn
+    options.update(extra or {})
+    return options
+
+
+def validate_source(options: Mapping[str, str]) -> None:
+    """Check options, slot and publication on the driver before Spark starts working."""
+    from pgtail.spark.source import _Driver, parse_options
+
+    driver = _Driver(parse_options(options))
+    try:
+        driver.validate()
+    finally:
+        driver.close()
+
+
+def run(
+    spark: Any,
+    *,
+    options: Mapping[str, str],
+    output: str | Path,
+    checkpoint: str | Path,
+    trigger: str = "available-now",
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> RunResult:
+    """Stream the slot into a Parquet change log partitioned by schema and table.
+
+    Returns when the query ends (``once`` / ``available-now``); with an interval trigger
+    it runs until interrupted (KeyboardInterrupt stops the query cleanly).
+    """
+    trigger_args = parse_trigger(trigger)
+    validate_source(options)
+    reader = spark.readStream.format("pgoutput")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    writer = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", str(output))
+        .option("checkpointLocation", str(checkpoint))
+        .partitionBy(*PARTITION_COLUMNS)
+        .outputMode("append")
+        .trigger(**trigger_args)
+    )
+    query = writer.start()
+    batches = rows = 0
+    seen: set[int] = set()
+    try:
+        while True:
+            try:
+                done = query.awaitTermination(1)
+            except Exception as exc:  # StreamingQueryException
+                translated = translate_spark_error(exc)
+                if translated is not None:
+                    raise translated from None
+                raise
+            for progress in query.recentProgress:
+                batch_id = int(progress.get("batchId", -1))
+                if batch_id in seen:
+                    continue
+                seen.add(batch_id)
+                batches += 1
+                rows += int(progress.get("numInputRows", 0))
+                if on_progress is not None:
+                    on_progress(progress)
+            if done:
+                break
+    except KeyboardInterrupt:
+        query.stop()
+        raise
+    return RunResult(batches=batches, rows=rows)
+
+
+def read_changes(spark: Any, changes: str | Path) -> Any:
+    """The change log as a DataFrame with the source schema (committed files only)."""
+    from pgtail.spark.schema import SCHEMA
+
+    path = Path(changes)
+    if not path.exists():
+        raise ConfigurationError(
+            f"change log {str(path)!r} does not exist", hint="run pgtail spark run first"
+        )
+    return spark.read.schema(SCHEMA).parquet(str(path))
+
+
+# --- materialize ---------------------------------------------------------------------
+
+
+def _canonical(obj: Mapping[str, Any]) -> str:
+    import orjson
+
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def targets(
+    op: str, key: str | None, after: str | None, commit_lsn: int, seq: int
+) -> list[tuple[str, str, int]]:
+    """What one change does to the current state: [(row key, "upsert"/"delete", order)].
+
+    An update that changes the replica identity is a delete of the old key and an upsert
+    of the new one. Rows of a table without a key are kept as they are (inserts only).
+    """
+    import orjson
+
+    if key is None:
+        if op == "insert":
+            return [(f"@{commit_lsn}/{seq}", "upsert", 0)]
+        return []
+    old = orjson.loads(key)
+    if op == "delete":
+        return [(_canonical(old), "delete", 0)]
+    if op == "insert":
+        return [(_canonical(old), "upsert", 0)]
+    new_row = orjson.loads(after) if after is not None else {}
+    new = {name: new_row.get(name, old.get(name)) for name in old}
+    if new != old:
+        return [(_canonical(old), "delete", 0), (_canonical(new), "upsert", 1)]
+    return [(_canonical(old), "upsert", 0)]
+
+
+def fold(history: Iterable[Mapping[str, Any]]) -> str | None:
+    """The current row (JSON) after a key's changes in order; None when it was deleted.
+
+    Columns an update left out as unchanged TOAST keep their previous value.
+    """
+    import orjson
+
+    state: dict[str, Any] | None = None
+    for change in history:
+        if change["kind"] == "delete":
+            state = None
+            continue
+        row = orjson.loads(change["after"]) if change["after"] is not None else {}
+        if state is not None:
+            for name in change["unchanged_toast"] or ():
+                if name in state:
+                    row[name] = state[name]
+            ordered = {name: row[name] for name in state if name in row}
+            ordered.update(row)
+            row = ordered
+        state = row
+    if state is None:
+        return None
+    return orjson.dumps(state).decode()
+
+
+def _state_frame(spark: Any, changes: Any) -> Any:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    position = F.struct(F.col("commit_lsn"), F.col("seq"))
+    cut = (
+        changes.where(F.col("op") == "truncate")
+        .groupBy(*PARTITION_COLUMNS)
+        .agg(F.max(position).alias("_cut"))
+    )
+    live = (
+        changes.where(F.col("op").isin(*TABLE_OPS))
+        .join(cut, list(PARTITION_COLUMNS), "left")
+        .where(F.col("_cut").isNull() | (position > F.col("_cut")))
+    )
+    target_type = T.ArrayType(
+        T.StructType(
+            [
+                T.StructField("k", T.StringType()),
+                T.StructField("kind", T.StringType()),
+                T.StructField("sub", T.IntegerType()),
+            ]
+        )
+    )
+    targets_udf = F.udf(targets, target_type)
+    fold_udf = F.udf(fold, T.StringType())
+    exploded = live.select(
+        *PARTITION_COLUMNS,
+        "commit_lsn",
+        "seq",
+        "after",
+        "unchanged_toast",
+        F.explode(targets_udf("op", "key", "after", "commit_lsn", "seq")).alias("t"),
+    )
+    history = exploded.groupBy(*PARTITION_COLUMNS, F.col("t.k").alias("k")).agg(
+        F.sort_array(
+            F.collect_list(
+                F.struct(
+                    F.col("commit_lsn"),
+                    F.col("seq"),
+                    F.col("t.sub").alias("sub"),
+                    F.col("t.kind").alias("kind"),
+                    F.col("after"),
+                    F.col("unchanged_toast"),
+                )
+            )
+        ).alias("history")
+    )
+    return history.select(*PARTITION_COLUMNS, fold_udf("history").alias("row")).where(
+        F.col("row").isNotNull()
+    )
+
+
+def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str, int]:
+    """Write the current state of every table in the change log under ``output``
+    (one Parquet directory per table, ``<schema>.<table>``); return the row counts."""
+    import orjson
+    from pyspark.sql import functions as F
+
+    log = read_changes(spark, changes).cache()
+    try:
+        tables = [
+            (r["schema"], r["table"])
+            for r in log.where(F.col("op") != "message")
+            .select(*PARTITION_COLUMNS)
+            .distinct()
+            .collect()
+        ]
+        state = _state_frame(spark, log).cache()
+        counts: dict[str, int] = {}
+        for schema_name, table_name in sorted(tables):
+            mine = (F.col("schema") == schema_name) & (F.col("table") == table_name)
+            rows_json = log.where(mine & F.col("after").isNotNull()).select("after")
+            first = rows_json.first()
+            if first is None:
+                continue
+            # Column types from every version of the row seen, in table order.
+            inferred = spark.read.json(rows_json.rdd.map(lambda r: r[0])).schema
+            order = list(orjson.loads(first[0]).keys())
+            names = order + [f.name for f in inferred.fields if f.name not in order]
+            table_state = state.where(mine).select(F.from_json("row", inferred).alias("r"))
+            frame = table_state.select(*[F.col("r").getField(n).alias(n) for n in names])
+            target = Path(output) / f"{schema_name}.{table_name}"
+            frame.write.mode("overwrite").parquet(str(target))
+            counts[f"{schema_name}.{table_name}"] = spark.read.parquet(str(target)).count()
+        state.unpersist()
+        return counts
+    finally:
+        log.unpersist()

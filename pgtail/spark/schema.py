@@ -1,0 +1,184 @@
+"""The row layout of the ``pgoutput`` Spark source: one row per change.
+
+`SCHEMA` is the Spark schema, `arrow_schema()` the exact Arrow schema Spark expects
+from ``read()``, and `RowBuffer` turns pgtail change events into Arrow record batches.
+``key``, ``before`` and ``after`` are JSON objects (``pgtail.values.dumps``) so the
+typed values of the foundation survive: numbers stay numbers, json stays nested.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pgtail.changes import Change, Message, Truncate
+
+MESSAGE_TYPE = StructType(
+    [
+        StructField("prefix", StringType(), False),
+        StructField("content", BinaryType(), False),
+        StructField("transactional", BooleanType(), False),
+    ]
+)
+
+SCHEMA = StructType(
+    [
+        StructField("op", StringType(), False),  # insert update delete truncate message
+        StructField("schema", StringType(), True),
+        StructField("table", StringType(), True),
+        StructField("xid", LongType(), True),
+        StructField("commit_lsn", LongType(), True),
+        StructField("end_lsn", LongType(), True),
+        StructField("seq", IntegerType(), False),
+        StructField("commit_ts", TimestampType(), True),
+        StructField("key", StringType(), True),
+        StructField("before", StringType(), True),
+        StructField("after", StringType(), True),
+        StructField("unchanged_toast", ArrayType(StringType(), False), False),
+        StructField("origin", StringType(), True),
+        StructField("message", MESSAGE_TYPE, True),
+    ]
+)
+
+COLUMNS = tuple(field.name for field in SCHEMA.fields)
+
+
+def arrow_schema() -> pa.Schema:
+    """The Arrow schema of every batch ``read()`` yields (what Spark checks against)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(SCHEMA, timezone="UTC")
+
+
+def _json(value: dict[str, Any] | None) -> str | None:
+    if value is None:
+        return None
+    from pgtail.values import dumps
+
+    return dumps(value).decode()
+
+
+class RowBuffer:
+    """Collects rows column by column and hands them out as Arrow record batches."""
+
+    def __init__(self) -> None:
+        self._schema = arrow_schema()
+        self._columns: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+        self.rows = 0
+
+    def _append(
+        self,
+        *,
+        op: str,
+        schema: str | None,
+        table: str | None,
+        xid: int | None,
+        commit_lsn: int | None,
+        end_lsn: int | None,
+        seq: int,
+        commit_ts: datetime | None,
+        origin: str | None,
+        key: str | None = None,
+        before: str | None = None,
+        after: str | None = None,
+        unchanged_toast: tuple[str, ...] = (),
+        message: dict[str, Any] | None = None,
+    ) -> None:
+        c = self._columns
+        c["op"].append(op)
+        c["schema"].append(schema)
+        c["table"].append(table)
+        c["xid"].append(xid)
+        c["commit_lsn"].append(commit_lsn)
+        c["end_lsn"].append(end_lsn)
+        c["seq"].append(seq)
+        c["commit_ts"].append(commit_ts)
+        c["key"].append(key)
+        c["before"].append(before)
+        c["after"].append(after)
+        c["unchanged_toast"].append(list(unchanged_toast))
+        c["origin"].append(origin)
+        c["message"].append(message)
+        self.rows += 1
+
+    def add_change(self, change: Change) -> None:
+        tx = change.tx
+        key = change.key
+        names = change.table.key_columns
+        if key is not None:
+            # Only the replica identity columns, in table order, whatever the old tuple held.
+            key = {n: key[n] for n in names if n in key}
+        self._append(
+            op=change.op,
+            schema=change.table.schema,
+            table=change.table.name,
+            xid=tx.xid,
+            commit_lsn=tx.commit_lsn,
+            end_lsn=tx.end_lsn,
+            seq=change.seq,
+            commit_ts=tx.commit_time,
+            origin=tx.origin,
+            key=_json(key),
+            before=_json(change.old),
+            after=_json(change.new),
+            unchanged_toast=change.unchanged_toast,
+        )
+
+    def add_truncate(self, truncate: Truncate) -> None:
+        tx = truncate.tx
+        for table in truncate.tables:
+            self._append(
+                op="truncate",
+                schema=table.schema,
+                table=table.name,
+                xid=tx.xid,
+                commit_lsn=tx.commit_lsn,
+                end_lsn=tx.end_lsn,
+                seq=truncate.seq,
+                commit_ts=tx.commit_time,
+                origin=tx.origin,
+            )
+
+    def add_message(self, message: Message) -> None:
+        tx = message.tx
+        self._append(
+            op="message",
+            schema=None,
+            table=None,
+            xid=tx.xid if tx is not None else None,
+            commit_lsn=tx.commit_lsn if tx is not None else None,
+            end_lsn=tx.end_lsn if tx is not None else message.lsn,
+            seq=message.seq,
+            commit_ts=tx.commit_time if tx is not None else None,
+            origin=tx.origin if tx is not None else None,
+            message={
+                "prefix": message.prefix,
+                "content": bytes(message.content),
+                "transactional": message.transactional,
+            },
+        )
+
+    def take(self) -> pa.RecordBatch:
+        """The rows collected so far as one record batch; the buffer starts empty again."""
+        import pyarrow as pa
+
+        arrays = [pa.array(self._columns[field.name], type=field.type) for field in self._schema]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+        self._columns = {name: [] for name in COLUMNS}
+        self.rows = 0
+        return batch
