@@ -1178,7 +1178,7 @@ def _table_facts(conn: PgConnection, oids: Sequence[int]) -> list[TableFacts]:
             for r in _fetchall(
                 conn,
                 "SELECT a.attname, a.attnum, format_type(a.atttypid, a.atttypmod), "
-                "a.attnotnull, (a.attlen = -1 AND a.attstorage <> 'p') "
+                "a.attnotnull, (a.attlen = -1 AND a.attstorage IN ('x', 'e')) "
                 "FROM pg_attribute a WHERE a.attrelid = %s AND a.attnum > 0 "
                 "AND NOT a.attisdropped ORDER BY a.attnum",
                 (oid,),

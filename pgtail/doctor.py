@@ -169,7 +169,7 @@ def identity_of(table: TableFacts) -> Identity:
             "key",
             cols,
             f"USING INDEX {index.name}",
-            f"unique index {index.name} ({', '.join(cols)})",
+            f"unique index {_ident(index.name)} ({', '.join(cols)})",
         )
     # DEFAULT: the primary key, if any
     pk = table.primary_key
@@ -183,7 +183,7 @@ def identity_of(table: TableFacts) -> Identity:
             f"REPLICA IDENTITY DEFAULT, but primary key {pk.name} is not valid",
         )
     cols = tuple(c for c in pk.columns if c is not None)
-    return Identity("key", cols, "DEFAULT", f"primary key {pk.name} ({', '.join(cols)})")
+    return Identity("key", cols, "DEFAULT", f"primary key {_ident(pk.name)} ({', '.join(cols)})")
 
 
 def _index_problems(index: IndexFacts, table: TableFacts) -> str:

@@ -3,6 +3,7 @@ identity problems, with the exact fix for each (checks in `pgtail.doctor`)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import click
@@ -89,9 +90,7 @@ def _print_report(checks: Sequence[Check]) -> None:
 )
 @dsn_option
 @json_option("Print the checks as JSON: {status, counts, checks: [...]}.")
-@click.pass_context
 def doctor(
-    ctx: click.Context,
     publications: tuple[str, ...],
     slots: tuple[str, ...],
     wal_warn: str | None,
@@ -134,7 +133,8 @@ def doctor(
     else:
         _print_report(checks)
     if checks_module.overall(checks) == "fail":
-        ctx.exit(ExitCode.ERROR)
+        # not ctx.exit(): with standalone_mode=False click would return the code, not exit
+        sys.exit(ExitCode.ERROR)
 
 
 @cli.command("identity")
