@@ -283,7 +283,8 @@ def table_publication_checks(
                     "warn",
                     f"partitioned; changes arrive under each partition's own name ({leaves}) "
                     f"{where}, not as {subject}",
-                    f"ALTER PUBLICATION {_ident(pub.name)} SET (publish_via_partition_root = true);",
+                    f"ALTER PUBLICATION {_ident(pub.name)} "
+                    "SET (publish_via_partition_root = true);",
                 )
             )
         return checks  # UPDATE/DELETE are checked on the leaf partitions
@@ -356,7 +357,8 @@ def table_publication_checks(
                     "warn",
                     f"column(s) {', '.join(toast)} can arrive as unchanged TOAST in UPDATEs "
                     "(large values not sent when the UPDATE did not change them)",
-                    f"ALTER TABLE {subject} REPLICA IDENTITY FULL; -- the old row then carries them",
+                    f"ALTER TABLE {subject} REPLICA IDENTITY FULL; "
+                    "-- the old row then carries them",
                 )
             )
 
