@@ -81,6 +81,7 @@ def _register_commands() -> None:
 
 
 _COMMAND_MODULES: list[str] = [
+    "spark_cmd",
     "demo_cmd",
     "completion_cmd",
     "slot_cmd",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import psycopg2
 import psycopg2.extensions
@@ -64,11 +63,10 @@ def plugin_options(
         options += ["messages", "true" if messages else "false"]
         if binary:
             options += ["binary", "true"]
-    elif binary or messages:
-        if binary:
-            raise ServerCapabilityError(
-                "binary transfer needs PostgreSQL 14 or later", hint="set binary=false"
-            )
+    elif binary:
+        raise ServerCapabilityError(
+            "binary transfer needs PostgreSQL 14 or later", hint="set binary=false"
+        )
     return options
 
 
@@ -253,4 +251,3 @@ def advance(conn: psycopg2.extensions.connection, slot: str, lsn: int) -> int:
             return after
         raise translate_error(exc, slot) from None
     return parse_lsn(row[0]) if row and row[0] else lsn
-

@@ -1,0 +1,177 @@
+"""``pgtail spark run|materialize``: the standard change-data pipeline on Spark, with no
+Spark code to write: slot -> Parquet change log -> current state of every table.
+
+Thin: options are parsed here, the work is in `pgtail.spark.pipeline`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from pgtail.cli import cli, dsn_option
+from pgtail.errors import ConfigurationError
+
+
+def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint=what)
+        result[key.strip()] = value
+    return result
+
+
+def _session(master: str, conf: dict[str, str], app_name: str) -> Any:
+    from pgtail.spark import require_pyspark
+
+    require_pyspark()
+    from pgtail.spark.pipeline import session
+
+    spark = session(master, app_name, conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+master_option = click.option(
+    "--master",
+    default="local[*]",
+    show_default=True,
+    metavar="URL",
+    help="Spark master: local[*], local[N], spark://host:7077, yarn, ...",
+)
+conf_option = click.option(
+    "--conf",
+    "conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Spark configuration, repeatable (e.g. --conf spark.executor.memory=4g).",
+)
+
+
+@cli.group("spark")
+def spark_group() -> None:
+    """Run the change-data pipeline on Apache Spark (needs pgtail[spark]).
+
+    \b
+    The slot is read through the pgoutput Spark data source with exactly-once
+    replay: the slot advances only after Spark has committed a batch. Spark
+    speculation is turned off (two tasks must never read one slot).
+
+    \b
+    Examples:
+      pgtail spark run --slot app --publication app_pub \\
+          --output /data/changes --checkpoint /data/chk --trigger available-now
+      pgtail spark materialize --changes /data/changes --output /data/current
+    """
+
+
+@spark_group.command("run")
+@dsn_option
+@click.option("--slot", required=True, help="Replication slot (pgoutput plugin) to read.")
+@click.option("--publication", required=True, help="Publication name(s), comma-separated.")
+@click.option("--output", required=True, metavar="DIR", help="Parquet change log directory.")
+@click.option("--checkpoint", required=True, metavar="DIR", help="Spark checkpoint directory.")
+@master_option
+@click.option(
+    "--trigger",
+    default="10s",
+    show_default=True,
+    metavar="WHEN",
+    help="An interval (10s, 1m), 'once', or 'available-now' (drain what is there, then stop).",
+)
+@click.option(
+    "--max-bytes-per-trigger",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="BYTES",
+    help="Limit each micro-batch to about this much WAL (rounded to transactions).",
+)
+@click.option(
+    "--fail-on-data-loss/--no-fail-on-data-loss",
+    default=True,
+    show_default=True,
+    help="Stop when the slot was consumed past the checkpoint by someone else.",
+)
+@click.option(
+    "--binary/--no-binary", default=False, help="Binary transfer of column values (PG 14+)."
+)
+@conf_option
+def spark_run(
+    dsn: str | None,
+    slot: str,
+    publication: str,
+    output: str,
+    checkpoint: str,
+    master: str,
+    trigger: str,
+    max_bytes_per_trigger: int | None,
+    fail_on_data_loss: bool,
+    binary: bool,
+    conf: tuple[str, ...],
+) -> None:
+    """Stream a slot into a Parquet change log partitioned by schema and table.
+
+    One row per change (op, schema, table, xid, commit_lsn, end_lsn, seq,
+    commit_ts, key, before, after, unchanged_toast, origin, message); key,
+    before and after are JSON objects. Restarting with the same --checkpoint
+    continues exactly where the last committed batch ended.
+    """
+    from pgtail.spark.pipeline import parse_trigger, run, source_options
+
+    parse_trigger(trigger)  # a bad trigger fails before Spark starts
+    extra = {
+        "failOnDataLoss": "true" if fail_on_data_loss else "false",
+        "binary": "true" if binary else "false",
+    }
+    if max_bytes_per_trigger is not None:
+        extra["maxBytesPerTrigger"] = str(max_bytes_per_trigger)
+    options = source_options(dsn=dsn, slot=slot, publication=publication, extra=extra)
+    spark = _session(master, _pairs(conf, "--conf"), f"pgtail spark run {slot}")
+
+    def progress(p: dict[str, Any]) -> None:
+        click.echo(f"batch {p.get('batchId')}: {p.get('numInputRows', 0)} changes", err=True)
+
+    try:
+        result = run(
+            spark,
+            options=options,
+            output=output,
+            checkpoint=checkpoint,
+            trigger=trigger,
+            on_progress=progress,
+        )
+    finally:
+        spark.stop()
+    click.echo(f"{result.rows} changes in {result.batches} batches written to {output}", err=True)
+
+
+@spark_group.command("materialize")
+@click.option("--changes", required=True, metavar="DIR", help="Change log written by spark run.")
+@click.option("--output", required=True, metavar="DIR", help="Where to write one dir per table.")
+@master_option
+@conf_option
+def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, ...]) -> None:
+    """Compute the current state of every table from a change log, as Parquet.
+
+    The latest change per replica identity key wins (ordered by commit_lsn, then
+    seq); deletes remove a row; a truncate empties the table as of its position.
+    Each table goes to OUTPUT/<schema>.<table>/.
+    """
+    from pathlib import Path
+
+    if not Path(changes).exists():
+        raise ConfigurationError(
+            f"change log {changes!r} does not exist", hint="run pgtail spark run first"
+        )
+    from pgtail.spark.pipeline import materialize
+
+    spark = _session(master, _pairs(conf, "--conf"), "pgtail spark materialize")
+    try:
+        counts = materialize(spark, changes, output)
+    finally:
+        spark.stop()
+    for table, count in sorted(counts.items()):
+        click.echo(f"{table}: {count} rows")
