@@ -1,0 +1,678 @@
+"""SQL statements that replay the change stream on another database.
+
+Mapping (one statement per line; the output is UTF-8):
+
+* A transaction: ``-- xid=… commit_lsn=… end_lsn=… commit_time=…`` then ``BEGIN;``,
+  its statements, ``COMMIT;``.
+* INSERT: ``INSERT INTO s.t (cols) VALUES (…);`` with every column the server sent.
+* UPDATE: ``UPDATE s.t SET … WHERE <identity>;``. SET holds only columns that have a
+  value (unchanged-TOAST columns are left out, their stored value stays) and, when the
+  old value is known, only columns whose value changed; key columns whose value is
+  known to be unchanged are not SET.
+* DELETE: ``DELETE FROM s.t WHERE <identity>;``.
+* The identity: with a key (primary key, REPLICA IDENTITY USING INDEX) ``k = v AND …``
+  from the old key the server sent, or from the new row's key columns when it sent none
+  (the key did not change). With REPLICA IDENTITY FULL the whole old row, NULL-safe
+  (``IS NOT DISTINCT FROM``), and exactly one matching row is changed, as PostgreSQL's
+  own apply does for tables with duplicate rows:
+  ``WHERE (tableoid, ctid) = (SELECT tableoid, ctid FROM s.t WHERE … LIMIT 1)``.
+  Columns of types without an equality operator (json, xml, geometric) are compared
+  as text.
+* No identity (REPLICA IDENTITY NOTHING, or DEFAULT without a primary key): the server
+  sends no old row, so the row cannot be found. The statement is written as a comment
+  with the reason and the fix, and a warning is reported once per table (see below).
+* TRUNCATE: ``TRUNCATE s.a, s.b [CASCADE] [RESTART IDENTITY];`` (without ``ONLY``: the
+  server lists each truncated relation).
+* Two-phase: a prepared transaction is written as ``BEGIN;`` … ``PREPARE TRANSACTION
+  'gid';`` and its outcome as ``COMMIT PREPARED 'gid';`` / ``ROLLBACK PREPARED 'gid';``.
+  That replays faithfully, but the target needs ``max_prepared_transactions > 0``
+  (otherwise PREPARE TRANSACTION fails and the transaction is rolled back there).
+* Logical decoding messages become comments (prefix, LSN, content as an escaped
+  string when it is UTF-8 text, hex otherwise).
+
+Identifiers are quoted exactly when PostgreSQL needs it (`quote_ident`); literals are
+``'<text>'::<type>`` (`quote_literal`), except integers, booleans and finite numerics,
+which are written plainly, and text types, which need no cast. Types without a
+built-in name (enums, domains, extension types) and fixed-length types whose bare
+name would mean length 1 (``character``, ``bit``) get an uncast literal, which
+PostgreSQL resolves to the column's type.
+
+Comments carry only LSNs, xids, times and strings escaped as JSON (gids, origins,
+message prefixes and contents), so nothing in a value can end a comment.
+
+Warnings: the renderer never writes to stderr itself. When ``options.extra["warn"]``
+is a callable taking one ``str``, it is called with a one-line warning the first time
+a table's changes cannot be replayed, and again from `SqlRenderer.close` with the
+count of such changes per table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, BinaryIO
+
+from pgtail.changes import (
+    Change,
+    Column,
+    CommitPrepared,
+    Event,
+    Message,
+    RollbackPrepared,
+    Table,
+    Transaction,
+    Truncate,
+    TxBegin,
+    TxCommit,
+)
+from pgtail.lsn import format_lsn
+from pgtail.render import RenderOptions
+from pgtail.values import to_text, type_name
+
+# PostgreSQL's keywords that are not UNRESERVED (reserved, column-name and
+# type/function-name keywords: pg_get_keywords() catcode <> 'U', PostgreSQL 18).
+# An identifier spelled like one of these must be quoted, as quote_ident() does.
+RESERVED_KEYWORDS = frozenset(
+    [
+        "all",
+        "analyse",
+        "analyze",
+        "and",
+        "any",
+        "array",
+        "as",
+        "asc",
+        "asymmetric",
+        "authorization",
+        "between",
+        "bigint",
+        "binary",
+        "bit",
+        "boolean",
+        "both",
+        "case",
+        "cast",
+        "char",
+        "character",
+        "check",
+        "coalesce",
+        "collate",
+        "collation",
+        "column",
+        "concurrently",
+        "constraint",
+        "create",
+        "cross",
+        "current_catalog",
+        "current_date",
+        "current_role",
+        "current_schema",
+        "current_time",
+        "current_timestamp",
+        "current_user",
+        "dec",
+        "decimal",
+        "default",
+        "deferrable",
+        "desc",
+        "distinct",
+        "do",
+        "else",
+        "end",
+        "except",
+        "exists",
+        "extract",
+        "false",
+        "fetch",
+        "float",
+        "for",
+        "foreign",
+        "freeze",
+        "from",
+        "full",
+        "grant",
+        "greatest",
+        "group",
+        "grouping",
+        "having",
+        "ilike",
+        "in",
+        "initially",
+        "inner",
+        "inout",
+        "int",
+        "integer",
+        "intersect",
+        "interval",
+        "into",
+        "is",
+        "isnull",
+        "join",
+        "json",
+        "json_array",
+        "json_arrayagg",
+        "json_exists",
+        "json_object",
+        "json_objectagg",
+        "json_query",
+        "json_scalar",
+        "json_serialize",
+        "json_table",
+        "json_value",
+        "lateral",
+        "leading",
+        "least",
+        "left",
+        "like",
+        "limit",
+        "localtime",
+        "localtimestamp",
+        "merge_action",
+        "national",
+        "natural",
+        "nchar",
+        "none",
+        "normalize",
+        "not",
+        "notnull",
+        "null",
+        "nullif",
+        "numeric",
+        "offset",
+        "on",
+        "only",
+        "or",
+        "order",
+        "out",
+        "outer",
+        "overlaps",
+        "overlay",
+        "placing",
+        "position",
+        "precision",
+        "primary",
+        "real",
+        "references",
+        "returning",
+        "right",
+        "row",
+        "select",
+        "session_user",
+        "setof",
+        "similar",
+        "smallint",
+        "some",
+        "substring",
+        "symmetric",
+        "system_user",
+        "table",
+        "tablesample",
+        "then",
+        "time",
+        "timestamp",
+        "to",
+        "trailing",
+        "treat",
+        "trim",
+        "true",
+        "union",
+        "unique",
+        "user",
+        "using",
+        "values",
+        "varchar",
+        "variadic",
+        "verbose",
+        "when",
+        "where",
+        "window",
+        "with",
+        "xmlattributes",
+        "xmlconcat",
+        "xmlelement",
+        "xmlexists",
+        "xmlforest",
+        "xmlnamespaces",
+        "xmlparse",
+        "xmlpi",
+        "xmlroot",
+        "xmlserialize",
+        "xmltable",
+    ]
+)
+
+_BARE_IDENT = re.compile(r"[a-z_][a-z0-9_$]*\Z")
+# Characters that make a literal an escape string (E'...'): backslash, because a
+# server with standard_conforming_strings = off would read it as an escape, and
+# control characters, written as escapes so every statement stays on one line.
+_NEEDS_ESCAPE = re.compile(r"[\\\x00-\x1f\x7f]")
+_ESCAPES = {i: f"\\x{i:02X}" for i in range(0x20)}
+_ESCAPES.update({ord("\\"): "\\\\", ord("'"): "''", 0x7F: "\\x7F"})
+_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+_PLAIN_NUMERIC = re.compile(r"-?[0-9]+(?:\.[0-9]+)?\Z")
+
+
+def quote_ident(name: str) -> str:
+    """``name`` as an SQL identifier, quoted only when PostgreSQL needs it.
+
+    Bare when it is all lower-case ASCII letters, digits, ``_`` and ``$`` (not
+    starting with a digit or ``$``) and not a non-unreserved keyword; otherwise in
+    double quotes with embedded double quotes doubled.
+    """
+    if _BARE_IDENT.match(name) and name not in RESERVED_KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_qualified(schema: str, name: str) -> str:
+    return quote_ident(schema) + "." + quote_ident(name)
+
+
+def quote_literal(text: str) -> str:
+    """``text`` as an SQL string constant.
+
+    ``'...'`` with quotes doubled; when the text holds a backslash or a control
+    character, an escape string ``E'...'`` (backslashes doubled, controls as
+    ``\\n``/``\\r``/``\\t``/``\\xHH``), which reads the same whatever
+    ``standard_conforming_strings`` is and keeps the statement on one line.
+    PostgreSQL text cannot hold NUL; a NUL raises ValueError.
+    """
+    if _NEEDS_ESCAPE.search(text) is None:
+        return "'" + text.replace("'", "''") + "'"
+    if "\x00" in text:
+        raise ValueError("PostgreSQL text cannot contain NUL (0x00) characters")
+    return "E'" + text.translate(_ESCAPES) + "'"
+
+
+def comment_string(text: str) -> str:
+    """A user-controlled string for a ``--`` comment: JSON-quoted, so newlines,
+    carriage returns and other control characters are escapes."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+# --- literals per column type -------------------------------------------------
+
+_INT_OIDS = frozenset({20, 21, 23})  # int8, int2, int4
+_BOOL_OID = 16
+_NUMERIC_OID = 1700
+# text, varchar, name, and (uncast, see module doc) bpchar: a quoted literal is enough
+_TEXT_OIDS = frozenset({25, 1043, 19, 1042})
+# types whose bare SQL name implies a length of 1, or that need quoting as a name:
+# "char", bpchar, bit and their arrays; written as uncast literals
+_UNCAST_OIDS = frozenset({18, 1002, 1042, 1014, 1560, 1561})
+# types without an equality operator: compared as text in a FULL identity WHERE
+_TEXT_COMPARE = {
+    114: "text",
+    142: "text",
+    600: "text",
+    601: "text",
+    602: "text",
+    603: "text",
+    604: "text",
+    628: "text",
+    718: "text",
+    199: "text[]",
+    143: "text[]",
+    1017: "text[]",
+    1018: "text[]",
+    1019: "text[]",
+    1020: "text[]",
+    1027: "text[]",
+    629: "text[]",
+    719: "text[]",
+}
+
+Literal = Callable[[Any], str]
+
+
+def _int_literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if type(value) is int:
+        return str(value)
+    return quote_literal(to_text(value))
+
+
+def _bool_literal(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "NULL"
+    return quote_literal(to_text(value)) + "::boolean"
+
+
+def _text_literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if type(value) is str:
+        return quote_literal(value)
+    return quote_literal(to_text(value))
+
+
+def _numeric_literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if type(value) is str and _PLAIN_NUMERIC.match(value):
+        return value
+    if type(value) is int:
+        return str(value)
+    return quote_literal(to_text(value)) + "::numeric"
+
+
+def _cast_literal(cast: str) -> Literal:
+    suffix = "::" + cast
+
+    def literal(value: Any) -> str:
+        if value is None:
+            return "NULL"
+        return quote_literal(to_text(value)) + suffix
+
+    return literal
+
+
+def column_literal(column: Column) -> Literal:
+    """The function that writes a value of ``column`` as an SQL literal."""
+    oid = column.type_oid
+    if oid in _INT_OIDS:
+        return _int_literal
+    if oid == _BOOL_OID:
+        return _bool_literal
+    if oid == _NUMERIC_OID:
+        return _numeric_literal
+    if oid in _TEXT_OIDS or oid in _UNCAST_OIDS:
+        return _text_literal
+    cast = type_name(oid)
+    if cast is None:
+        return _text_literal
+    return _cast_literal(cast)
+
+
+def literal(value: Any, column: Column) -> str:
+    """``value`` (JSON-ready, see `pgtail.values`) of ``column`` as an SQL literal."""
+    return column_literal(column)(value)
+
+
+# --- per-table plans ------------------------------------------------------------
+
+
+class _Plan:
+    """What the renderer needs about one relation, computed once per Relation."""
+
+    __slots__ = ("table", "name", "idents", "literals", "text_compare", "insert_heads")
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.name = quote_qualified(table.schema, table.name)
+        self.idents = {c.name: quote_ident(c.name) for c in table.columns}
+        self.literals = {c.name: column_literal(c) for c in table.columns}
+        self.text_compare = {
+            c.name: _TEXT_COMPARE[c.type_oid] for c in table.columns if c.type_oid in _TEXT_COMPARE
+        }
+        self.insert_heads: dict[tuple[str, ...], str] = {}
+
+    def ident(self, name: str) -> str:
+        found = self.idents.get(name)
+        return found if found is not None else quote_ident(name)
+
+    def lit(self, name: str, value: Any) -> str:
+        fn = self.literals.get(name)
+        if fn is None:
+            return "NULL" if value is None else quote_literal(to_text(value))
+        return fn(value)
+
+    def insert_head(self, names: tuple[str, ...]) -> str:
+        head = self.insert_heads.get(names)
+        if head is None:
+            cols = ", ".join(self.ident(n) for n in names)
+            head = f"INSERT INTO {self.name} ({cols}) VALUES ("
+            if len(self.insert_heads) < 64:
+                self.insert_heads[names] = head
+        return head
+
+    def key_condition(self, row: Mapping[str, Any], names: Iterable[str]) -> str:
+        parts = []
+        for n in names:
+            lit = self.lit(n, row[n])
+            op = " IS " if lit == "NULL" else " = "
+            parts.append(self.ident(n) + op + lit)
+        return " AND ".join(parts)
+
+    def full_condition(self, row: Mapping[str, Any]) -> str:
+        parts = []
+        for n, value in row.items():
+            as_text = self.text_compare.get(n)
+            if as_text is not None and value is not None:
+                cast = "::" + as_text
+                lit = quote_literal(to_text(value)) + (cast if as_text != "text" else "")
+                parts.append(f"{self.ident(n)}{cast} IS NOT DISTINCT FROM {lit}")
+            else:
+                parts.append(f"{self.ident(n)} IS NOT DISTINCT FROM {self.lit(n, value)}")
+        cond = " AND ".join(parts) if parts else "true"
+        return f"(tableoid, ctid) = (SELECT tableoid, ctid FROM {self.name} WHERE {cond} LIMIT 1)"
+
+
+def _no_identity_reason(table: Table, qualified: str) -> str:
+    if table.replica_identity == "nothing":
+        return (
+            f"{qualified} has REPLICA IDENTITY NOTHING, so the server sent no old row to find "
+            f"it by; fix: ALTER TABLE {qualified} REPLICA IDENTITY FULL (or add a primary key "
+            "and use DEFAULT)"
+        )
+    if table.replica_identity == "default" and not table.key_columns:
+        return (
+            f"{qualified} has no primary key and REPLICA IDENTITY DEFAULT, so the server sent "
+            f"no old row to find it by; fix: add a primary key or ALTER TABLE {qualified} "
+            "REPLICA IDENTITY FULL"
+        )
+    return (
+        f"the server sent no old row or key for this change of {qualified} "
+        f"(REPLICA IDENTITY {table.replica_identity.upper()}); fix: ALTER TABLE {qualified} "
+        "REPLICA IDENTITY FULL"
+    )
+
+
+def tx_comment(tx: Transaction) -> str:
+    parts = [
+        f"xid={tx.xid}",
+        f"commit_lsn={format_lsn(tx.commit_lsn)}",
+        f"end_lsn={format_lsn(tx.end_lsn)}",
+        f"commit_time={tx.commit_time.isoformat(timespec='microseconds')}",
+    ]
+    if tx.origin is not None:
+        parts.append(f"origin={comment_string(tx.origin)}")
+        if tx.origin_lsn is not None:
+            parts.append(f"origin_lsn={format_lsn(tx.origin_lsn)}")
+    if tx.gid is not None:
+        parts.append(f"gid={comment_string(tx.gid)}")
+    if tx.prepared:
+        parts.append("prepared")
+    if tx.streamed:
+        parts.append("streamed")
+    return "-- " + " ".join(parts)
+
+
+class SqlRenderer:
+    """Writes each event as SQL statements (see the module docstring for the mapping)."""
+
+    def __init__(self, out: BinaryIO, options: RenderOptions | None = None) -> None:
+        self._out = out
+        opts = options or RenderOptions()
+        warn = opts.extra.get("warn")
+        self._warn: Callable[[str], None] | None = warn if callable(warn) else None
+        self._plans: dict[int, _Plan] = {}
+        self._skipped: dict[str, int] = {}
+
+    # -- helpers
+
+    def _plan(self, table: Table) -> _Plan:
+        plan = self._plans.get(table.relation_id)
+        if plan is None or plan.table is not table:
+            if plan is not None and plan.table == table:
+                plan.table = table
+            else:
+                plan = _Plan(table)
+                self._plans[table.relation_id] = plan
+        return plan
+
+    def _write(self, text: str) -> None:
+        self._out.write(text.encode("utf-8"))
+
+    def _skip(self, plan: _Plan, reason: str, statement: str) -> str:
+        count = self._skipped.get(plan.name, 0)
+        self._skipped[plan.name] = count + 1
+        if count == 0 and self._warn is not None:
+            self._warn(
+                f"cannot replay changes to {plan.name}: {reason}; they are written as comments"
+            )
+        # the statement text can hold identifiers with line breaks; escape them
+        commented = statement.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        return f"-- cannot replay: {reason}\n-- {commented}\n"
+
+    # -- statements
+
+    def change_sql(self, change: Change) -> str:
+        """The statement(s) for one change, with a trailing newline."""
+        plan = self._plan(change.table)
+        op = change.op
+        if op == "insert":
+            new = change.new or {}
+            names = tuple(new)
+            lit = plan.lit
+            values = ", ".join([lit(n, v) for n, v in new.items()])
+            return plan.insert_head(names) + values + ");\n"
+        old = change.old
+        table = change.table
+        where: str | None = None
+        reason = ""
+        key_names = table.key_columns
+        if old is not None and change.old_kind == "full":
+            where = plan.full_condition(old)
+        elif old is not None and key_names:
+            missing = [n for n in key_names if n not in old]
+            if missing:
+                reason = f"key column(s) {', '.join(missing)} of {plan.name} were not sent"
+            else:
+                where = plan.key_condition(old, key_names)
+        elif op == "update" and key_names and change.new is not None:
+            new = change.new
+            missing = [n for n in key_names if n not in new]
+            if missing:
+                reason = (
+                    f"key column(s) {', '.join(missing)} of {plan.name} were not sent "
+                    "(unchanged TOAST) and no old key came with the update"
+                )
+            else:
+                where = plan.key_condition(new, key_names)
+        else:
+            reason = _no_identity_reason(table, plan.name)
+        if op == "delete":
+            if where is None:
+                return self._skip(plan, reason, f"DELETE FROM {plan.name};")
+            return f"DELETE FROM {plan.name} WHERE {where};\n"
+        new = change.new or {}
+        sets = self._set_list(plan, change, new, old, where is not None and old is None)
+        if where is None:
+            return self._skip(plan, reason, f"UPDATE {plan.name} SET {sets};")
+        return f"UPDATE {plan.name} SET {sets} WHERE {where};\n"
+
+    @staticmethod
+    def _set_list(
+        plan: _Plan,
+        change: Change,
+        new: Mapping[str, Any],
+        old: Mapping[str, Any] | None,
+        key_from_new: bool,
+    ) -> str:
+        skip: set[str] = set()
+        if key_from_new:
+            skip.update(change.table.key_columns)
+        sets = []
+        for n, value in new.items():
+            if n in skip:
+                continue
+            if old is not None and n in old:
+                prev = old[n]
+                if type(prev) is type(value) and prev == value and _same(prev, value):
+                    continue
+            sets.append(f"{plan.ident(n)} = {plan.lit(n, value)}")
+        if not sets:
+            # nothing changed (UPDATE t SET x = x): keep the statement, set the
+            # columns to what they are, so triggers and row versions match
+            sets = [f"{plan.ident(n)} = {plan.lit(n, v)}" for n, v in new.items()]
+        if not sets:
+            first = change.table.columns[0].name if change.table.columns else None
+            if first is not None:
+                ident = plan.ident(first)
+                sets = [f"{ident} = {ident}"]
+        return ", ".join(sets)
+
+    def truncate_sql(self, event: Truncate) -> str:
+        names = ", ".join(self._plan(t).name for t in event.tables)
+        options = ""
+        if event.restart_identity:
+            options += " RESTART IDENTITY"
+        if event.cascade:
+            options += " CASCADE"
+        return f"TRUNCATE {names}{options};\n"
+
+    @staticmethod
+    def message_sql(event: Message) -> str:
+        try:
+            content = "content=" + comment_string(event.content.decode("utf-8"))
+        except UnicodeDecodeError:
+            content = "content_hex=" + event.content.hex()
+        kind = "transactional" if event.transactional else "non-transactional"
+        return (
+            f"-- message prefix={comment_string(event.prefix)} {kind} "
+            f"lsn={format_lsn(event.lsn)} {content}\n"
+        )
+
+    def render(self, event: Event) -> None:
+        if isinstance(event, Change):
+            self._write(self.change_sql(event))
+        elif isinstance(event, TxBegin):
+            self._write(tx_comment(event.tx) + "\nBEGIN;\n")
+        elif isinstance(event, TxCommit):
+            tx = event.tx
+            if tx.prepared and tx.gid is not None:
+                self._write(f"PREPARE TRANSACTION {quote_literal(tx.gid)};\n")
+            else:
+                self._write("COMMIT;\n")
+        elif isinstance(event, Truncate):
+            self._write(self.truncate_sql(event))
+        elif isinstance(event, Message):
+            self._write(self.message_sql(event))
+        elif isinstance(event, CommitPrepared):
+            self._write(
+                f"-- xid={event.xid} commit_lsn={format_lsn(event.commit_lsn)} "
+                f"end_lsn={format_lsn(event.end_lsn)} "
+                f"commit_time={event.commit_time.isoformat(timespec='microseconds')}\n"
+                f"COMMIT PREPARED {quote_literal(event.gid)};\n"
+            )
+        elif isinstance(event, RollbackPrepared):
+            self._write(
+                f"-- xid={event.xid} rollback_end_lsn={format_lsn(event.rollback_end_lsn)} "
+                f"rollback_time={event.rollback_time.isoformat(timespec='microseconds')}\n"
+                f"ROLLBACK PREPARED {quote_literal(event.gid)};\n"
+            )
+        else:
+            raise TypeError(f"cannot render {type(event).__name__} as SQL")
+
+    def close(self) -> None:
+        if self._warn is not None:
+            for name, count in self._skipped.items():
+                self._warn(
+                    f"{count} change(s) to {name} could not be replayed and were written "
+                    "as comments"
+                )
+        self._skipped.clear()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal for the purpose of leaving a column out of SET (floats: same bits)."""
+    if type(a) is float:
+        return repr(a) == repr(b)
+    return True
