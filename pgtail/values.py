@@ -44,6 +44,7 @@ import re
 import struct
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 import orjson
@@ -249,6 +250,24 @@ def _float8_binary(value: bytes) -> float | str:
     return number
 
 
+_U32 = struct.Struct(">I")
+_FLOAT4_MIN_NORMAL = 1.1754943508222875e-38
+
+
+def _float4_tie(number: float, candidate: float, text: str) -> bool:
+    """PostgreSQL (Ryu) never picks a decimal exactly halfway to the next float4."""
+    if candidate == number:
+        return False
+    bits = _U32.unpack(_F4.pack(number))[0]
+    bits += 1 if abs(candidate) > abs(number) else -1
+    neighbour: float = _F4.unpack(_U32.pack(bits))[0]
+    midpoint = (number + neighbour) / 2  # exact in a double
+    return candidate == midpoint and Decimal(text) == Decimal(midpoint)
+
+
+_FLOAT4_DIGITS = (6, 7, 8)
+
+
 def _float4_binary(value: bytes) -> float | str:
     number: float = _F4.unpack(value)[0]
     if number != number or number == _INF or number == -_INF:
@@ -256,10 +275,13 @@ def _float4_binary(value: bytes) -> float | str:
     # PostgreSQL prints float4 as the shortest decimal that reads back as the same float4;
     # the text converter parses that decimal, so find it here too (at most 9 digits).
     pack, unpack = _F4.pack, _F4.unpack
-    for digits in (6, 7, 8):
-        shortest = float(f"{number:.{digits}g}")
-        if unpack(pack(shortest))[0] == number:
-            return shortest
+    # With a normal float4's 24 bits, a decimal of <= 6 digits that round-trips is what "%.6g"
+    # prints (trailing zeros dropped); subnormals have fewer bits, so search from 1 digit.
+    for digits in _FLOAT4_DIGITS if abs(number) >= _FLOAT4_MIN_NORMAL else range(1, 9):
+        text = f"{number:.{digits}g}"
+        candidate = float(text)
+        if unpack(pack(candidate))[0] == number and not _float4_tie(number, candidate, text):
+            return candidate
     return float(f"{number:.9g}")
 
 
@@ -303,7 +325,7 @@ def _numeric_binary(value: bytes) -> str:
 
 
 def _numeric_text(value: bytes) -> str:
-    return value.decode("ascii")
+    return value.decode("utf-8", "replace")
 
 
 def _money_format(cents: int) -> str:
@@ -528,7 +550,7 @@ def _j2date(jd: int) -> tuple[int, int, int]:
     y += quad * 4
     year = y - 4800
     quad = julian * 2141 // 65536
-    day = julian - 7834 * quad // 65536
+    day = julian - 7834 * quad // 256
     month = (quad + 10) % 12 + 1
     return year, month, day
 
@@ -629,7 +651,7 @@ def _timestamp_str(text: str) -> str:
 
 
 def _timestamp_text(value: bytes) -> str:
-    return value.decode("ascii").replace(" ", "T", 1)
+    return value.decode("utf-8", "replace").replace(" ", "T", 1)
 
 
 _TIMESTAMPTZ_RE = re.compile(
