@@ -1045,6 +1045,9 @@ def parse(payload: bytes | bytearray | memoryview, *, in_stream: bool = False) -
     return parser(buf, in_stream)
 
 
+_STATEFUL = frozenset((MSG_RELATION, MSG_TYPE, MSG_STREAM_START, MSG_STREAM_STOP))
+
+
 class Decoder:
     """Stateful decoder for one replication stream of a given protocol version.
 
@@ -1086,18 +1089,18 @@ class Decoder:
         if parser is None:
             raise self._not_accepted(kind)
         message = parser(buf, self.in_stream)
-        if kind < 0x53:  # Insert/Update/Delete ('I', 'U', 'D') and others below 'S'
-            if kind == MSG_RELATION:
-                assert isinstance(message, Relation)
-                self.relations[message.relation_id] = message
+        if kind not in _STATEFUL:
             return message
-        if kind == MSG_STREAM_START:
-            self.in_stream = True
-        elif kind == MSG_STREAM_STOP:
-            self.in_stream = False
+        if kind == MSG_RELATION:
+            assert isinstance(message, Relation)
+            self.relations[message.relation_id] = message
         elif kind == MSG_TYPE:
             assert isinstance(message, Type)
             self.types[message.type_oid] = message
+        elif kind == MSG_STREAM_START:
+            self.in_stream = True
+        elif kind == MSG_STREAM_STOP:
+            self.in_stream = False
         return message
 
     def _not_accepted(self, kind: int) -> DecodeError:
