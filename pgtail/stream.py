@@ -1,0 +1,1266 @@
+"""The replication loop: stream a slot with pgoutput, render every change, confirm progress.
+
+The only module that talks the replication protocol (psycopg2's
+``LogicalReplicationConnection``). The main thread reads and decodes; a writer thread
+renders into the output through a bounded queue, so a stalled consumer never stops
+the reader from keeping the walsender alive. The server is told an LSN is flushed only
+once every transaction up to it is written and flushed (fsync'd with ``--output``);
+`pgtail.feedback.Feedback` decides what that LSN is.
+
+Library entry point: ``run(StreamConfig(...), out) -> StreamResult`` (the CLI and the
+demo both call it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import queue
+import select
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+import psycopg2
+import psycopg2.errors
+import psycopg2.extras
+from psycopg2 import sql
+from psycopg2.extensions import connection as PgConnection
+
+from pgtail import changes as ch
+from pgtail import pgoutput as po
+from pgtail.connection import describe_target, redact, resolve_dsn, translate_connect_error
+from pgtail.errors import (
+    ConfigurationError,
+    ConnectionFailed,
+    DataLossError,
+    PgtailError,
+    PublicationError,
+    ReplicationError,
+    ServerCapabilityError,
+    SlotError,
+)
+from pgtail.feedback import Feedback
+from pgtail.filters import EventFilter
+from pgtail.lsn import format_lsn
+from pgtail.render import RenderOptions, make_renderer
+
+PLUGIN = "pgoutput"
+Streaming = Literal["off", "on", "parallel"]
+StopReason = Literal["end", "max_changes", "idle", "signal", "closed", "error"]
+
+# Highest pgoutput protocol version per server major (PG10-13: 1, 14: 2, 15: 3, 16+: 4).
+_MAX_PROTO = {14: 2, 15: 3}
+# Oldest server major for each protocol version.
+_PROTO_MIN_MAJOR = {1: 10, 2: 14, 3: 15, 4: 16}
+
+_BATCH = 512  # events per queue item
+_QUEUE_ITEMS = 64  # bounded: output can lag the reader by at most this many batches
+
+
+def max_proto_version(major: int) -> int:
+    if major >= 16:
+        return 4
+    return _MAX_PROTO.get(major, 1)
+
+
+@dataclass(frozen=True)
+class ReconnectPolicy:
+    attempts: int = 10  # consecutive failed attempts before giving up (0: never reconnect)
+    initial_delay: float = 0.5
+    max_delay: float = 30.0
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.max_delay, self.initial_delay * (2 ** max(0, attempt - 1))))
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    dsn: str | None = None
+    slot: str | None = None  # None: a TEMPORARY slot on the replication connection
+    create_slot: bool = False
+    publications: tuple[str, ...] = ()
+    create_publication: bool = False
+    publication_tables: tuple[str, ...] = ()  # with create_publication; empty: all tables
+    publication_schemas: tuple[str, ...] = ()
+    proto_version: int | None = None  # None: the highest the server supports
+    binary: bool = False
+    messages: bool = False
+    streaming: Streaming = "off"
+    two_phase: bool = False
+    origin: Literal["any", "none"] | None = None
+    start_lsn: int | None = None
+    end_lsn: int | None = None
+    max_changes: int | None = None
+    idle_exit: float | None = None
+    format: str = "json"  # json | table | sql | raw
+    render_options: RenderOptions = field(default_factory=RenderOptions)
+    output: str | None = None  # append to this file (fsync'd before confirming)
+    status_interval: float = 10.0
+    filter: EventFilter = field(default_factory=EventFilter)
+    reconnect: ReconnectPolicy = field(default_factory=ReconnectPolicy)
+    application_name: str = "pgtail"
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    reason: StopReason
+    signal: int | None  # the signal that stopped the stream (SIGINT / SIGTERM), if any
+    changes: int  # changes, truncates and messages written
+    transactions: int  # transactions confirmed as written
+    confirmed_lsn: int  # the last flush LSN sent to the server
+    slot: str
+    publications: tuple[str, ...]
+    reconnects: int
+
+
+Logger = Callable[[str], None]
+
+
+def _no_log(message: str) -> None:
+    pass
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+@dataclass(frozen=True)
+class _Server:
+    major: int
+    database: str
+    user: str
+
+
+@dataclass(frozen=True)
+class _SlotRow:
+    name: str
+    plugin: str | None
+    slot_type: str
+    database: str | None
+    temporary: bool
+    active_pid: int | None
+    confirmed_flush: int | None
+    wal_status: str | None
+
+
+def _lsn_or_none(text: str | None) -> int | None:
+    if text is None:
+        return None
+    high, _, low = text.partition("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+def _plain_connect(dsn: str) -> PgConnection:
+    try:
+        conn = psycopg2.connect(dsn, application_name="pgtail")
+    except psycopg2.Error as exc:
+        raise translate_connect_error(exc, dsn) from None
+    conn.autocommit = True
+    return conn
+
+
+def _query(conn: PgConnection, query: Any, params: Any = None) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(query, params)
+        return list(cur.fetchall()) if cur.description else []
+
+
+def _server(conn: PgConnection) -> _Server:
+    rows = _query(
+        conn,
+        "SELECT current_setting('server_version_num')::int, current_database(), current_user,"
+        " current_setting('wal_level'),"
+        " (SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user)",
+    )
+    version_num, database, user, wal_level, can_replicate = rows[0]
+    if wal_level != "logical":
+        raise ServerCapabilityError(
+            f"wal_level is {wal_level!r} on {database!r}; logical replication needs 'logical'",
+            hint="ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL",
+        )
+    if not can_replicate:
+        raise ServerCapabilityError(
+            f"role {user!r} lacks the REPLICATION attribute",
+            hint=f'ALTER ROLE "{user}" REPLICATION (as a superuser)',
+        )
+    return _Server(major=int(version_num) // 10000, database=database, user=user)
+
+
+def _slot_row(conn: PgConnection, name: str) -> _SlotRow | None:
+    rows = _query(
+        conn,
+        "SELECT slot_name, plugin, slot_type, database, temporary, active_pid,"
+        " confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = %s",
+        (name,),
+    )
+    if not rows:
+        return None
+    r = rows[0]
+    return _SlotRow(r[0], r[1], r[2], r[3], bool(r[4]), r[5], _lsn_or_none(r[6]), r[7])
+
+
+def _check_slot(slot: _SlotRow, server: _Server) -> None:
+    if slot.slot_type != "logical":
+        raise SlotError(
+            f"replication slot {slot.name!r} is a physical slot",
+            hint="stream a logical slot created with the pgoutput plugin",
+        )
+    if slot.plugin != PLUGIN:
+        raise SlotError(
+            f"replication slot {slot.name!r} uses plugin {slot.plugin!r}, not pgoutput",
+            hint="create a pgoutput slot: pgtail stream --slot NEW_NAME --create-slot",
+        )
+    if slot.database != server.database:
+        raise SlotError(
+            f"replication slot {slot.name!r} belongs to database {slot.database!r},"
+            f" not {server.database!r}",
+            hint=f"connect to database {slot.database!r}",
+        )
+    if slot.active_pid is not None:
+        raise SlotError(
+            f"replication slot {slot.name!r} is active for PID {slot.active_pid}",
+            hint=f"stop the other consumer, or SELECT pg_terminate_backend({slot.active_pid})",
+        )
+    if slot.wal_status == "lost":
+        raise DataLossError(
+            f"replication slot {slot.name!r} has lost WAL it needs (wal_status = lost)",
+            hint="drop and re-create the slot; changes since its position are gone",
+        )
+
+
+def _publications(conn: PgConnection) -> list[str]:
+    return [r[0] for r in _query(conn, "SELECT pubname FROM pg_publication ORDER BY pubname")]
+
+
+def _choose_publications(
+    conn: PgConnection, config: StreamConfig, server: _Server, log: Logger
+) -> tuple[str, ...]:
+    existing = _publications(conn)
+    if config.publications:
+        missing = [p for p in config.publications if p not in existing]
+        if missing:
+            raise PublicationError(
+                f"publication {missing[0]!r} does not exist in database {server.database!r}",
+                hint=f'CREATE PUBLICATION "{missing[0]}" FOR TABLE ...;'
+                " or pgtail stream --create-publication --table ...",
+            )
+        return config.publications
+    if len(existing) == 1:
+        log(f"pgtail: using publication {existing[0]!r}, the only one in {server.database!r}")
+        return (existing[0],)
+    if not existing:
+        raise PublicationError(
+            f"database {server.database!r} has no publication",
+            hint="CREATE PUBLICATION pgtail FOR ALL TABLES; or pass --create-publication"
+            " (with --table/--schema) to create one for this run",
+        )
+    raise PublicationError(
+        f"database {server.database!r} has {len(existing)} publications"
+        f" ({', '.join(existing)}); choose with --publication",
+        hint="--publication NAME, repeatable, or PGTAIL_PUBLICATION",
+    )
+
+
+def _create_publication(conn: PgConnection, config: StreamConfig, server: _Server) -> str:
+    name = config.publications[0] if config.publications else f"pgtail_{uuid.uuid4().hex[:10]}"
+    if config.publication_tables or config.publication_schemas:
+        parts: list[sql.Composable] = []
+        if config.publication_tables:
+            idents = []
+            for t in config.publication_tables:
+                if any(c in t for c in "*?["):
+                    raise ConfigurationError(
+                        f"--create-publication needs table names, not patterns: {t!r}"
+                    )
+                schema, dot, table = t.rpartition(".")
+                idents.append(sql.Identifier(schema, table) if dot else sql.Identifier(table))
+            parts.append(sql.SQL("TABLE ") + sql.SQL(", ").join(idents))
+        if config.publication_schemas:
+            if server.major < 15:
+                raise ServerCapabilityError(
+                    f"publishing a schema needs PostgreSQL 15 or later (server is {server.major})"
+                )
+            parts.append(
+                sql.SQL("TABLES IN SCHEMA ")
+                + sql.SQL(", ").join(sql.Identifier(s) for s in config.publication_schemas)
+            )
+        target = sql.SQL(", ").join(parts)
+    else:
+        target = sql.SQL("ALL TABLES")
+    statement = sql.SQL("CREATE PUBLICATION {} FOR ").format(sql.Identifier(name)) + target
+    try:
+        _query(conn, statement)
+    except psycopg2.Error as exc:
+        raise PublicationError(
+            f"cannot create publication {name!r}: {_primary(exc)}",
+            hint="FOR ALL TABLES needs a superuser; name tables with --table, or schemas with"
+            " --schema",
+        ) from None
+    return name
+
+
+def _drop_publication(dsn: str, name: str, log: Logger) -> None:
+    try:
+        conn = _plain_connect(dsn)
+        try:
+            _query(conn, sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
+        finally:
+            conn.close()
+    except Exception as exc:  # best effort on the way out
+        log(f"pgtail: warning: could not drop publication {name!r}: {redact(str(exc))}")
+
+
+def _primary(exc: BaseException) -> str:
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    if primary:
+        return str(primary)
+    text = redact(str(exc).strip())
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- options
+
+
+def _replication_options(
+    config: StreamConfig, server: _Server, publications: tuple[str, ...]
+) -> tuple[int, dict[str, str]]:
+    major = server.major
+    top = max_proto_version(major)
+    version = config.proto_version if config.proto_version is not None else top
+    if version < 1 or version > 4:
+        raise ConfigurationError(f"--proto-version must be 1 to 4, not {version}")
+    if version > top:
+        raise ServerCapabilityError(
+            f"pgoutput protocol version {version} needs PostgreSQL"
+            f" {_PROTO_MIN_MAJOR[version]} or later (server is {major})"
+        )
+
+    def need(what: str, minimum: int) -> None:
+        if major < minimum:
+            raise ServerCapabilityError(
+                f"{what} needs PostgreSQL {minimum} or later (server is {major})"
+            )
+
+    options = {"proto_version": str(version), "publication_names": _publication_names(publications)}
+    if config.binary:
+        need("--binary", 14)
+        options["binary"] = "true"
+    if config.messages:
+        need("--messages", 14)
+        options["messages"] = "true"
+    if config.streaming != "off":
+        need("--streaming", 14)
+        if version < 2:
+            raise ServerCapabilityError("--streaming needs --proto-version 2 or later")
+        if config.streaming == "parallel":
+            need("--streaming parallel", 16)
+            if version < 4:
+                raise ServerCapabilityError("--streaming parallel needs --proto-version 4")
+            options["streaming"] = "parallel"
+        else:
+            options["streaming"] = "on"
+    if config.two_phase:
+        need("--two-phase", 15)
+        if version < 3:
+            raise ServerCapabilityError("--two-phase needs --proto-version 3 or later")
+        options["two_phase"] = "true"
+    if config.origin is not None:
+        need("--origin", 16)
+        options["origin"] = config.origin
+    return version, options
+
+
+def _publication_names(names: tuple[str, ...]) -> str:
+    # pgoutput splits this with SplitIdentifierString: quote each name as an identifier.
+    return ",".join('"' + n.replace('"', '""') + '"' for n in names)
+
+
+# --------------------------------------------------------------------------- output state
+
+
+class OutputState:
+    """``--output FILE`` bookkeeping so a restart never writes a transaction twice.
+
+    After each fsync of the output, ``FILE.pgtail-state`` records the stream position
+    written (the end LSN of the last transaction) and the file's size, atomically. On
+    start, a tail written after the last record (killed before it was recorded, hence
+    never confirmed, so the server sends it again) is cut off, and transactions at or
+    before the recorded position are skipped.
+    """
+
+    def __init__(self, path: str, slot: str) -> None:
+        self.path = Path(path)
+        self.state_path = Path(path + ".pgtail-state")
+        self.slot = slot
+        self.position = 0
+        self.size = 0
+
+    def load(self, log: Logger) -> None:
+        try:
+            data = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError):
+            log(f"pgtail: warning: ignoring unreadable {self.state_path}")
+            return
+        if data.get("slot") != self.slot:
+            return  # another slot's stream: positions are not comparable
+        self.position = int(data.get("position", 0))
+        recorded = int(data.get("size", 0))
+        try:
+            actual = self.path.stat().st_size
+        except FileNotFoundError:
+            actual = 0
+        if actual > recorded:
+            # written but never recorded (hence never confirmed): the server sends it again
+            with open(self.path, "r+b") as fh:
+                fh.truncate(recorded)
+                os.fsync(fh.fileno())
+            log(
+                f"pgtail: removed {actual - recorded} bytes of unconfirmed output from"
+                f" {self.path} (they will be streamed again)"
+            )
+        self.size = min(actual, recorded)
+
+    def save(self, position: int, size: int) -> None:
+        self.position = max(self.position, position)
+        self.size = size
+        tmp = self.state_path.with_name(self.state_path.name + ".tmp")
+        payload = json.dumps({"slot": self.slot, "position": self.position, "size": size})
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, payload.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.state_path)
+
+
+# --------------------------------------------------------------------------- writer
+
+
+@dataclass(slots=True)
+class _Batch:
+    items: list[Any]
+    confirm_lsn: int  # end LSN of the last transaction completed in this batch (0: none)
+    position: int  # stream position after this batch (for --output dedupe)
+    transactions: int
+    changes: int
+
+
+_STOP = object()
+
+
+class _Writer(threading.Thread):
+    """Renders batches into the output; reports what is flushed to the feedback object."""
+
+    def __init__(
+        self,
+        out: BinaryIO,
+        render: Callable[[Any], None],
+        close: Callable[[], None],
+        feedback: Feedback,
+        lock: threading.Lock,
+        wake: Callable[[], None],
+        fsync: bool,
+        state: OutputState | None,
+    ) -> None:
+        super().__init__(name="pgtail-writer", daemon=True)
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=_QUEUE_ITEMS)
+        self._out = out
+        self._render = render
+        self._close = close
+        self._feedback = feedback
+        self._lock = lock
+        self._wake = wake
+        self._fsync = fsync
+        self._state = state
+        self._flush_interval = 0.05 if fsync else 0.0
+        self.enqueued = 0  # batches handed over (reader side)
+        self.done = 0  # batches written and flushed
+        self.changes = 0
+        self.transactions = 0
+        self.closed = False  # the reader of our output went away (EPIPE)
+        self.error: BaseException | None = None
+        self.finished = threading.Event()
+
+    @property
+    def failed(self) -> bool:
+        return self.closed or self.error is not None
+
+    def idle(self) -> bool:
+        return self.done == self.enqueued
+
+    def run(self) -> None:
+        pending: list[_Batch] = []
+        last_flush = 0.0
+        try:
+            while True:
+                timeout = None
+                if pending:
+                    timeout = max(0.0, last_flush + self._flush_interval - time.monotonic())
+                try:
+                    item = (
+                        self.queue.get(timeout=timeout)
+                        if timeout != 0.0
+                        else (self.queue.get_nowait())
+                    )
+                except queue.Empty:
+                    self._flush(pending)
+                    pending = []
+                    last_flush = time.monotonic()
+                    continue
+                if item is _STOP:
+                    self._flush(pending)
+                    self._close()
+                    self._out.flush()
+                    return
+                batch: _Batch = item
+                render = self._render
+                for obj in batch.items:
+                    render(obj)
+                pending.append(batch)
+                if time.monotonic() - last_flush >= 0.5:
+                    self._flush(pending)
+                    pending = []
+                    last_flush = time.monotonic()
+        except BrokenPipeError:
+            self.closed = True
+        except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.EBADF):
+                self.closed = True
+            else:
+                self.error = exc
+        except BaseException as exc:  # reported by the reader
+            self.error = exc
+        finally:
+            self.finished.set()
+            self._wake()
+
+    def _flush(self, pending: list[_Batch]) -> None:
+        if not pending:
+            return
+        self._out.flush()
+        if self._fsync:
+            os.fsync(self._out.fileno())
+        confirm = max(b.confirm_lsn for b in pending)
+        if self._state is not None:
+            position = max(b.position for b in pending)
+            self._state.save(position, os.fstat(self._out.fileno()).st_size)
+        with self._lock:
+            if confirm:
+                self._feedback.written(confirm)
+            self.changes += sum(b.changes for b in pending)
+            self.transactions += sum(b.transactions for b in pending)
+            self.done += len(pending)
+        self._wake()
+
+
+# --------------------------------------------------------------------------- the stream
+
+
+class _Stop(Exception):
+    def __init__(self, reason: StopReason) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _ConnectionLost(Exception):
+    pass
+
+
+class _Signals:
+    """SIGINT/SIGTERM set a flag (first) or force an exit (second); the select loop wakes."""
+
+    def __init__(self, install: bool) -> None:
+        self.received: int | None = None
+        self.forced = False
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+        os.set_blocking(self._write_fd, False)
+        self._previous: dict[int, Any] = {}
+        self._old_wakeup: int | None = None
+        self._installed = install and threading.current_thread() is threading.main_thread()
+        if self._installed:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+
+    @property
+    def fd(self) -> int:
+        return self._read_fd
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None:
+            self.forced = True
+        else:
+            self.received = signum
+        self.wake()
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, b"\0")
+
+    def drain(self) -> None:
+        with contextlib.suppress(OSError):
+            while os.read(self._read_fd, 4096):
+                pass
+
+    def close(self) -> None:
+        if self._installed:
+            for signum, handler in self._previous.items():
+                signal.signal(signum, handler)
+        os.close(self._read_fd)
+        os.close(self._write_fd)
+
+
+def _is_pipe(out: BinaryIO) -> int | None:
+    try:
+        fd = out.fileno()
+        import stat
+
+        if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return fd
+    except (OSError, ValueError, AttributeError):
+        return None
+    return None
+
+
+def _reader_gone(fd: int) -> bool:
+    """True when the read end of our output pipe was closed (| head exited)."""
+    poller = select.poll()
+    poller.register(fd, 0)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+
+
+class _Stream:
+    def __init__(self, config: StreamConfig, out: BinaryIO, log: Logger, signals: _Signals):
+        self.config = config
+        self.out = out
+        self.log = log
+        self.signals = signals
+        self.dsn = resolve_dsn(config.dsn)
+        self.lock = threading.Lock()
+        self.feedback = Feedback(status_interval=config.status_interval)
+        self.slot = config.slot or f"pgtail_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        self.temporary = config.slot is None
+        self.publications: tuple[str, ...] = ()
+        self.created_publication: str | None = None
+        self.server: _Server | None = None
+        self.proto_version = 1
+        self.options: dict[str, str] = {}
+        self.conn: Any = None
+        self.cursor: Any = None
+        self.position = 0  # stream position of the last batch handed to the writer
+        self.skip_upto = 0  # transactions at or before this position were already written
+        self.changes_seen = 0
+        self.reconnects = 0
+        self.last_data = time.monotonic()
+        self.writer: _Writer | None = None
+        self.state: OutputState | None = None
+        self.pipe_fd = _is_pipe(out) if config.output is None else None
+        self.stop_reason: StopReason | None = None
+
+    # ----------------------------------------------------------------- setup
+
+    def preflight(self) -> None:
+        conn = _plain_connect(self.dsn)
+        try:
+            server = _server(conn)
+            self.server = server
+            if self.config.create_publication:
+                if not self.config.publications or all(
+                    p not in _publications(conn) for p in self.config.publications[:1]
+                ):
+                    self.created_publication = _create_publication(conn, self.config, server)
+                    self.publications = (self.created_publication,)
+                    self.log(
+                        f"pgtail: created publication {self.created_publication!r} for this run"
+                    )
+                else:
+                    self.publications = _choose_publications(conn, self.config, server, self.log)
+            else:
+                self.publications = _choose_publications(conn, self.config, server, self.log)
+            self.proto_version, self.options = _replication_options(
+                self.config, server, self.publications
+            )
+            if not self.temporary:
+                slot = _slot_row(conn, self.slot)
+                if slot is None and not self.config.create_slot:
+                    raise SlotError(
+                        f"replication slot {self.slot!r} does not exist",
+                        hint="add --create-slot, or: pgtail slot create " + self.slot,
+                    )
+                if slot is not None:
+                    _check_slot(slot, server)
+                    if slot.confirmed_flush:
+                        self.feedback.start_lsn = slot.confirmed_flush
+        finally:
+            conn.close()
+
+    def connect(self, first: bool) -> None:
+        try:
+            conn = psycopg2.connect(
+                self.dsn,
+                connection_factory=psycopg2.extras.LogicalReplicationConnection,
+                application_name=self.config.application_name,
+            )
+        except psycopg2.Error as exc:
+            raise translate_connect_error(exc, self.dsn) from None
+        self.conn = conn
+        cur = conn.cursor()
+        self.cursor = cur
+        assert self.server is not None
+        if self.temporary:
+            self._create_slot(cur, temporary=True)
+        elif first and self.config.create_slot:
+            created = self._create_slot(cur, temporary=False, if_missing=True)
+            if created:
+                self.log(f"pgtail: created replication slot {self.slot!r}")
+        start = self.config.start_lsn if (first and self.config.start_lsn) else 0
+        try:
+            cur.start_replication(
+                slot_name=self.slot,
+                slot_type=psycopg2.extras.REPLICATION_LOGICAL,
+                start_lsn=start,
+                options=self.options,
+                decode=False,
+                status_interval=max(1, int(self.config.status_interval)),
+            )
+        except psycopg2.Error as exc:
+            raise self._start_error(exc) from None
+        self.feedback.reset_connection()
+        self.last_data = time.monotonic()
+
+    def _create_slot(self, cur: Any, *, temporary: bool, if_missing: bool = False) -> bool:
+        assert self.server is not None
+        major = self.server.major
+        parts = [sql.SQL("CREATE_REPLICATION_SLOT {}").format(sql.Identifier(self.slot))]
+        if temporary:
+            parts.append(sql.SQL("TEMPORARY"))
+        parts.append(sql.SQL("LOGICAL pgoutput"))
+        if major >= 15:
+            opts = [sql.SQL("SNAPSHOT 'nothing'")]
+            if self.config.two_phase:
+                opts.append(sql.SQL("TWO_PHASE true"))
+            parts.append(sql.SQL("(") + sql.SQL(", ").join(opts) + sql.SQL(")"))
+        else:
+            if self.config.two_phase:
+                raise ServerCapabilityError(
+                    f"--two-phase needs PostgreSQL 15 or later (server is {major})"
+                )
+            parts.append(sql.SQL("NOEXPORT_SNAPSHOT"))
+        try:
+            cur.execute(sql.SQL(" ").join(parts))
+        except psycopg2.errors.DuplicateObject:
+            if if_missing:
+                return False
+            raise SlotError(f"replication slot {self.slot!r} already exists") from None
+        except psycopg2.Error as exc:
+            text = _primary(exc)
+            if "all replication slots are in use" in text:
+                raise SlotError(
+                    f"cannot create replication slot: {text}",
+                    hint="drop unused slots (pgtail slot list) or raise max_replication_slots",
+                ) from None
+            raise SlotError(f"cannot create replication slot {self.slot!r}: {text}") from None
+        return True
+
+    def _start_error(self, exc: psycopg2.Error) -> PgtailError:
+        text = _primary(exc)
+        lower = text.lower()
+        if "is active for pid" in lower:
+            return SlotError(
+                text, hint="stop the other consumer, or pg_terminate_backend(<that PID>)"
+            )
+        if "does not exist" in lower and "slot" in lower:
+            return SlotError(text, hint="add --create-slot, or: pgtail slot create " + self.slot)
+        if "publication" in lower:
+            return PublicationError(text)
+        if "requested wal segment" in lower or "has been removed" in lower:
+            return DataLossError(text)
+        return ReplicationError(f"START_REPLICATION failed: {text}")
+
+    # ----------------------------------------------------------------- feedback
+
+    def send_feedback(self, *, force: bool = False) -> None:
+        cur = self.cursor
+        if cur is None:
+            return
+        now = time.monotonic()
+        with self.lock:
+            if not (force or self.feedback.due(now)):
+                return
+            lsn = self.feedback.flush_lsn
+        if lsn:
+            cur.send_feedback(write_lsn=lsn, flush_lsn=lsn, apply_lsn=lsn, force=True)
+        else:
+            cur.send_feedback(force=True)
+        with self.lock:
+            self.feedback.sent(lsn, now)
+
+    def note_idle(self, assembler_open: bool) -> None:
+        """Everything read is written and no transaction is open: follow the server's WAL end."""
+        writer = self.writer
+        assert writer is not None
+        if assembler_open or not writer.idle():
+            return
+        wal_end = int(self.cursor.wal_end or 0)
+        with self.lock:
+            if writer.idle():
+                self.feedback.idle(wal_end)
+
+    # ----------------------------------------------------------------- loop
+
+    def check_signals(self) -> None:
+        if self.signals.forced:
+            raise _Stop("signal")
+
+    def enqueue(self, batch: _Batch) -> None:
+        writer = self.writer
+        assert writer is not None
+        while True:
+            if writer.failed:
+                raise _Stop("closed" if writer.closed else "error")
+            if self.signals.forced:
+                raise _Stop("signal")
+            try:
+                writer.queue.put(batch, timeout=0.2)
+                writer.enqueued += 1
+                if batch.position > self.position:
+                    self.position = batch.position
+                return
+            except queue.Full:
+                # output is blocked: keep the walsender alive without reading more
+                self._heartbeat_while_blocked()
+
+    def _heartbeat_while_blocked(self) -> None:
+        if self.cursor is None:
+            return
+        now = time.monotonic()
+        with self.lock:
+            last = self.feedback.last_sent
+        if last is None or now - last >= min(self.config.status_interval, 0.5):
+            try:
+                self.send_feedback(force=True)
+            except psycopg2.Error:
+                raise _ConnectionLost() from None
+
+    def stream_events(self) -> None:
+        """Read, assemble, filter and hand events to the writer until told to stop."""
+        from pgtail.changes import Assembler
+
+        cfg = self.config
+        assembler = Assembler(self.proto_version, binary=cfg.binary)
+        flt = None if cfg.filter.is_noop else cfg.filter
+        end_lsn = cfg.end_lsn
+        max_changes = cfg.max_changes
+        skip_upto = self.skip_upto
+        items: list[Any] = []
+        confirm = 0
+        position = 0
+        txs = 0
+        nchanges = 0
+        skipping = False
+        Change, Truncate, Message = ch.Change, ch.Truncate, ch.Message
+        TxBegin, TxCommit = ch.TxBegin, ch.TxCommit
+
+        def flush_items() -> None:
+            nonlocal items, confirm, position, txs, nchanges
+            if items or confirm or position:
+                self.enqueue(_Batch(items, confirm, position, txs, nchanges))
+                items, confirm, position, txs, nchanges = [], 0, 0, 0, 0
+
+        def read_one() -> Any:
+            try:
+                return self.cursor.read_message()
+            except psycopg2.Error as exc:
+                raise _ConnectionLost(_primary(exc)) from None
+
+        while True:
+            if self.signals.received is not None:
+                flush_items()
+                raise _Stop("signal")
+            msg = read_one()
+            if msg is None:
+                flush_items()
+                self._idle_tick(assembler.open_transactions(), end_lsn)
+                continue
+            self.last_data = time.monotonic()
+            for event in assembler.feed(msg.payload, msg.data_start):
+                cls = type(event)
+                if skipping:
+                    if isinstance(event, TxCommit):
+                        skipping = False
+                    continue
+                if cls is not Change:
+                    if isinstance(event, TxBegin):
+                        tx = event.tx
+                        if end_lsn is not None and tx.commit_lsn > end_lsn:
+                            flush_items()
+                            raise _Stop("end")
+                        if tx.end_lsn <= skip_upto:
+                            skipping = True
+                            continue
+                    elif isinstance(event, TxCommit):
+                        confirm = position = event.tx.end_lsn
+                        txs += 1
+                        items.append(event)
+                        if len(items) >= _BATCH:
+                            flush_items()
+                        continue
+                    elif isinstance(event, ch.CommitPrepared | ch.RollbackPrepared):
+                        pos = (
+                            event.end_lsn
+                            if isinstance(event, ch.CommitPrepared)
+                            else event.rollback_end_lsn
+                        )
+                        if end_lsn is not None and pos > end_lsn:
+                            flush_items()
+                            raise _Stop("end")
+                        if pos <= skip_upto:
+                            continue
+                        confirm = position = pos
+                        txs += 1
+                        items.append(event)
+                        continue
+                    elif isinstance(event, Message) and event.tx is None:
+                        lsn = event.lsn
+                        if end_lsn is not None and lsn > end_lsn:
+                            flush_items()
+                            raise _Stop("end")
+                        if lsn + 1 <= skip_upto:
+                            continue
+                        position = lsn + 1
+                if flt is not None:
+                    kept = flt.apply(event)
+                    if kept is None:
+                        continue
+                    event = kept
+                items.append(event)
+                if cls is Change or cls is Truncate or cls is Message:
+                    nchanges += 1
+                    self.changes_seen += 1
+                    if max_changes is not None and self.changes_seen >= max_changes:
+                        flush_items()
+                        raise _Stop("max_changes")
+                if len(items) >= _BATCH:
+                    flush_items()
+            if len(items) >= _BATCH:
+                flush_items()
+
+    def stream_raw(self) -> None:
+        """``--format raw``: every message, decoded field by field, as a trace."""
+        cfg = self.config
+        decoder = po.Decoder(self.proto_version)
+        items: list[Any] = []
+        confirm = 0
+        txs = 0
+        in_tx = False
+        streamed: set[int] = set()
+        end_lsn = cfg.end_lsn
+
+        def flush_items() -> None:
+            nonlocal items, confirm, txs
+            if items:
+                self.enqueue(_Batch(items, confirm, confirm, txs, len(items)))
+                items, confirm, txs = [], 0, 0
+
+        while True:
+            if self.signals.received is not None:
+                flush_items()
+                raise _Stop("signal")
+            try:
+                msg = self.cursor.read_message()
+            except psycopg2.Error as exc:
+                raise _ConnectionLost(_primary(exc)) from None
+            if msg is None:
+                flush_items()
+                self._idle_tick(in_tx or bool(streamed), end_lsn)
+                continue
+            self.last_data = time.monotonic()
+            message = decoder.decode(msg.payload)
+            if isinstance(message, po.Begin | po.BeginPrepare):
+                if end_lsn is not None and getattr(message, "final_lsn", 0) > end_lsn:
+                    flush_items()
+                    raise _Stop("end")
+                in_tx = True
+            elif isinstance(message, po.StreamStart):
+                streamed.add(message.xid)
+            elif isinstance(message, po.StreamAbort) and message.xid == message.subxid:
+                streamed.discard(message.xid)
+            items.append((message, msg.data_start))
+            done: int | None = None
+            if isinstance(message, po.Commit | po.Prepare | po.CommitPrepared):
+                done = message.end_lsn
+                in_tx = False
+            elif isinstance(message, po.StreamCommit | po.StreamPrepare):
+                done = message.end_lsn
+                streamed.discard(message.xid)
+            elif isinstance(message, po.RollbackPrepared):
+                done = message.rollback_end_lsn
+            if done is not None:
+                confirm = max(confirm, done)
+                txs += 1
+            if len(items) >= _BATCH:
+                flush_items()
+            if cfg.max_changes is not None and isinstance(
+                message, po.Insert | po.Update | po.Delete | po.Truncate | po.LogicalMessage
+            ):
+                self.changes_seen += 1
+                if self.changes_seen >= cfg.max_changes:
+                    flush_items()
+                    raise _Stop("max_changes")
+
+    def _idle_tick(self, open_tx: bool, end_lsn: int | None) -> None:
+        """Nothing to read right now: confirm progress, check exit conditions, then wait."""
+        self.note_idle(open_tx)
+        try:
+            self.send_feedback()
+        except psycopg2.Error as exc:
+            raise _ConnectionLost(_primary(exc)) from None
+        writer = self.writer
+        assert writer is not None
+        if writer.failed:
+            raise _Stop("closed" if writer.closed else "error")
+        if self.pipe_fd is not None and _reader_gone(self.pipe_fd):
+            raise _Stop("closed")
+        now = time.monotonic()
+        if end_lsn is not None and not open_tx and int(self.cursor.wal_end or 0) >= end_lsn:
+            raise _Stop("end")
+        idle_exit = self.config.idle_exit
+        if idle_exit is not None and now - self.last_data >= idle_exit and writer.idle():
+            raise _Stop("idle")
+        with self.lock:
+            timeout = self.feedback.next_due_in(now)
+        if timeout == 0.0:
+            timeout = self.config.status_interval
+        timeout = min(timeout, 1.0)
+        if self.config.idle_exit is not None:
+            timeout = min(timeout, max(0.01, self.last_data + self.config.idle_exit - now))
+        try:
+            ready, _, _ = select.select([self.cursor, self.signals.fd], [], [], timeout)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            return
+        except (OSError, ValueError, psycopg2.Error) as exc:
+            raise _ConnectionLost(str(exc)) from None
+        if self.signals.fd in ready:
+            self.signals.drain()
+        if self.conn is not None and self.conn.closed:
+            raise _ConnectionLost("connection closed")
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def close_connection(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.conn is not None:
+                self.conn.close()
+        self.conn = None
+        self.cursor = None
+
+    def final_feedback(self) -> None:
+        if self.cursor is None:
+            return
+        with contextlib.suppress(psycopg2.Error, OSError):
+            self.send_feedback(force=True)
+
+    def wait_for_writer(self) -> None:
+        """Let the writer finish what was read, keeping the connection alive meanwhile."""
+        writer = self.writer
+        assert writer is not None
+        if not writer.failed:
+            while True:
+                try:
+                    writer.queue.put(_STOP, timeout=0.2)
+                    break
+                except queue.Full:
+                    if writer.failed or self.signals.forced:
+                        return
+                    with contextlib.suppress(_ConnectionLost, psycopg2.Error):
+                        self._heartbeat_while_blocked()
+        while not writer.finished.wait(0.2):
+            if self.signals.forced:
+                return
+            with contextlib.suppress(_ConnectionLost, psycopg2.Error):
+                self._heartbeat_while_blocked()
+
+
+def run(
+    config: StreamConfig,
+    out: BinaryIO,
+    *,
+    log: Logger | None = None,
+    install_signal_handlers: bool = True,
+) -> StreamResult:
+    """Stream ``config.slot`` into ``out`` (or ``config.output``) until a stop condition.
+
+    Returns how the stream ended; raises a `PgtailError` for anything a user must fix.
+    SIGINT/SIGTERM (when called from the main thread) stop it cleanly: reading stops,
+    what was read is written, the final position is confirmed, and the result names
+    the signal. A second signal abandons unwritten output at once.
+    """
+    logger = log or _no_log
+    if config.max_changes is not None and config.max_changes <= 0:
+        raise ConfigurationError("--max-changes must be positive")
+    if config.status_interval <= 0:
+        raise ConfigurationError("--status-interval must be positive")
+    if config.end_lsn is not None and config.start_lsn is not None:  # noqa: SIM102
+        if config.end_lsn < config.start_lsn:
+            raise ConfigurationError("--end is before --start")
+    signals = _Signals(install_signal_handlers)
+    stream = _Stream(config, out, logger, signals)
+    output_file: BinaryIO | None = None
+    try:
+        stream.preflight()
+        target = out
+        if config.output is not None:
+            state = OutputState(config.output, stream.slot) if not stream.temporary else None
+            if state is not None:
+                state.load(logger)
+                stream.skip_upto = state.position
+                # the file holds (fsync'd) everything up to there: safe to confirm
+                stream.feedback.written(state.position)
+            try:
+                output_file = open(config.output, "ab", buffering=1 << 20)  # noqa: SIM115
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"cannot open --output {config.output}: {exc.strerror}"
+                ) from None
+            stream.state = state
+            target = output_file
+        return _run(stream, target, output_file is not None)
+    finally:
+        if output_file is not None:
+            with contextlib.suppress(OSError):
+                output_file.close()
+        if stream.created_publication is not None:
+            _drop_publication(stream.dsn, stream.created_publication, logger)
+        signals.close()
+
+
+def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], None], Any]:
+    if config.format == "raw":
+        from pgtail.render.raw import RawRenderer
+
+        raw = RawRenderer(out)
+
+        def render_raw(item: Any) -> None:
+            raw.render_message(item[0], item[1])
+
+        return render_raw, raw.close
+    renderer = make_renderer(config.format, out, config.render_options)
+    return renderer.render, renderer.close
+
+
+def _run(stream: _Stream, out: BinaryIO, fsync: bool) -> StreamResult:
+    config = stream.config
+    render, close = _make_render(config, out)
+    writer = _Writer(
+        out, render, close, stream.feedback, stream.lock, stream.signals.wake, fsync, stream.state
+    )
+    stream.writer = writer
+    reason: StopReason = "error"
+    error: BaseException | None = None
+    try:
+        stream.connect(first=True)
+        writer.start()
+        while True:
+            try:
+                if config.format == "raw":
+                    stream.stream_raw()
+                else:
+                    stream.stream_events()
+            except _ConnectionLost as lost:
+                stream.close_connection()
+                detail = str(lost) or "connection lost"
+                if stream.temporary:
+                    raise ReplicationError(
+                        f"lost the replication connection ({detail}); the temporary slot went"
+                        f" with it, so pgtail cannot resume (last confirmed"
+                        f" {format_lsn(stream.feedback.sent_lsn)})",
+                        hint="use --slot NAME --create-slot for a slot that survives reconnects",
+                    ) from None
+                stream.skip_upto = max(stream.skip_upto, stream.position)
+                attempt = 0
+                while True:
+                    attempt += 1
+                    if attempt > config.reconnect.attempts:
+                        raise ReplicationError(
+                            f"lost the replication connection ({detail}) and could not"
+                            f" reconnect after {config.reconnect.attempts} attempts",
+                            hint="rerun pgtail: it resumes from the slot's confirmed position",
+                        ) from None
+                    delay = config.reconnect.delay(attempt)
+                    stream.log(
+                        f"pgtail: replication connection lost ({detail});"
+                        f" reconnecting in {delay:.1f}s (attempt {attempt})"
+                    )
+                    if _sleep_unless_signalled(stream, delay):
+                        raise _Stop("signal") from None
+                    try:
+                        stream.connect(first=False)
+                        stream.reconnects += 1
+                        stream.log("pgtail: reconnected; resuming from the slot's position")
+                        break
+                    except (ConnectionFailed, SlotError, ReplicationError) as exc:
+                        detail = str(exc)
+                        stream.close_connection()
+                        continue
+    except _Stop as stop:
+        reason = stop.reason
+    except BaseException as exc:
+        error = exc
+    finally:
+        if error is None or isinstance(error, PgtailError):
+            if writer.is_alive():
+                stream.wait_for_writer()
+            stream.final_feedback()
+        stream.close_connection()
+    if writer.error is not None and error is None:
+        err = writer.error
+        if isinstance(err, PgtailError):
+            raise err
+        if isinstance(err, OSError):
+            raise ReplicationError(f"cannot write output: {err.strerror or err}") from None
+        raise err
+    if error is not None:
+        raise error
+    if reason == "error" and writer.closed:
+        reason = "closed"
+    if stream.signals.received is not None and reason != "closed":
+        reason = "signal"
+    return StreamResult(
+        reason=reason,
+        signal=stream.signals.received if reason == "signal" else None,
+        changes=writer.changes,
+        transactions=writer.transactions,
+        confirmed_lsn=stream.feedback.sent_lsn,
+        slot=stream.slot,
+        publications=stream.publications,
+        reconnects=stream.reconnects,
+    )
+
+
+def _sleep_unless_signalled(stream: _Stream, delay: float) -> bool:
+    deadline = time.monotonic() + delay
+    while True:
+        if stream.signals.received is not None:
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        with contextlib.suppress(InterruptedError):
+            select.select([stream.signals.fd], [], [], remaining)
+        stream.signals.drain()
+
+
+def describe(config: StreamConfig) -> str:
+    """Where the stream connects, without passwords (for messages)."""
+    return describe_target(resolve_dsn(config.dsn))
