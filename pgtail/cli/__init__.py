@@ -87,6 +87,7 @@ _COMMAND_MODULES: list[str] = [
     "slot_cmd",
     "publication_cmd",
     "doctor_cmd",
+    "stream_cmd",
 ]
 
 
