@@ -10,6 +10,7 @@ connections of its own: it plays the application whose changes pgtail streams.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shlex
 import shutil
@@ -561,5 +562,58 @@ def _finish(demo: Demo, *, keep: bool, log: Callable[[str], None]) -> None:
 
 
 def stream_demo(demo: Demo, *, fmt: str, duration: float | None) -> int:
-    """Stream the demo slot to stdout with the normal stream machinery; the exit code."""
-    raise NotImplementedError("waiting for pgtail.stream")
+    """Stream the demo slot to stdout with the normal stream machinery; the exit code.
+
+    `pgtail.stream.run` owns SIGINT/SIGTERM while it runs and stops cleanly on them, so
+    ``--duration`` ends the stream the same way Ctrl-C does: a timer sends this process
+    SIGINT, and the result is told apart from a user's Ctrl-C by the timer's flag.
+    """
+    from pgtail.render import RenderOptions
+    from pgtail.stream import StreamConfig, run
+
+    out = sys.stdout.buffer
+    tty = out.isatty()
+    options = RenderOptions(
+        color=tty and not os.environ.get("NO_COLOR"),
+        width=shutil.get_terminal_size().columns if tty else None,
+    )
+    config = StreamConfig(
+        dsn=demo.dsn,
+        slot=demo.slot,
+        publications=(demo.publication,),
+        messages=True,
+        format=fmt,
+        render_options=options,
+        application_name="pgtail-demo",
+    )
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(duration, expire) if duration else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        result = run(config, out, log=_stderr_line)
+    except KeyboardInterrupt:
+        # the timer fired outside the stream's own signal handling
+        if expired.is_set():
+            return 0
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    with contextlib.suppress(OSError):
+        out.flush()
+    if result.reason == "signal" and result.signal is not None and not expired.is_set():
+        return 128 + result.signal
+    if result.reason == "signal" and result.signal == signal.SIGTERM:
+        return 128 + signal.SIGTERM
+    return 0
+
+
+def _stderr_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
