@@ -95,7 +95,7 @@ def translate_error(exc: psycopg2.Error) -> PgtailError:
         return SlotError(message, hint=server_hint)
     if "publication" in lower and code in ("42704", "42710", "55000", "42P17"):
         return PublicationError(message, hint=server_hint)
-    if code.startswith("42") or code.startswith("22"):
+    if code[:2] in ("42", "22", "0A"):  # syntax, data, feature not supported: our input
         return ConfigurationError(message, hint=server_hint)
     return PgtailError(message, hint=server_hint)
 

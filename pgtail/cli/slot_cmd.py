@@ -322,7 +322,7 @@ def slot_advance(name: str, lsn: str, dsn: str | None) -> None:
     )
     if result.lsn < result.requested_lsn:
         click.echo(
-            f"note: {_lsn(result.requested_lsn)} is beyond the WAL written so far; "
+            f"note: {_lsn(result.requested_lsn)} is beyond the WAL flushed so far; "
             f"the slot stopped at {_lsn(result.lsn)}",
             err=True,
         )
