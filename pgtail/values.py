@@ -291,18 +291,30 @@ _NUMERIC_SPECIAL = {0xC000: "NaN", 0xD000: "Infinity", 0xF000: "-Infinity"}
 _NUMERIC_NEG = 0x4000
 
 
+_DIGIT_STRUCTS = [struct.Struct(f">{n}H") for n in range(33)]
+
+
+def _digit_struct(count: int) -> struct.Struct:
+    if 0 <= count < len(_DIGIT_STRUCTS):
+        return _DIGIT_STRUCTS[count]
+    return struct.Struct(f">{max(count, 0)}H")
+
+
 def _numeric_binary(value: bytes) -> str:
     ndigits: int
     weight: int
     sign: int
     dscale: int
-    ndigits, weight, sign, dscale = _NUMERIC_HEAD.unpack_from(value)
+    try:
+        ndigits, weight, sign, dscale = _NUMERIC_HEAD.unpack_from(value)
+        digits = _digit_struct(ndigits).unpack_from(value, 8)
+    except struct.error:
+        return _hex(value)
     special = _NUMERIC_SPECIAL.get(sign)
     if special is not None:
         return special
     if ndigits == 0:
         return "0." + "0" * dscale if dscale else "0"
-    digits = struct.unpack_from(f">{ndigits}H", value, 8)
     # The base-10000 digits as one decimal string; the point sits after (weight+1) groups.
     text: str = ("%04d" * ndigits) % digits
     point = (weight + 1) * 4
@@ -592,7 +604,7 @@ def _time_text(usecs: int) -> str:
 def _timestamp_format(usecs: int, zone: str) -> str:
     """Microseconds since 2000-01-01 -> ISO 8601 with 'T', then `zone`, then " BC" if BC."""
     if _FAST_USECS_MIN <= usecs <= _FAST_USECS_MAX:
-        moment = _PG_EPOCH + timedelta(microseconds=usecs)
+        moment = _PG_EPOCH + timedelta(0, 0, usecs)
         if moment.microsecond:
             return moment.isoformat().rstrip("0") + zone
         return moment.isoformat() + zone
@@ -638,11 +650,17 @@ def _timetz_binary(value: bytes) -> str:
 
 
 def _timestamp_binary(value: bytes) -> str:
-    return _timestamp_format(_I64.unpack(value)[0], "")
+    try:
+        return _timestamp_format(_I64.unpack(value)[0], "")
+    except struct.error:
+        return _hex(value)
 
 
 def _timestamptz_binary(value: bytes) -> str:
-    return _timestamp_format(_I64.unpack(value)[0], "+00:00")
+    try:
+        return _timestamp_format(_I64.unpack(value)[0], "+00:00")
+    except struct.error:
+        return _hex(value)
 
 
 def _timestamp_str(text: str) -> str:
@@ -823,20 +841,34 @@ def _make_text_array(element: StrConverter) -> Converter:
     return convert
 
 
-def _array_binary(value: bytes) -> list[Any]:
+_ARRAY_BOUNDS = [struct.Struct(f">{2 * n}i") for n in range(7)]  # up to MAXDIM = 6
+
+
+def _array_binary(value: bytes) -> list[Any] | str:
+    try:
+        return _array_items(value)
+    except (ValueError, IndexError, KeyError, OverflowError, struct.error):
+        return _hex(value)
+
+
+def _array_items(value: bytes) -> list[Any]:
     ndim, _flags, element_oid = _ARRAY_HEAD.unpack_from(value)
-    if ndim == 0:
-        return []
-    bounds = struct.unpack_from(f">{2 * ndim}i", value, 12)
-    dims = bounds[0::2]
+    if ndim <= 0:
+        if ndim == 0:
+            return []
+        raise ValueError("array dimensions")
+    dims = _ARRAY_BOUNDS[ndim].unpack_from(value, 12)[0::2]  # IndexError past MAXDIM
     element = _binary_converter(element_oid)
     pos = 12 + 8 * ndim
     total = 1
     for size in dims:
         total *= size
+    if total * 4 > len(value) - pos:
+        raise ValueError("array shorter than its dimensions")
     unpack = _I32.unpack_from
     items: list[Any] = []
     append = items.append
+    text_elements = element is _decode
     for _ in range(total):
         (length,) = unpack(value, pos)
         pos += 4
@@ -846,12 +878,16 @@ def _array_binary(value: bytes) -> list[Any]:
             end = pos + length
             if end > len(value):
                 raise ValueError("array element past the end")
-            append(element(value[pos:end]))
+            if text_elements:
+                append(value[pos:end].decode("utf-8", "replace"))
+            else:
+                append(element(value[pos:end]))
             pos = end
     if pos != len(value):
         raise ValueError("array trailing bytes")
-    for size in reversed(dims[1:]):
-        items = [items[i : i + size] for i in range(0, len(items), size)]
+    if ndim > 1:
+        for size in reversed(dims[1:]):
+            items = [items[i : i + size] for i in range(0, len(items), size)]
     return items
 
 
@@ -915,9 +951,7 @@ _TYPES: dict[int, _Type] = {
     FLOAT8: _Type(
         "double precision", FLOAT8_ARRAY, _float_text, _float_text, _safe_binary(_float8_binary)
     ),
-    NUMERIC: _Type(
-        "numeric", NUMERIC_ARRAY, _numeric_text, _identity, _safe_binary(_numeric_binary)
-    ),
+    NUMERIC: _Type("numeric", NUMERIC_ARRAY, _numeric_text, _identity, _numeric_binary),
     MONEY: _type("money", MONEY_ARRAY, _money_str, _money_binary),
     TEXT: _text_type("text", TEXT_ARRAY),
     VARCHAR: _text_type("character varying", VARCHAR_ARRAY),
@@ -946,27 +980,25 @@ _TYPES: dict[int, _Type] = {
     DATE: _type("date", DATE_ARRAY, _identity, _date_binary, _decode),
     TIME: _type("time without time zone", TIME_ARRAY, _identity, _time_binary, _decode),
     TIMETZ: _type("time with time zone", TIMETZ_ARRAY, _identity, _timetz_binary, _decode),
-    TIMESTAMP: _type(
+    TIMESTAMP: _Type(
         "timestamp without time zone",
         TIMESTAMP_ARRAY,
+        _timestamp_text,
         _timestamp_str,
         _timestamp_binary,
-        _timestamp_text,
     ),
     TIMESTAMPTZ: _Type(
         "timestamp with time zone",
         TIMESTAMPTZ_ARRAY,
         _timestamptz_text,
         _safe_str(_timestamptz_str),
-        _safe_binary(_timestamptz_binary),
+        _timestamptz_binary,
     ),
     INTERVAL: _type("interval", INTERVAL_ARRAY, _interval_str, _interval_binary),
 }
 
 # Array OID -> element OID.
 _ARRAYS: dict[int, int] = {t.array_oid: oid for oid, t in _TYPES.items() if t.array_oid}
-
-_array_binary_safe = _safe_binary(_array_binary)
 
 
 def _unknown_text(value: bytes) -> str:
@@ -978,7 +1010,7 @@ def _binary_converter(type_oid: int) -> Converter:
     if known is not None:
         return known.binary
     if type_oid in _ARRAYS:
-        return _array_binary_safe
+        return _array_binary
     return _hex
 
 
@@ -996,7 +1028,7 @@ def converters(type_oid: int, type_modifier: int = -1) -> tuple[Converter, Conve
         pair = (known.text, known.binary)
     elif type_oid in _ARRAYS:
         element = _TYPES[_ARRAYS[type_oid]]
-        pair = (_make_text_array(element.text_str), _array_binary_safe)
+        pair = (_make_text_array(element.text_str), _array_binary)
     else:
         pair = (_unknown_text, _hex)
     _cache[key] = pair
