@@ -178,7 +178,7 @@ Slots with their lag, and the ones holding most WAL first:
 
     pgtail slot list
     pgtail slot list --json |
-      jq -r 'sort_by(-.retained_wal_bytes)[] | "\\(.slot_name) \\(.retained_wal_bytes)"'
+      jq -r 'sort_by(-.retained_bytes)[] | "\\(.slot_name) \\(.retained_bytes)"'
 
 Create, inspect, peek and drop:
 
@@ -199,10 +199,14 @@ A publication names the tables (and operations) whose changes logical replicatio
 Row filters (`--where`) and column lists need PostgreSQL 15 or later.
 """,
         "EXAMPLES": """
-Publish two tables, one with a column list and a row filter:
+Publish two tables:
 
-    pgtail publication create app_pub --table public.orders \\
-      --table 'public.customers(id,email)' --where "country = 'NL'"
+    pgtail publication create app_pub --table public.orders --table public.customers
+
+Inserts of Dutch customers only, three columns (a column list and a row filter, PG15+):
+
+    pgtail publication create nl_signups --ops insert \\
+      --table 'public.customers(id, email, country)' --where "country = 'NL'"
 
 Everything in a schema, inserts only:
 
@@ -244,7 +248,7 @@ Check the server, a publication and a slot:
 Fail a CI job when something is wrong, and list the failures:
 
     pgtail doctor --json |
-      jq -r '.checks[] | select(.status == "fail") | "\\(.name): \\(.fix)"'
+      jq -r '.checks[] | select(.status == "fail") | "\\(.subject): \\(.fix)"'
 
 Give a table without a primary key full old rows:
 

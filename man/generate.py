@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import click
+from click.formatting import join_options
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -166,14 +167,18 @@ def options(command: click.Command, ctx: click.Context) -> list[str]:
     for param in command.get_params(ctx):
         if not isinstance(param, click.Option) or param.hidden:
             continue
+        if param.name == "help" and ctx.parent is not None:
+            continue  # every command has --help; the main page says so once
         record = param.get_help_record(ctx)
         if record is None:
             continue
         names, help_text = record
-        flags = ", ".join(param.opts)
-        if param.secondary_opts:
-            flags += " / " + ", ".join(param.secondary_opts)
+        # click writes the option names the way join_options orders them (short first)
+        flags = join_options(param.opts)[0]
         metavar = names[len(flags) :].strip() if names.startswith(flags) else ""
+        if param.secondary_opts:
+            flags += " / " + join_options(param.secondary_opts)[0]
+            metavar = ""
         term = "\\fB" + escape(flags).replace(", ", "\\fR, \\fB").replace(" / ", "\\fR / \\fB")
         term += "\\fR"
         if metavar:

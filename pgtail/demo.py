@@ -551,11 +551,19 @@ def run_demo(
 
 def _finish(demo: Demo, *, keep: bool, log: Callable[[str], None]) -> None:
     if keep:
-        log("the server keeps running (--keep); try the other commands against it:")
-        log(f"  export DATABASE_URL='{demo.dsn}'")
-        log(f"  pgtail doctor --publication {demo.publication} --slot {demo.slot}")
-        log(f"stop it and remove its directory with:\n  {demo.stop_instructions()}")
+        log("the server keeps running (--keep); its DSN:")
         print(demo.dsn, file=sys.stderr, flush=True)
+        log("try the other commands against it:")
+        print(
+            f"  export DATABASE_URL='{demo.dsn}'\n"
+            f"  pgtail doctor --publication {demo.publication} --slot {demo.slot}\n"
+            f"  pgtail slot list\n"
+            f"  pgtail stream --slot {demo.slot} --publication {demo.publication}",
+            file=sys.stderr,
+            flush=True,
+        )
+        log("stop it and remove its directory with:")
+        print(f"  {demo.stop_instructions()}", file=sys.stderr, flush=True)
         return
     demo.destroy()
     log(f"stopped the server and removed {demo.directory}")
