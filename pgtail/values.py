@@ -972,8 +972,8 @@ _TYPES: dict[int, _Type] = {
     CIDR: _type("cidr", CIDR_ARRAY, _identity, _make_inet_binary(True), _decode),
     MACADDR: _type("macaddr", MACADDR_ARRAY, _identity, _mac_binary, _decode),
     MACADDR8: _type("macaddr8", MACADDR8_ARRAY, _identity, _mac_binary, _decode),
-    # A bare "bit" in a cast is bit(1); bit varying takes any length and assigns to bit(n).
-    BIT: _type("bit varying", BIT_ARRAY, _identity, _bit_binary, _decode),
+    # A bare bit in a cast means bit(1); the quoted type name takes any length.
+    BIT: _type('"bit"', BIT_ARRAY, _identity, _bit_binary, _decode),
     VARBIT: _type("bit varying", VARBIT_ARRAY, _identity, _bit_binary, _decode),
     PG_LSN: _type("pg_lsn", PG_LSN_ARRAY, _identity, _lsn_binary, _decode),
     TSVECTOR: _type("tsvector", TSVECTOR_ARRAY, _identity, _tsvector_binary, _decode),
