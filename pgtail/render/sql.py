@@ -16,11 +16,12 @@ Mapping (one statement per line; the output is UTF-8):
   (``IS NOT DISTINCT FROM``), and exactly one matching row is changed, as PostgreSQL's
   own apply does for tables with duplicate rows:
   ``WHERE (tableoid, ctid) = (SELECT tableoid, ctid FROM s.t WHERE … LIMIT 1)``.
-  Columns of types without an equality operator (json, xml, geometric) are compared
-  as text.
+  Columns of types without an equality operator are compared through a cast (json as
+  jsonb; xml and geometric types as text).
 * No identity (REPLICA IDENTITY NOTHING, or DEFAULT without a primary key): the server
   sends no old row, so the row cannot be found. The statement is written as a comment
-  with the reason and the fix, and a warning is reported once per table (see below).
+  with the reason and the fix (its WHERE clause reads ``<row unknown>``, so it cannot
+  run by accident), and a warning is reported once per table (see below).
 * TRUNCATE: ``TRUNCATE s.a, s.b [CASCADE] [RESTART IDENTITY];`` (without ``ONLY``: the
   server lists each truncated relation).
 * Two-phase: a prepared transaction is written as ``BEGIN;`` … ``PREPARE TRANSACTION
@@ -301,27 +302,11 @@ _TEXT_OIDS = frozenset({25, 1043, 19, 1042})
 # types whose bare SQL name implies a length of 1, or that need quoting as a name:
 # "char", bpchar, bit and their arrays; written as uncast literals
 _UNCAST_OIDS = frozenset({18, 1002, 1042, 1014, 1560, 1561})
-# types without an equality operator: compared as text in a FULL identity WHERE
-_TEXT_COMPARE = {
-    114: "text",
-    142: "text",
-    600: "text",
-    601: "text",
-    602: "text",
-    603: "text",
-    604: "text",
-    628: "text",
-    718: "text",
-    199: "text[]",
-    143: "text[]",
-    1017: "text[]",
-    1018: "text[]",
-    1019: "text[]",
-    1020: "text[]",
-    1027: "text[]",
-    629: "text[]",
-    719: "text[]",
-}
+# types without an equality operator, compared through a cast in a FULL identity WHERE:
+# json (and json[]) as jsonb, xml and the geometric types (and their arrays) as text
+_COMPARE_AS = {114: "jsonb", 199: "jsonb[]", 142: "text", 143: "text[]"}
+_COMPARE_AS.update(dict.fromkeys((600, 601, 602, 603, 604, 628, 718), "text"))
+_COMPARE_AS.update(dict.fromkeys((1017, 1018, 1019, 1020, 1027, 629, 719), "text[]"))
 
 Literal = Callable[[Any], str]
 
@@ -401,15 +386,15 @@ def literal(value: Any, column: Column) -> str:
 class _Plan:
     """What the renderer needs about one relation, computed once per Relation."""
 
-    __slots__ = ("table", "name", "idents", "literals", "text_compare", "insert_heads")
+    __slots__ = ("table", "name", "idents", "literals", "compare_as", "insert_heads")
 
     def __init__(self, table: Table) -> None:
         self.table = table
         self.name = quote_qualified(table.schema, table.name)
         self.idents = {c.name: quote_ident(c.name) for c in table.columns}
         self.literals = {c.name: column_literal(c) for c in table.columns}
-        self.text_compare = {
-            c.name: _TEXT_COMPARE[c.type_oid] for c in table.columns if c.type_oid in _TEXT_COMPARE
+        self.compare_as = {
+            c.name: _COMPARE_AS[c.type_oid] for c in table.columns if c.type_oid in _COMPARE_AS
         }
         self.insert_heads: dict[tuple[str, ...], str] = {}
 
@@ -443,10 +428,10 @@ class _Plan:
     def full_condition(self, row: Mapping[str, Any]) -> str:
         parts = []
         for n, value in row.items():
-            as_text = self.text_compare.get(n)
-            if as_text is not None and value is not None:
-                cast = "::" + as_text
-                lit = quote_literal(to_text(value)) + (cast if as_text != "text" else "")
+            compare_as = self.compare_as.get(n)
+            if compare_as is not None and value is not None:
+                cast = "::" + compare_as
+                lit = quote_literal(to_text(value)) + cast
                 parts.append(f"{self.ident(n)}{cast} IS NOT DISTINCT FROM {lit}")
             else:
                 parts.append(f"{self.ident(n)} IS NOT DISTINCT FROM {self.lit(n, value)}")
@@ -527,9 +512,8 @@ class SqlRenderer:
             self._warn(
                 f"cannot replay changes to {plan.name}: {reason}; they are written as comments"
             )
-        # the statement text can hold identifiers with line breaks; escape them
-        commented = statement.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-        return f"-- cannot replay: {reason}\n-- {commented}\n"
+        # identifiers (in the reason and the statement) may hold line breaks
+        return f"-- cannot replay: {_one_line(reason)}\n-- {_one_line(statement)}\n"
 
     # -- statements
 
@@ -570,12 +554,12 @@ class SqlRenderer:
             reason = _no_identity_reason(table, plan.name)
         if op == "delete":
             if where is None:
-                return self._skip(plan, reason, f"DELETE FROM {plan.name};")
+                return self._skip(plan, reason, f"DELETE FROM {plan.name} WHERE <row unknown>;")
             return f"DELETE FROM {plan.name} WHERE {where};\n"
         new = change.new or {}
         sets = self._set_list(plan, change, new, old, where is not None and old is None)
         if where is None:
-            return self._skip(plan, reason, f"UPDATE {plan.name} SET {sets};")
+            return self._skip(plan, reason, f"UPDATE {plan.name} SET {sets} WHERE <row unknown>;")
         return f"UPDATE {plan.name} SET {sets} WHERE {where};\n"
 
     @staticmethod
@@ -669,6 +653,13 @@ class SqlRenderer:
                     "as comments"
                 )
         self._skipped.clear()
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks as ``\\n``/``\\r`` escapes (for ``--`` comments)."""
+    if "\n" in text or "\r" in text:
+        return text.replace("\n", "\\n").replace("\r", "\\r")
+    return text
 
 
 def _same(a: Any, b: Any) -> bool:
