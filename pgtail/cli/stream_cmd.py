@@ -259,7 +259,8 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     result = run(config, out, log=_log)
     if result.reason == "signal":
         _log(f"pgtail: stopped; confirmed up to {format_lsn(result.confirmed_lsn)}")
-        ctx.exit(ExitCode.SIGTERM if result.signal == signal.SIGTERM else ExitCode.SIGINT)
+        # sys.exit, not ctx.exit: click returns (rather than raises) Exit outside standalone mode
+        sys.exit(int(ExitCode.SIGTERM if result.signal == signal.SIGTERM else ExitCode.SIGINT))
     if result.reason == "closed":
         _quiet_stdout()
 

@@ -1,0 +1,392 @@
+"""`pgtail stream` as a process: signals, closed pipes, kill -9 and restart, slow consumers.
+
+Each test runs the real CLI (``python -m pgtail stream``) against a real server and
+checks the exit code and the slot's confirmed_flush_lsn.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from pgtail.lsn import parse_lsn
+
+PY = sys.executable
+
+
+def pgtail(dsn: str, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen(
+        [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--status-interval", "1", *args], **popen
+    )
+
+
+def setup(db: Any, slot: str | None = "s") -> None:
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    db.execute("CREATE TABLE outside (x int)")
+    db.execute("CREATE PUBLICATION pub FOR TABLE t")
+    if slot:
+        db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+
+
+def confirmed(db: Any, slot: str = "s") -> int:
+    rows = db.execute(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+    )
+    return parse_lsn(str(rows[0][0]))
+
+
+def insert_lsn(db: Any) -> int:
+    return parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
+
+
+def wait_active(db: Any, slot: str = "s", timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rows = db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+        if rows and rows[0][0]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"slot {slot} never became active")
+
+
+def wait_inactive(db: Any, slot: str = "s", timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rows = db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+        if rows and not rows[0][0]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"slot {slot} stayed active")
+
+
+def read_lines(stream: Any, count: int, timeout: float = 30) -> list[dict[str, Any]]:
+    """Read ``count`` JSON lines from a pipe (with a deadline)."""
+    found: list[dict[str, Any]] = []
+    box: dict[str, Any] = {}
+
+    def reader() -> None:
+        try:
+            while len(found) < count:
+                line = stream.readline()
+                if not line:
+                    return
+                found.append(orjson.loads(line))
+        except Exception as exc:  # pragma: no cover - reported below
+            box["error"] = exc
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert "error" not in box, box
+    return found
+
+
+def parse_file(path: Path) -> list[dict[str, Any]]:
+    records = []
+    for line in path.read_bytes().splitlines():
+        try:
+            records.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            pass  # a line cut by kill -9
+    return records
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_cleanly_and_confirms(db: Any, signum: int, code: int) -> None:
+    setup(db)
+    proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--format", "json")
+    try:
+        wait_active(db)
+        for i in range(5):
+            db.execute("INSERT INTO t VALUES (%s, 'x')", (i,))
+        lines = read_lines(proc.stdout, 5)
+        assert [r["new"]["id"] for r in lines] == [0, 1, 2, 3, 4]
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert b"Traceback" not in err
+    wait_inactive(db)
+    assert confirmed(db) >= parse_lsn(lines[-1]["end_lsn"])
+
+
+def test_head_closes_pipe_exit_zero_quietly(db: Any) -> None:
+    setup(db)
+    for i in range(3):
+        db.execute("INSERT INTO t VALUES (%s, 'x')", (i,))
+    last_end = insert_lsn(db)
+    cmd = (
+        f"{PY} -m pgtail stream --dsn '{db.dsn}' --slot s --publication pub --format json"
+        ' --status-interval 1 | head -1; echo "status=${PIPESTATUS[0]}" >&2'
+    )
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, timeout=60, check=False)
+    assert proc.stdout.count(b"\n") == 1
+    assert orjson.loads(proc.stdout)["new"]["id"] == 0
+    assert proc.stderr.decode().strip().splitlines()[-1] == "status=0", proc.stderr
+    assert b"Traceback" not in proc.stderr and b"Broken pipe" not in proc.stderr
+    wait_inactive(db)
+    # only what was written can have been confirmed
+    assert confirmed(db) <= last_end
+
+
+def test_closed_pipe_before_anything_written_confirms_nothing(db: Any) -> None:
+    setup(db)
+    before = insert_lsn(db)
+    proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--format", "json")
+    wait_active(db)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader goes away
+    db.execute("INSERT INTO t VALUES (1, 'x')")
+    tx_end = insert_lsn(db)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err
+    wait_inactive(db)
+    assert before <= tx_end
+    # the insert was never written anywhere: it must not be confirmed
+    assert confirmed(db) < tx_end
+
+
+def test_closed_stdout_is_a_clear_error(db: Any) -> None:
+    setup(db)
+    proc = subprocess.run(
+        ["bash", "-c", f"{PY} -m pgtail stream --dsn '{db.dsn}' --slot s >&-"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert b"standard output is closed" in proc.stderr
+
+
+def _workload(db: Any, count: int, stop: threading.Event) -> None:
+    conn = db.connect()
+    cur = conn.cursor()
+    for i in range(count):
+        cur.execute("INSERT INTO t VALUES (%s, repeat('v', 200))", (i,))
+        if stop.is_set():
+            break
+    conn.close()
+
+
+def test_kill_9_and_restart_is_at_least_once(db: Any, tmp_path: Path) -> None:
+    setup(db)
+    total = 3000
+    first_out = tmp_path / "first.jsonl"
+    stop = threading.Event()
+    with open(first_out, "wb") as fh:
+        proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--format", "json", stdout=fh)
+        wait_active(db)
+        worker = threading.Thread(target=_workload, args=(db, total, stop))
+        worker.start()
+        deadline = time.time() + 60
+        while first_out.stat().st_size < 200_000 and time.time() < deadline:
+            time.sleep(0.02)
+        proc.kill()  # SIGKILL mid-workload
+        proc.wait()
+    worker.join()
+    wait_inactive(db)
+    confirmed_at_kill = confirmed(db)
+    end = insert_lsn(db)
+    second = subprocess.run(
+        [
+            PY,
+            "-m",
+            "pgtail",
+            "stream",
+            "--dsn",
+            db.dsn,
+            "--slot",
+            "s",
+            "--publication",
+            "pub",
+            "--format",
+            "json",
+            "--end",
+            f"{end >> 32:X}/{end & 0xFFFFFFFF:X}",
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert second.returncode == 0, second.stderr
+    first = parse_file(first_out)
+    again = [orjson.loads(x) for x in second.stdout.splitlines()]
+    assert first, "the first run wrote nothing before it was killed"
+    ids_first = [r["new"]["id"] for r in first]
+    ids_again = [r["new"]["id"] for r in again]
+    assert sorted(set(ids_first) | set(ids_again)) == list(range(total))  # nothing missing
+    assert len(ids_again) == len(set(ids_again))
+    repeated = set(ids_first) & set(ids_again)
+    for r in again:
+        if r["new"]["id"] in repeated:
+            # a repeat is only ever a transaction after the last confirmation
+            assert parse_lsn(r["end_lsn"]) > confirmed_at_kill
+    # and nothing that was confirmed comes again
+    assert all(parse_lsn(r["end_lsn"]) > confirmed_at_kill for r in again)
+
+
+def test_kill_9_with_output_file_has_no_duplicates(db: Any, tmp_path: Path) -> None:
+    setup(db)
+    total = 3000
+    out = tmp_path / "changes.jsonl"
+    stop = threading.Event()
+    worker = threading.Thread(target=_workload, args=(db, total, stop))
+    kills = 0
+    proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--output", str(out))
+    wait_active(db)
+    worker.start()
+    try:
+        while kills < 3:
+            deadline = time.time() + 30
+            start_size = out.stat().st_size if out.exists() else 0
+            while time.time() < deadline:
+                size = out.stat().st_size if out.exists() else 0
+                if size > start_size + 60_000:
+                    break
+                time.sleep(0.01)
+            proc.kill()
+            proc.wait()
+            kills += 1
+            wait_inactive(db)
+            proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--output", str(out))
+            wait_active(db)
+        worker.join()
+        end = insert_lsn(db)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        final = subprocess.run(
+            [
+                PY,
+                "-m",
+                "pgtail",
+                "stream",
+                "--dsn",
+                db.dsn,
+                "--slot",
+                "s",
+                "--publication",
+                "pub",
+                "--output",
+                str(out),
+                "--end",
+                f"{end >> 32:X}/{end & 0xFFFFFFFF:X}",
+            ],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert final.returncode == 0, final.stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = out.read_bytes().splitlines()
+    ids = [orjson.loads(x)["new"]["id"] for x in lines]  # every line is whole
+    assert sorted(ids) == list(range(total))  # each exactly once
+    assert len(ids) == len(set(ids))
+
+
+def test_slow_consumer_survives_wal_sender_timeout(db: Any) -> None:
+    setup(db)
+    dsn = db.dsn + " options='-c wal_sender_timeout=1000'"
+    proc = pgtail(
+        dsn, "--slot", "s", "--publication", "pub", "--format", "json", "--idle-exit", "4"
+    )
+    try:
+        wait_active(db)
+        total = 20_000
+        db.execute(
+            "INSERT INTO t SELECT g, repeat('y', 100) FROM generate_series(0, %s) g", (total - 1,)
+        )
+        for i in range(total, total + 50):
+            db.execute("INSERT INTO t VALUES (%s, 'z')", (i,))
+        time.sleep(6)  # the consumer stalls for six wal_sender_timeouts
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    ids = [orjson.loads(x)["new"]["id"] for x in out.splitlines()]
+    assert ids == list(range(total + 50))
+    assert b"reconnect" not in err, err  # feedback kept flowing: no timeout, no reconnect
+
+
+def test_temporary_slot_by_default_and_gone_after_exit(db: Any) -> None:
+    setup(db, slot=None)
+    proc = pgtail(db.dsn, "--publication", "pub", "--format", "json", "--max-changes", "2")
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if db.execute("SELECT count(*) FROM pg_replication_slots WHERE active")[0][0]:
+            break
+        time.sleep(0.05)
+    db.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert [orjson.loads(x)["new"]["id"] for x in out.splitlines()] == [1, 2]
+    assert b"temporary slot" in err
+    assert db.execute("SELECT count(*) FROM pg_replication_slots")[0][0] == 0
+
+
+def test_cli_error_is_one_line(db: Any) -> None:
+    setup(db)
+    proc = subprocess.run(
+        [
+            PY,
+            "-m",
+            "pgtail",
+            "stream",
+            "--dsn",
+            db.dsn,
+            "--slot",
+            "missing",
+            "--publication",
+            "pub",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "does not exist" in lines[0] and "--create-slot" in lines[0]
+
+
+def test_cli_bad_lsn_is_usage_error(db: Any) -> None:
+    proc = subprocess.run(
+        [PY, "-m", "pgtail", "stream", "--dsn", db.dsn, "--end", "nonsense"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert b"invalid LSN 'nonsense'" in proc.stderr
+
+
+def test_create_slot_flag(db: Any) -> None:
+    setup(db, slot=None)
+    db.execute("INSERT INTO t VALUES (1, 'before the slot')")
+    proc = pgtail(
+        db.dsn, "--slot", "made", "--create-slot", "--publication", "pub", "--idle-exit", "2"
+    )
+    wait_active(db, "made")
+    db.execute("INSERT INTO t VALUES (2, 'after')")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert [orjson.loads(x)["new"]["id"] for x in out.splitlines()] == [2]
+    assert b"created replication slot 'made'" in err
+    assert db.execute("SELECT temporary FROM pg_replication_slots WHERE slot_name='made'") == [
+        (False,)
+    ]
