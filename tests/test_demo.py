@@ -235,3 +235,23 @@ def test_demo_interrupted_during_setup() -> None:
     assert code == 130, stderr
     assert "Traceback" not in stderr
     _assert_cleaned_up(directory)
+
+
+def test_demo_stdout_closed_early() -> None:
+    """`pgtail demo | head -2`: exits 0 quietly and still removes its server."""
+    proc = subprocess.Popen(
+        _pgtail("demo", "--format", "json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = [proc.stdout.readline() for _ in range(2)]
+        proc.stdout.close()
+        code = proc.wait(120)
+        stderr = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert all(orjson.loads(line)["op"] == "insert" for line in first)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+    _assert_cleaned_up(_server_dir(stderr))
