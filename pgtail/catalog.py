@@ -1142,6 +1142,7 @@ class TableFacts:
     identity_index: IndexFacts | None  # the index marked indisreplident, if it still exists
     unique_indexes: tuple[IndexFacts, ...] = ()
     partitions: tuple[str, ...] = ()  # leaf partitions (qualified) of a partitioned table
+    partition_root: str | None = None  # the top partitioned table (qualified), for a partition
 
     @property
     def qualified(self) -> str:
@@ -1204,12 +1205,22 @@ def _table_facts(conn: PgConnection, oids: Sequence[int]) -> list[TableFacts]:
             if facts.unique:
                 uniques.append(facts)
         partitions: tuple[str, ...] = ()
+        root: str | None = None
+        if row[4]:
+            root_row = _fetchone(
+                conn,
+                "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE c.oid = pg_partition_root(%s::oid::regclass)",
+                (oid,),
+            )
+            if root_row is not None:
+                root = f"{quote_ident(root_row[0])}.{quote_ident(root_row[1])}"
         if row[2] == "p":
             partitions = tuple(
                 f"{quote_ident(r[0])}.{quote_ident(r[1])}"
                 for r in _fetchall(
                     conn,
-                    "SELECT n.nspname, c.relname FROM pg_partition_tree(%s) t "
+                    "SELECT n.nspname, c.relname FROM pg_partition_tree(%s::oid::regclass) t "
                     "JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n "
                     "ON n.oid = c.relnamespace WHERE t.isleaf ORDER BY 1, 2",
                     (oid,),
@@ -1228,6 +1239,7 @@ def _table_facts(conn: PgConnection, oids: Sequence[int]) -> list[TableFacts]:
                 identity_index=identity,
                 unique_indexes=tuple(uniques),
                 partitions=partitions,
+                partition_root=root,
             )
         )
     return out
@@ -1442,7 +1454,7 @@ _SETTINGS = (
     "wal_segment_size",
 )
 
-_PUBNAMES = re.compile(r"publication_names\s+'((?:[^']|'')*)'", re.IGNORECASE)
+_PUBNAMES = re.compile(r"\"?publication_names\"?\s+'((?:[^']|'')*)'", re.IGNORECASE)
 _SLOTNAME = re.compile(r'START_REPLICATION\s+SLOT\s+("(?:[^"]|"")*"|\S+)', re.IGNORECASE)
 
 
@@ -1533,7 +1545,9 @@ def doctor_facts(
                 for t in tables
                 if t.relkind == "p"
                 for r in _fetchall(
-                    conn, "SELECT relid FROM pg_partition_tree(%s) WHERE isleaf", (t.oid,)
+                    conn,
+                    "SELECT relid::oid FROM pg_partition_tree(%s::oid::regclass) WHERE isleaf",
+                    (t.oid,),
                 )
             }
             - set(oids)

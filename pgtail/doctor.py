@@ -289,6 +289,27 @@ def table_publication_checks(
             )
         return checks  # UPDATE/DELETE are checked on the leaf partitions
 
+    if table.is_partition and not pub.via_partition_root and table.partition_root is not None:
+        root = table.partition_root
+        root_schema = root.rsplit(".", 1)[0]
+        if (
+            pub.all_tables
+            or any(t.qualified == root for t in pub.tables)
+            or any(_ident(s) == root_schema for s in pub.schemas)
+        ):
+            checks.append(
+                Check(
+                    "table.partitioning",
+                    "table",
+                    subject,
+                    "warn",
+                    f"partition of {root}: its changes arrive as {subject}, not as {root} "
+                    f"({where}, publish_via_partition_root = false)",
+                    f"ALTER PUBLICATION {_ident(pub.name)} "
+                    "SET (publish_via_partition_root = true);",
+                )
+            )
+
     if not needs_identity:
         checks.append(
             Check(

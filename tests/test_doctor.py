@@ -1,0 +1,444 @@
+"""`pgtail doctor` and `pgtail identity` on real PostgreSQL 15 and 18: every check seen
+passing and failing on a purposely broken setup. The oracle for replica identity checks
+is the server itself: a table the doctor fails is one whose UPDATE/DELETE really fails."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import orjson
+import psycopg2
+import pytest
+from click.testing import CliRunner
+
+from pgtail import catalog, doctor
+from pgtail.cli import main
+from pgtail.doctor import Check
+from pgtail.server import LocalServer, start_server
+from tests.conftest import Database
+
+
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    """Run ``pgtail ARGS`` in-process through main(); (exit code, stdout, stderr)."""
+    runner = CliRunner()
+    with runner.isolation() as (out, err, _):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, out.getvalue().decode(), err.getvalue().decode()
+
+
+def checks_for(checks: list[Check], check_id: str, subject: str | None = None) -> list[Check]:
+    return [c for c in checks if c.id == check_id and (subject is None or c.subject == subject)]
+
+
+def one(checks: list[Check], check_id: str, subject: str | None = None) -> Check:
+    found = checks_for(checks, check_id, subject)
+    assert len(found) == 1, (check_id, subject, checks)
+    return found[0]
+
+
+def run_doctor(dsn: str, **kwargs: object) -> list[Check]:
+    publications = kwargs.pop("publications", ())
+    slots = kwargs.pop("slots", ())
+    facts = catalog.doctor_facts(dsn, publications, slots)  # type: ignore[arg-type]
+    return doctor.evaluate(facts, **kwargs)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- server
+
+
+@pytest.fixture
+def replica_server(pg: LocalServer) -> Iterator[LocalServer]:
+    server = start_server(pg.bindir, settings={"wal_level": "replica", "max_wal_senders": "1"})
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+def test_wal_level_replica_fails(replica_server: LocalServer) -> None:
+    checks = run_doctor(replica_server.dsn())
+    check = one(checks, "wal_level")
+    assert check.status == "fail"
+    assert "'replica'" in check.summary
+    assert check.fix is not None and "wal_level = logical" in check.fix
+    assert doctor.overall(checks) == "fail"
+    code, out, _ = run_cli(["doctor", "--dsn", replica_server.dsn()])
+    assert code == 1
+    assert "[FAIL] wal_level" in out
+    code, out, _ = run_cli(["doctor", "--json", "--dsn", replica_server.dsn()])
+    assert code == 1
+    report = orjson.loads(out)
+    assert report["status"] == "fail"
+    assert {"id": "wal_level", "status": "fail"}.items() <= next(
+        c for c in report["checks"] if c["id"] == "wal_level"
+    ).items()
+
+
+def test_healthy_server_passes(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key, n int); CREATE PUBLICATION p FOR TABLE t")
+    checks = run_doctor(db.dsn, publications=["p"])
+    for check_id in (
+        "wal_level",
+        "max_replication_slots",
+        "max_wal_senders",
+        "replication_privilege",
+        "create_publication",
+    ):
+        assert one(checks, check_id).status == "ok", check_id
+    assert one(checks, "table.replica_identity", "public.t").status == "ok"
+    assert doctor.overall(checks) == "ok"
+    code, out, _ = run_cli(["doctor", "--publication", "p", "--dsn", db.dsn])
+    assert code == 0, out
+    assert "0 failure(s)" in out
+
+
+def test_slots_in_use_counted(pg: LocalServer) -> None:
+    server = start_server(pg.bindir, settings={"max_replication_slots": "2"})
+    try:
+        dsn = server.dsn()
+        assert one(run_doctor(dsn), "max_replication_slots").status == "ok"
+        catalog.create_slot(dsn, "one")
+        check = one(run_doctor(dsn), "max_replication_slots")
+        assert check.status == "warn" and "1 of 2" in check.summary
+        catalog.create_slot(dsn, "two")
+        check = one(run_doctor(dsn), "max_replication_slots")
+        assert check.status == "fail" and "all 2" in check.summary
+        assert check.fix is not None and "max_replication_slots" in check.fix
+    finally:
+        server.destroy()
+
+
+# --------------------------------------------------------------------------- role
+
+
+@pytest.fixture
+def role(db: Database) -> Iterator[str]:
+    name = "r_" + uuid.uuid4().hex[:10]
+    db.execute(f"CREATE ROLE {name} LOGIN")
+    try:
+        yield name
+    finally:
+        db.execute(f"DROP OWNED BY {name}; DROP ROLE {name}")
+
+
+def test_role_without_replication(db: Database, role: str) -> None:
+    dsn = db.server.dsn(db.name, user=role)
+    checks = run_doctor(dsn)
+    check = one(checks, "replication_privilege")
+    assert check.status == "fail"
+    assert check.fix is not None and f"ALTER ROLE {role} REPLICATION" in check.fix
+    create = one(checks, "create_publication")
+    assert create.status == "fail"
+    assert create.fix == f"GRANT CREATE ON DATABASE {db.name} TO {role};"
+    # the fixes work
+    db.execute(f"ALTER ROLE {role} REPLICATION")
+    db.execute(f"GRANT CREATE ON DATABASE {db.name} TO {role}")
+    checks = run_doctor(dsn)
+    assert one(checks, "replication_privilege").status == "ok"
+    assert one(checks, "create_publication").status == "ok"
+    # and the role can now create a slot
+    catalog.create_slot(dsn, "mine")
+
+
+def test_managed_replication_role_counts(db: Database, role: str) -> None:
+    db.execute(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'rds_replication') "
+        "THEN CREATE ROLE rds_replication; END IF; END $$"
+    )
+    db.execute(f"GRANT rds_replication TO {role}")
+    check = one(run_doctor(db.server.dsn(db.name, user=role)), "replication_privilege")
+    assert check.status == "ok" and "rds_replication" in check.summary
+
+
+# --------------------------------------------------------------------------- replica identity
+
+IDENTITY_SETUP = """
+CREATE TABLE pk (id int primary key, v text);
+CREATE TABLE nopk (id int, v text);
+CREATE TABLE full_t (id int, v int);
+ALTER TABLE full_t REPLICA IDENTITY FULL;
+CREATE TABLE nothing_t (id int primary key, v int);
+ALTER TABLE nothing_t REPLICA IDENTITY NOTHING;
+CREATE TABLE idx (id int not null, code int not null, v int);
+CREATE UNIQUE INDEX idx_code ON idx (code);
+ALTER TABLE idx REPLICA IDENTITY USING INDEX idx_code;
+CREATE TABLE dropped_idx (id int not null, v int);
+CREATE UNIQUE INDEX dropped_idx_id ON dropped_idx (id);
+ALTER TABLE dropped_idx REPLICA IDENTITY USING INDEX dropped_idx_id;
+DROP INDEX dropped_idx_id;
+CREATE TABLE invalid_idx (id int not null, v int);
+CREATE UNIQUE INDEX invalid_idx_id ON invalid_idx (id);
+ALTER TABLE invalid_idx REPLICA IDENTITY USING INDEX invalid_idx_id;
+UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'invalid_idx_id'::regclass;
+CREATE TABLE "Mixed Case" ("Id" int primary key, "Some Col" int);
+CREATE PUBLICATION p FOR TABLE pk, nopk, full_t, nothing_t, idx, dropped_idx, invalid_idx,
+  "Mixed Case";
+"""
+
+EXPECTED_IDENTITY = {
+    "public.pk": "ok",
+    "public.nopk": "fail",
+    "public.full_t": "warn",
+    "public.nothing_t": "fail",
+    "public.idx": "ok",
+    "public.dropped_idx": "fail",
+    "public.invalid_idx": "fail",
+    'public."Mixed Case"': "ok",
+}
+
+
+def _update_fails(db: Database, table: str) -> bool:
+    """Does the server refuse an UPDATE of ``table`` for want of a replica identity?"""
+    column = '"Some Col"' if "Mixed" in table else "v"
+    db.execute(f"INSERT INTO {table} SELECT 1, 1")  # a row, so the UPDATE has work to do
+    try:
+        db.execute(f"UPDATE {table} SET {column} = NULL")
+        return False
+    except psycopg2.Error as exc:
+        assert "replica identity" in str(exc)
+        return True
+
+
+def test_each_replica_identity(db: Database) -> None:
+    db.execute(IDENTITY_SETUP)
+    checks = run_doctor(db.dsn, publications=["p"])
+    for table, status in EXPECTED_IDENTITY.items():
+        check = one(checks, "table.replica_identity", table)
+        assert check.status == status, (table, check)
+        # the oracle: the server agrees about which UPDATEs fail
+        assert _update_fails(db, table) == (status == "fail"), table
+        if status == "fail":
+            assert check.fix
+    assert "no longer exists" in one(checks, "table.replica_identity", "public.dropped_idx").summary
+    assert "not valid" in one(checks, "table.replica_identity", "public.invalid_idx").summary
+    nopk_fix = one(checks, "table.replica_identity", "public.nopk").fix
+    assert nopk_fix is not None and "REPLICA IDENTITY FULL" in nopk_fix
+    # applying the fix makes the check pass and the UPDATE work
+    db.execute("ALTER TABLE public.nopk REPLICA IDENTITY FULL")
+    checks = run_doctor(db.dsn, publications=["p"])
+    assert one(checks, "table.replica_identity", "public.nopk").status == "warn"
+    assert not _update_fails(db, "public.nopk")
+    code, out, _ = run_cli(["doctor", "--publication", "p", "--dsn", db.dsn])
+    assert code == 1
+    assert "[FAIL] public.nothing_t" in out
+
+
+def test_identity_index_fix_suggests_usable_index(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE u (id int not null, v text); CREATE UNIQUE INDEX u_id ON u (id);"
+        "CREATE PUBLICATION p FOR TABLE u WITH (publish = 'insert');"
+        "ALTER PUBLICATION p SET (publish = 'insert, update')"
+    )
+    check = one(run_doctor(db.dsn), "table.replica_identity", "public.u")
+    assert check.status == "fail"
+    assert check.fix == "ALTER TABLE public.u REPLICA IDENTITY USING INDEX u_id;"
+    db.execute(check.fix)
+    assert one(run_doctor(db.dsn), "table.replica_identity", "public.u").status == "ok"
+
+
+def test_insert_only_publication_needs_no_identity(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE logs (at timestamptz, line text);"
+        "CREATE PUBLICATION p FOR TABLE logs WITH (publish = 'insert')"
+    )
+    check = one(run_doctor(db.dsn), "table.replica_identity", "public.logs")
+    assert check.status == "ok" and "no replica identity needed" in check.summary
+    assert not checks_for(run_doctor(db.dsn), "table.unchanged_toast")
+
+
+def test_unchanged_toast_columns(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE docs (id int primary key, body text, n numeric, meta jsonb);"
+        "CREATE PUBLICATION p FOR TABLE docs"
+    )
+    check = one(run_doctor(db.dsn), "table.unchanged_toast", "public.docs")
+    assert check.status == "warn"
+    assert "body, meta" in check.summary  # numeric is stored inline (storage main)
+    db.execute("ALTER TABLE docs REPLICA IDENTITY FULL")
+    assert not checks_for(run_doctor(db.dsn), "table.unchanged_toast")
+
+
+def test_row_filter_and_column_list_coverage(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE o (id int primary key, region text, total int);"
+        "CREATE PUBLICATION rf FOR TABLE o WHERE (region = 'eu');"
+        "CREATE PUBLICATION cl FOR TABLE o (region, total);"
+        "CREATE PUBLICATION good FOR TABLE o (id, total) WHERE (id > 0);"
+    )
+    checks = run_doctor(db.dsn, publications=["rf"])
+    check = one(checks, "table.row_filter", "public.o")
+    assert check.status == "fail" and "region" in check.summary
+    checks = run_doctor(db.dsn, publications=["cl"])
+    check = one(checks, "table.column_list", "public.o")
+    assert check.status == "fail" and "id" in check.summary
+    checks = run_doctor(db.dsn, publications=["good"])
+    assert one(checks, "table.row_filter", "public.o").status == "ok"
+    assert not checks_for(checks, "table.column_list")
+    # the server agrees: with rf and cl in place an UPDATE fails
+    db.execute("INSERT INTO o VALUES (1, 'eu', 1)")
+    with pytest.raises(psycopg2.Error):
+        db.execute("UPDATE o SET total = 2")
+    db.execute("DROP PUBLICATION rf; DROP PUBLICATION cl")
+    db.execute("UPDATE o SET total = 2")
+
+
+def test_partitioned_table(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE m (id int, at date, v text, primary key (id, at)) PARTITION BY RANGE (at);"
+        "CREATE TABLE m_1 PARTITION OF m FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');"
+        "CREATE TABLE m_2 (id int not null, at date not null, v text);"
+        "ALTER TABLE m ATTACH PARTITION m_2 FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');"
+        "CREATE PUBLICATION root FOR TABLE m WITH (publish_via_partition_root = true);"
+    )
+    checks = run_doctor(db.dsn, publications=["root"])
+    assert one(checks, "table.partitioning", "public.m").status == "ok"
+    # the leaves are checked too: both got the primary key from the parent
+    assert one(checks, "table.replica_identity", "public.m_1").status == "ok"
+    assert one(checks, "table.replica_identity", "public.m_2").status == "ok"
+    db.execute("ALTER PUBLICATION root SET (publish_via_partition_root = false)")
+    checks = run_doctor(db.dsn, publications=["root"])
+    for leaf in ("public.m_1", "public.m_2"):
+        check = one(checks, "table.partitioning", leaf)
+        assert check.status == "warn" and f"arrive as {leaf}, not as public.m" in check.summary
+        assert check.fix == "ALTER PUBLICATION root SET (publish_via_partition_root = true);"
+        assert one(checks, "table.replica_identity", leaf).status == "ok"
+    # a partition published on its own is just a table
+    db.execute("CREATE PUBLICATION leaf FOR TABLE m_1")
+    assert not checks_for(run_doctor(db.dsn, publications=["leaf"]), "table.partitioning")
+
+
+def test_missing_publication_and_slot(db: Database) -> None:
+    checks = run_doctor(db.dsn, publications=["nope"], slots=["nada"])
+    assert one(checks, "publication.exists", "nope").status == "fail"
+    assert one(checks, "slot.exists", "nada").status == "fail"
+    checks = run_doctor(db.dsn)
+    assert one(checks, "publication.exists").status == "warn"  # no publication at all
+
+
+# --------------------------------------------------------------------------- slots
+
+
+def test_inactive_slot_holding_wal(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int, pad text)")
+    catalog.create_slot(db.dsn, "idle")
+    db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 20000) g")
+    low = int(
+        db.execute(  # type: ignore[call-overload]
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) FROM pg_replication_slots "
+            "WHERE slot_name = 'idle'"
+        )[0][0]
+    )
+    facts = catalog.doctor_facts(db.dsn, (), ["idle"])
+    high = int(
+        db.execute(  # type: ignore[call-overload]
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) FROM pg_replication_slots "
+            "WHERE slot_name = 'idle'"
+        )[0][0]
+    )
+    (slot,) = [s for s in facts.slots.slots if s.name == "idle"]
+    assert slot.retained_bytes is not None
+    assert low >= 2_000_000  # the insert wrote a few MB of WAL
+    assert low <= slot.retained_bytes <= high
+    warn = one(doctor.evaluate(facts, wal_warn_bytes=1_000_000), "slot.activity", "idle")
+    assert warn.status == "warn"
+    assert f"({slot.retained_bytes} bytes)" in warn.summary
+    assert warn.fix is not None and "pg_drop_replication_slot('idle')" in warn.fix
+    fine = one(doctor.evaluate(facts), "slot.activity", "idle")  # default threshold 1 GB
+    assert fine.status == "ok" and "inactive" in fine.summary
+    code, out, _ = run_cli(
+        ["doctor", "--slot", "idle", "--wal-warn", "1MB", "--json", "--dsn", db.dsn]
+    )
+    assert code == 0  # a warning does not fail
+    report = orjson.loads(out)
+    assert report["status"] == "warn"
+    assert any(c["id"] == "slot.activity" and c["status"] == "warn" for c in report["checks"])
+
+
+def test_streaming_a_missing_publication(db: Database) -> None:
+    from tests.test_catalog import streaming
+
+    db.execute("CREATE TABLE t (id int primary key); CREATE PUBLICATION gone FOR TABLE t")
+    catalog.create_slot(db.dsn, "s")
+    with streaming(db, "s", "gone"):
+        db.execute("DROP PUBLICATION gone")
+        checks = run_doctor(db.dsn, slots=["s"])
+        check = one(checks, "slot.publication", "s")
+        assert check.status == "fail" and "'gone'" in check.summary
+        assert one(checks, "slot.activity", "s").status == "ok"
+
+
+@pytest.fixture
+def small_keep_server(pg: LocalServer) -> Iterator[LocalServer]:
+    server = start_server(
+        pg.bindir,
+        settings={"max_slot_wal_keep_size": "1MB", "max_wal_size": "32MB", "min_wal_size": "32MB"},
+    )
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+def test_invalidated_slot(small_keep_server: LocalServer) -> None:
+    dsn = small_keep_server.dsn()
+    catalog.create_slot(dsn, "lost")
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE TABLE t (pad text)")
+            for _ in range(60):
+                cur.execute("INSERT INTO t SELECT repeat('x', 1000) FROM generate_series(1, 3000)")
+                cur.execute("SELECT pg_switch_wal()")
+                cur.execute("SELECT wal_status FROM pg_replication_slots")
+                status = cur.fetchone()
+                if status is not None and status[0] == "lost":
+                    break
+                cur.execute("CHECKPOINT")
+            else:
+                pytest.fail("the slot was never invalidated")
+    finally:
+        conn.close()
+    check = one(run_doctor(dsn), "slot.invalidated", "lost")
+    assert check.status == "fail"
+    assert check.fix is not None and "pg_drop_replication_slot('lost')" in check.fix
+
+
+# --------------------------------------------------------------------------- identity command
+
+
+def test_identity_cli_show_and_set(db: Database) -> None:
+    db.execute(
+        'CREATE SCHEMA "My Schema";'
+        'CREATE TABLE "My Schema"."Tab.le" (id int primary key, code int not null, v text);'
+        'CREATE UNIQUE INDEX "Code Idx" ON "My Schema"."Tab.le" (code);'
+        'CREATE PUBLICATION p FOR TABLE "My Schema"."Tab.le"'
+    )
+    table = '"My Schema"."Tab.le"'
+    code, out, err = run_cli(["identity", table, "--dsn", db.dsn])
+    assert code == 0, err
+    assert "DEFAULT" in out and "old key only (id)" in out
+    code, out, err = run_cli(["identity", table, "--set", "full", "--dsn", db.dsn])
+    assert code == 0, err
+    before, after = out.split("after:")
+    assert "old key only (id)" in before and "the full old row" in after
+    code, out, err = run_cli(
+        ["identity", table, "--set", "index", '"Code Idx"', "--json", "--dsn", db.dsn]
+    )
+    assert code == 0, err
+    data = orjson.loads(out)
+    assert data["before"]["mode"] == "full"
+    assert data["after"]["replica_identity"] == "USING INDEX Code Idx"
+    assert data["after"]["key_columns"] == ["code"]
+    assert data["after"]["carries"]["delete"] == "old key only (code)"
+    code, out, err = run_cli(["identity", table, "--set", "nothing", "--dsn", db.dsn])
+    assert code == 1 and "would fail" in err and "--force" in err
+    assert err.count("\n") == 1  # one line, no traceback
+    assert db.execute("SELECT relreplident FROM pg_class WHERE relname = 'Tab.le'") == [("i",)]
+    code, out, err = run_cli(["identity", "no_such_table", "--dsn", db.dsn])
+    assert code == 1 and "does not exist" in err
