@@ -550,6 +550,7 @@ def _byte(buf: bytes, pos: int, where: str) -> int:
 
 _T = TypeVar("_T")
 _UNROLL_MAX = 64
+_MAX_COLUMNS = 1664  # MaxTupleAttributeNumber
 _TupleReader = Callable[[bytes, int], tuple[TupleData, int]]
 _tuple_readers: dict[int, _TupleReader] = {}
 
@@ -639,7 +640,7 @@ def _tuple_reader(natts: int) -> _TupleReader:
     reader = _tuple_readers.get(natts)
     if reader is None:
         reader = _unrolled_reader(natts) if natts <= _UNROLL_MAX else _loop_reader(natts)
-        if natts <= _UNROLL_MAX:
+        if natts <= _MAX_COLUMNS:  # garbage counts above it are not worth remembering
             _tuple_readers[natts] = reader
     return reader
 
@@ -651,7 +652,7 @@ def decode_tuple(buf: bytes, offset: int, where: str) -> tuple[TupleData, int]:
     """
     try:
         natts = (buf[offset] << 8) | buf[offset + 1]
-        tup, pos = _tuple_reader(natts)(buf, offset + 2)
+        tup, pos = (_tuple_readers.get(natts) or _tuple_reader(natts))(buf, offset + 2)
     except (IndexError, struct.error, _BadKind):
         raise _tuple_error(buf, offset, where) from None
     if pos > len(buf):
@@ -763,7 +764,7 @@ def _type(buf: bytes, in_stream: bool) -> Type:
     return Type(xid, type_oid, namespace, name)
 
 
-def _insert(buf: bytes, in_stream: bool) -> Insert:
+def _insert_careful(buf: bytes, in_stream: bool) -> Insert:
     if in_stream:
         try:
             xid, relation_id, marker = _INSERT_STREAM_UNPACK(buf, 1)
@@ -782,10 +783,10 @@ def _insert(buf: bytes, in_stream: bool) -> Insert:
     new, pos = decode_tuple(buf, pos, "Insert.new_tuple")
     if pos != len(buf):
         _end(buf, pos, "Insert")
-    return _make_insert(xid, relation_id, new)
+    return Insert(xid, relation_id, new)
 
 
-def _update(buf: bytes, in_stream: bool) -> Update:
+def _update_careful(buf: bytes, in_stream: bool) -> Update:
     if in_stream:
         try:
             xid, relation_id, marker = _UPDATE_STREAM_UNPACK(buf, 1)
@@ -815,10 +816,10 @@ def _update(buf: bytes, in_stream: bool) -> Update:
     new, pos = decode_tuple(buf, pos, "Update.new_tuple")
     if pos != len(buf):
         _end(buf, pos, "Update")
-    return _make_update(xid, relation_id, old_kind, old, new)
+    return Update(xid, relation_id, old_kind, old, new)
 
 
-def _delete(buf: bytes, in_stream: bool) -> Delete:
+def _delete_careful(buf: bytes, in_stream: bool) -> Delete:
     if in_stream:
         try:
             xid, relation_id, marker = _DELETE_STREAM_UNPACK(buf, 1)
@@ -841,6 +842,95 @@ def _delete(buf: bytes, in_stream: bool) -> Delete:
     old, pos = decode_tuple(buf, pos, "Delete.old_tuple")
     if pos != len(buf):
         _end(buf, pos, "Delete")
+    return Delete(xid, relation_id, old_kind, old)
+
+
+# Insert / Update / Delete are the hot path: one struct read for the fixed head
+# (relation OID, tuple marker, column count), then the tuple reader directly. Any
+# failure falls back to the careful parser above, which raises the precise error; so
+# the fast path only has to be right about what it accepts.
+
+_HEAD = struct.Struct("!IBH").unpack_from  # relation OID, tuple marker, column count
+_STREAM_HEAD = struct.Struct("!IIBH").unpack_from  # xid first, inside a stream
+_MARKER_HEAD = struct.Struct("!BH").unpack_from  # Update's 'N' marker after the old tuple
+
+
+class _Malformed(Exception):
+    """Internal: the fast path saw something the careful parser must explain."""
+
+
+def _insert(buf: bytes, in_stream: bool) -> Insert:
+    try:
+        if in_stream:
+            xid, relation_id, marker, natts = _STREAM_HEAD(buf, 1)
+            pos = 12
+        else:
+            xid = None
+            relation_id, marker, natts = _HEAD(buf, 1)
+            pos = 8
+        if marker != 78:  # 'N'
+            raise _Malformed
+        new, pos = (_tuple_readers.get(natts) or _tuple_reader(natts))(buf, pos)
+        if pos != len(buf):
+            raise _Malformed
+    except (IndexError, struct.error, _BadKind, _Malformed):
+        _insert_careful(buf, in_stream)
+        raise DecodeError("Insert: malformed message") from None  # not reached
+    return _make_insert(xid, relation_id, new)
+
+
+def _update(buf: bytes, in_stream: bool) -> Update:
+    try:
+        if in_stream:
+            xid, relation_id, marker, natts = _STREAM_HEAD(buf, 1)
+            pos = 12
+        else:
+            xid = None
+            relation_id, marker, natts = _HEAD(buf, 1)
+            pos = 8
+        old: TupleData | None
+        if marker == 78:  # 'N': no old tuple
+            old_kind = None
+            old = None
+        elif marker == 75 or marker == 79:  # 'K' key, 'O' old row
+            old_kind = "K" if marker == 75 else "O"
+            old, pos = (_tuple_readers.get(natts) or _tuple_reader(natts))(buf, pos)
+            marker, natts = _MARKER_HEAD(buf, pos)
+            if marker != 78:
+                raise _Malformed
+            pos += 3
+        else:
+            raise _Malformed
+        new, pos = (_tuple_readers.get(natts) or _tuple_reader(natts))(buf, pos)
+        if pos != len(buf):
+            raise _Malformed
+    except (IndexError, struct.error, _BadKind, _Malformed):
+        _update_careful(buf, in_stream)
+        raise DecodeError("Update: malformed message") from None  # not reached
+    return _make_update(xid, relation_id, old_kind, old, new)
+
+
+def _delete(buf: bytes, in_stream: bool) -> Delete:
+    try:
+        if in_stream:
+            xid, relation_id, marker, natts = _STREAM_HEAD(buf, 1)
+            pos = 12
+        else:
+            xid = None
+            relation_id, marker, natts = _HEAD(buf, 1)
+            pos = 8
+        if marker == 75:
+            old_kind = "K"
+        elif marker == 79:
+            old_kind = "O"
+        else:
+            raise _Malformed
+        old, pos = (_tuple_readers.get(natts) or _tuple_reader(natts))(buf, pos)
+        if pos != len(buf):
+            raise _Malformed
+    except (IndexError, struct.error, _BadKind, _Malformed):
+        _delete_careful(buf, in_stream)
+        raise DecodeError("Delete: malformed message") from None  # not reached
     return _make_delete(xid, relation_id, old_kind, old)
 
 

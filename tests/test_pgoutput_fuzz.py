@@ -40,6 +40,8 @@ def _check(decode: Callable[[], object]) -> None:
     except DecodeError as exc:
         text = str(exc)
         assert text and "\n" not in text
+        # the fast paths' fallbacks: the careful parsers must always explain the failure
+        assert "malformed" not in text, text
     else:
         assert isinstance(message, MESSAGE_CLASSES)
 
