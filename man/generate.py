@@ -167,7 +167,7 @@ def options(command: click.Command, ctx: click.Context) -> list[str]:
     for param in command.get_params(ctx):
         if not isinstance(param, click.Option) or param.hidden:
             continue
-        if param.name == "help" and ctx.parent is not None:
+        if ctx.parent is not None and param is command.get_help_option(ctx):
             continue  # every command has --help; the main page says so once
         record = param.get_help_record(ctx)
         if record is None:
