@@ -1,0 +1,157 @@
+"""`pgtail slot ...` in-process through main() against real PostgreSQL 15 and 18."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from pgtail.cli import main
+from tests.conftest import Database
+from tests.test_catalog import streaming, write
+
+
+def run_cli(args: list[str], env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
+    """Run ``pgtail ARGS`` through main(); returns (exit code, stdout, stderr)."""
+    runner = CliRunner()
+    with runner.isolation(env=env) as (out, err, _):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, out.getvalue().decode(), err.getvalue().decode()
+
+
+def test_create_list_info_drop(db: Database) -> None:
+    code, out, err = run_cli(["slot", "create", "app", "--dsn", db.dsn])
+    assert code == 0, err
+    assert out.startswith("created replication slot app (pgoutput) at ")
+    code, out, err = run_cli(["slot", "create", "app", "--dsn", db.dsn])
+    assert code == 1
+    assert (
+        err == "pgtail: error: replication slot 'app' already exists "
+        "(use --if-not-exists, or pick another name)\n"
+    )
+    code, out, _ = run_cli(["slot", "create", "app", "--if-not-exists", "--dsn", db.dsn])
+    assert code == 0 and "already exists" in out
+
+    code, out, _ = run_cli(["slot", "list", "--dsn", db.dsn])
+    assert code == 0
+    header, *rows = out.splitlines()
+    assert header.split()[:5] == ["slot", "plugin", "type", "database", "active"]
+    assert ("inactive_since" in header) == (db.major >= 17)
+    assert any(r.split()[:4] == ["app", "pgoutput", "logical", db.name] for r in rows)
+
+    code, out, _ = run_cli(["slot", "list", "--json", "--dsn", db.dsn])
+    slots = {s["slot_name"]: s for s in orjson.loads(out)}
+    assert slots["app"]["active"] is False and slots["app"]["database"] == db.name
+    assert isinstance(slots["app"]["retained_bytes"], int)
+
+    code, out, _ = run_cli(["slot", "info", "app", "--dsn", db.dsn])
+    assert code == 0 and out.startswith("slot app\n") and "confirmed_flush" in out
+    code, out, _ = run_cli(["slot", "info", "app", "--json", "--dsn", db.dsn])
+    assert orjson.loads(out)["plugin"] == "pgoutput"
+
+    code, out, _ = run_cli(["slot", "drop", "app", "--dsn", db.dsn])
+    assert code == 0 and out == "dropped replication slot app\n"
+    code, out, err = run_cli(["slot", "drop", "app", "--dsn", db.dsn])
+    assert code == 1 and "does not exist" in err
+    code, out, _ = run_cli(["slot", "drop", "app", "--if-exists", "--dsn", db.dsn])
+    assert code == 0 and "nothing to do" in out
+
+
+def test_dsn_from_database_url(db: Database) -> None:
+    code, out, err = run_cli(["slot", "create", "envslot"], env={"DATABASE_URL": db.dsn})
+    assert code == 0, err
+    assert db.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'envslot'") == [
+        (1,)
+    ]
+
+
+def test_unreachable_server_is_one_line() -> None:
+    code, _, err = run_cli(["slot", "list", "--dsn", "host=127.0.0.1 port=1 connect_timeout=2"])
+    assert code == 1
+    assert err.startswith("pgtail: error: cannot reach PostgreSQL") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["Mixed", "with space", "x'); DROP TABLE victim; --"])
+def test_bad_slot_names_fail_safely(db: Database, name: str) -> None:
+    db.execute("CREATE TABLE victim (id int)")
+    code, _, err = run_cli(["slot", "create", name, "--dsn", db.dsn])
+    assert code == 1 and err.startswith("pgtail: error:") and err.count("\n") == 1
+    assert db.execute("SELECT count(*) FROM victim") == [(0,)]
+
+
+def test_drop_force_terminates_walsender(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key); CREATE PUBLICATION p FOR TABLE t")
+    run_cli(["slot", "create", "busy", "--dsn", db.dsn])
+    with streaming(db, "busy", "p") as pid:
+        code, _, err = run_cli(["slot", "drop", "busy", "--dsn", db.dsn])
+        assert code == 1 and f"walsender PID {pid}" in err and "--force" in err
+        code, out, err = run_cli(["slot", "drop", "busy", "--force", "--dsn", db.dsn])
+        assert code == 0, err
+        assert out == (
+            f"terminated walsender PID {pid} that was using slot busy\n"
+            "dropped replication slot busy\n"
+        )
+
+
+def test_advance(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int)")
+    run_cli(["slot", "create", "adv", "--dsn", db.dsn])
+    write(db, "INSERT INTO t SELECT generate_series(1, 100)")
+    target = str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0])
+    code, out, err = run_cli(["slot", "advance", "adv", target, "--dsn", db.dsn])
+    assert code == 0, err
+    assert out.endswith(f" to {target}\n")
+    code, _, err = run_cli(["slot", "advance", "adv", "0/10", "--dsn", db.dsn])
+    assert code == 1 and "backwards" in err
+    code, _, err = run_cli(["slot", "advance", "adv", "garbage", "--dsn", db.dsn])
+    assert code == 1 and "invalid LSN" in err
+
+
+def test_peek_json_does_not_consume(db: Database) -> None:
+    db.execute(
+        'CREATE TABLE "Odd Tab" ("Id" int primary key, v text);'
+        'CREATE PUBLICATION "Odd Pub" FOR TABLE "Odd Tab"'
+    )
+    run_cli(["slot", "create", "pk", "--dsn", db.dsn])
+    write(db, """INSERT INTO "Odd Tab" VALUES (1, 'a')""")
+    write(db, """UPDATE "Odd Tab" SET v = 'b'; DELETE FROM "Odd Tab" """)
+    args = ["slot", "peek", "pk", "--publication", "Odd Pub", "--format", "json", "--dsn", db.dsn]
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    events = [orjson.loads(line) for line in out.splitlines()]
+    assert [(e["op"], e["table"]) for e in events] == [
+        ("insert", "Odd Tab"),
+        ("update", "Odd Tab"),
+        ("delete", "Odd Tab"),
+    ]
+    assert events[0]["new"] == {"Id": 1, "v": "a"}
+    assert events[2]["key"] == {"Id": 1}
+    code, again, _ = run_cli(args)
+    assert again == out  # peeking does not consume
+    code, limited, _ = run_cli([*args, "--limit", "1"])
+    assert [orjson.loads(x)["op"] for x in limited.splitlines()] == ["insert"]
+
+
+def test_peek_sql_and_empty(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key, v text); CREATE PUBLICATION p FOR TABLE t")
+    run_cli(["slot", "create", "pk", "--dsn", db.dsn])
+    code, out, err = run_cli(["slot", "peek", "pk", "--dsn", db.dsn])
+    assert code == 0 and out == "" and "no pending changes" in err
+    write(db, "INSERT INTO t VALUES (1, 'it''s')")
+    code, out, err = run_cli(["slot", "peek", "pk", "--format", "sql", "--dsn", db.dsn])
+    assert code == 0, err
+    assert "INSERT INTO" in out and "'it''s'" in out
+    code, _, err = run_cli(["slot", "peek", "nope", "--dsn", db.dsn])
+    assert code == 1 and "does not exist" in err
+
+
+def test_peek_active_slot_is_refused(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key); CREATE PUBLICATION p FOR TABLE t")
+    run_cli(["slot", "create", "busy", "--dsn", db.dsn])
+    with streaming(db, "busy", "p") as pid:
+        code, _, err = run_cli(["slot", "peek", "busy", "--dsn", db.dsn])
+        assert code == 1 and str(pid) in err and err.count("\n") == 1
