@@ -614,6 +614,11 @@ def stream_demo(demo: Demo, *, fmt: str, duration: float | None) -> int:
     finally:
         if timer is not None:
             timer.cancel()
+    if result.reason == "closed":
+        # the reader went away (| head): keep the interpreter's final flush quiet
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        return 0
     with contextlib.suppress(OSError):
         out.flush()
     if result.reason == "signal" and result.signal is not None and not expired.is_set():
