@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -66,6 +66,7 @@ from pgtail.values import to_text
 CHUNK_ROWS = 500  # rows of one relation buffered before they are printed
 BUFFERED_ROWS = 5000  # rows buffered over all relations before everything is printed
 MIN_COLUMN_WIDTH = 8  # narrower than this for some column: fold the table vertically
+MIN_PAIR_WIDTH = 17  # the same for a column with an ``old → new`` cell
 
 NULL_MARKER = "NULL"
 TOAST_MARKER = "⋯ unchanged toast"
@@ -310,9 +311,9 @@ class TableRenderer:
 
     # -- output helpers
 
-    def _write_lines(self, lines: Iterable[str]) -> None:
+    def _write_lines(self, lines: list[str]) -> None:
         text = "\n".join(lines)
-        if text:
+        if text or lines:
             self._out.write(text.encode("utf-8") + b"\n")
 
     def _header(self, parts: list[str]) -> list[str]:
@@ -401,14 +402,12 @@ class TableRenderer:
             if group.hidden:
                 total = sum(group.hidden.values())
                 ops = ", ".join(f"{n:,} {op}" for op, n in group.hidden.items())
-                lines.append(
-                    " "
-                    + self._paint.paint(
-                        f"… {group.title}: {total:,} more rows not shown ({ops}); "
-                        f"--collapse {self._collapse} rows per table",
-                        "summary",
-                    )
+                text = (
+                    f"… {total:,} more rows of {group.title} not shown ({ops}; "
+                    f"--collapse {self._collapse})"
                 )
+                for line in textwrap.wrap(text, max(self._width - 3, 10), subsequent_indent="  "):
+                    lines.append(" " + self._paint.paint(line, "summary"))
         if tx.prepared:
             lines.append(
                 " " + self._paint.paint("prepared; COMMIT or ROLLBACK PREPARED follows", "summary")
@@ -488,6 +487,8 @@ class TableRenderer:
         new = change.new or {}
         toast = change.unchanged_toast
         changed_only = self._changed_only
+        # under REPLICA IDENTITY FULL every column is flagged as key: none is "the" key
+        keyed = change.table.replica_identity != "full"
         cells = []
         for col in columns:
             name = col.name
@@ -501,7 +502,7 @@ class TableRenderer:
             if old is not None and name in old:
                 before = old[name]
                 if _same_value(before, value):
-                    if changed_only and not col.is_key:
+                    if changed_only and not (keyed and col.is_key):
                         cells.append(BLANK)
                     else:
                         cells.append(value_cell(value, max_width, "unchanged"))
@@ -558,16 +559,17 @@ class TableRenderer:
         indexes = list(range(len(columns)))
         if self._changed_only:
             indexes = [i for i in indexes if any(r[1][i][0] or r[1][i][1] for r in rows)]
+        keyed = table.replica_identity != "full"
         headers: list[Cell] = []
         for i in indexes:
             col = columns[i]
             text, width = truncate(escape_text(col.name), self._max_width)
-            headers.append((width, ((text, "key" if col.is_key else "header"),)))
+            headers.append((width, ((text, "key" if keyed and col.is_key else "header"),)))
         op_width = 6
         widths = [op_width] + [
             max(headers[j][0], max(r[1][i][0] for r in rows)) for j, i in enumerate(indexes)
         ]
-        fitted = _fit_widths(widths, self._width)
+        fitted = _fit_widths(widths, self._width, lambda: self._minimums(rows, indexes))
         if fitted is None:
             return [title, *self._vertical(group, rows, indexes, headers)]
         right = [False] + [columns[i].type_oid in _NUMERIC_OIDS for i in indexes]
@@ -592,6 +594,15 @@ class TableRenderer:
                 )
             lines.append((" " + sep.join(parts)).rstrip(" "))
         return lines
+
+    @staticmethod
+    def _minimums(rows: list[tuple[str, list[Cell]]], indexes: list[int]) -> list[int]:
+        """The narrowest each column may get: more for ``old → new`` cells."""
+        result = [MIN_COLUMN_WIDTH]
+        for i in indexes:
+            pair = any(len(r[1][i][1]) == 3 for r in rows)
+            result.append(MIN_PAIR_WIDTH if pair else MIN_COLUMN_WIDTH)
+        return result
 
     def _vertical(
         self,
@@ -636,17 +647,19 @@ def _pad(text: str, width: int, target: int, right: bool, last: bool = False) ->
     return text if last else text + " " * gap
 
 
-def _fit_widths(widths: list[int], total: int) -> list[int] | None:
+def _fit_widths(
+    widths: list[int], total: int, minimums: Callable[[], list[int]]
+) -> list[int] | None:
     """Column widths that fit ``total`` cells with separators, or None to fold."""
     overhead = 1 + len(SEP) * (len(widths) - 1)
     room = total - overhead
     if sum(widths) <= room:
         return widths
-    minimum = [min(w, MIN_COLUMN_WIDTH) for w in widths]
+    minimum = [min(w, m) for w, m in zip(widths, minimums(), strict=True)]
     if sum(minimum) > room:
         return None
     # the largest cap such that sum(min(w, max(cap, min))) fits
-    low, high = MIN_COLUMN_WIDTH, max(widths)
+    low, high = min(minimum), max(widths)
     while low < high:
         cap = (low + high + 1) // 2
         if sum(min(w, max(cap, m)) for w, m in zip(widths, minimum, strict=True)) <= room:
