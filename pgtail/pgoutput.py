@@ -6,6 +6,19 @@ Field comments quote the protocol documentation ("Logical Replication Message Fo
 The message classes are a contract other layers build on. Below them: one parse
 function per message type, a dispatch table keyed by the type byte (`PARSERS`), the
 pure `parse()`, the stateful `Decoder`, `decode_tuple()` and `pg_timestamp()`.
+
+Decisions the wire format leaves to the reader:
+- Inside a streamed transaction (between Stream Start and Stream Stop) Relation, Type,
+  Insert, Update, Delete, Truncate and Message start with an Int32 xid; the bytes do not
+  say so, the caller does (``in_stream``, tracked by `Decoder`).
+- Stream Abort has abort_lsn and abort_time only in protocol 4 with streaming =
+  parallel, which the message does not announce: 8 bytes after the type byte mean
+  without them, 24 with them. `Decoder` below version 4 accepts only the short form.
+- `parse()` accepts every message of every version; `Decoder(protocol_version)` refuses
+  messages its version cannot carry (stream messages in 1, two-phase messages in 1-2).
+- Every read is bounds-checked: truncated input, unknown bytes, invalid UTF-8 and
+  trailing bytes after a complete message all raise DecodeError naming message and
+  field, never IndexError / struct.error / KeyError / UnicodeDecodeError.
 """
 
 from __future__ import annotations
@@ -868,7 +881,7 @@ def _insert(buf: bytes, in_stream: bool) -> Insert:
             xid = None
             relation_id, marker, natts = _HEAD(buf, 1)
             pos = 8
-        if marker != 78:  # 'N'
+        if marker != TUPLE_NEW:
             raise _Malformed
         new, pos = (_tuple_readers.get(natts) or _tuple_reader(natts))(buf, pos)
         if pos != len(buf):
@@ -889,14 +902,14 @@ def _update(buf: bytes, in_stream: bool) -> Update:
             relation_id, marker, natts = _HEAD(buf, 1)
             pos = 8
         old: TupleData | None
-        if marker == 78:  # 'N': no old tuple
+        if marker == TUPLE_NEW:  # no old tuple
             old_kind = None
             old = None
-        elif marker == 75 or marker == 79:  # 'K' key, 'O' old row
-            old_kind = "K" if marker == 75 else "O"
+        elif marker in (TUPLE_KEY, TUPLE_OLD):
+            old_kind = "K" if marker == TUPLE_KEY else "O"
             old, pos = (_tuple_readers.get(natts) or _tuple_reader(natts))(buf, pos)
             marker, natts = _MARKER_HEAD(buf, pos)
-            if marker != 78:
+            if marker != TUPLE_NEW:
                 raise _Malformed
             pos += 3
         else:
@@ -919,9 +932,9 @@ def _delete(buf: bytes, in_stream: bool) -> Delete:
             xid = None
             relation_id, marker, natts = _HEAD(buf, 1)
             pos = 8
-        if marker == 75:
+        if marker == TUPLE_KEY:
             old_kind = "K"
-        elif marker == 79:
+        elif marker == TUPLE_OLD:
             old_kind = "O"
         else:
             raise _Malformed
