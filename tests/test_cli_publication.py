@@ -1,0 +1,202 @@
+"""`pgtail publication ...` in-process through main() against real PostgreSQL 15 and 18,
+with names that need quoting and injection attempts through names and --where."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from tests.conftest import Database
+from tests.test_cli_slot import run_cli
+
+SETUP = """
+CREATE SCHEMA "My Schema";
+CREATE TABLE "My Schema"."Tab.le" ("Id" int primary key, "Total Amount" numeric, note text);
+CREATE TABLE orders (id int primary key, total numeric, region text);
+CREATE TABLE nokey (a int, b text);
+CREATE TABLE victim (id int primary key);
+INSERT INTO victim VALUES (1);
+"""
+
+
+@pytest.fixture
+def shop(db: Database) -> Database:
+    db.execute(SETUP)
+    return db
+
+
+def state(db: Database) -> tuple[object, ...]:
+    """What an injection could change: publications, tables, victim's rows."""
+    return (
+        db.execute("SELECT pubname FROM pg_publication ORDER BY 1"),
+        db.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace::regnamespace::text "
+            "IN ('public', '\"My Schema\"') ORDER BY 1"
+        ),
+        db.execute("SELECT * FROM victim"),
+    )
+
+
+def test_create_show_list_drop(shop: Database) -> None:
+    code, out, err = run_cli(
+        [
+            "publication", "create", "Shop Pub",
+            "--table", '"My Schema"."Tab.le" ("Id", "Total Amount")',
+            "--where", '"Id" > 10',
+            "--table", "public.orders",
+            "--ops", "insert,update,delete",
+            "--dsn", shop.dsn,
+        ]
+    )  # fmt: skip
+    assert code == 0, err
+    assert out == "created publication Shop Pub: insert, update, delete on 2 table(s)\n"
+
+    code, out, err = run_cli(["publication", "show", "Shop Pub", "--json", "--dsn", shop.dsn])
+    assert code == 0, err
+    pub = orjson.loads(out)
+    assert pub["operations"] == ["insert", "update", "delete"]
+    tables = {(t["schema"], t["table"]): t for t in pub["tables"]}
+    odd = tables[("My Schema", "Tab.le")]
+    assert odd["columns"] == ["Id", "Total Amount"]
+    assert odd["row_filter"] == '("Id" > 10)'
+    assert tables[("public", "orders")]["columns"] is None
+
+    code, out, _ = run_cli(["publication", "show", "Shop Pub", "--dsn", shop.dsn])
+    assert code == 0
+    assert out.startswith("publication Shop Pub\n")
+    assert '"My Schema"."Tab.le"  Id, Total Amount  ("Id" > 10)' in out
+
+    code, out, _ = run_cli(["publication", "list", "--dsn", shop.dsn])
+    header, row = out.splitlines()
+    assert header.split() == ["publication", "owner", "operations", "via_root", "tables", "objects"]
+    assert row.split("  ")[0] == "Shop Pub"
+    assert row.split()[2:6] == ["postgres", "insert,update,delete", "no", "2"]
+    code, out, _ = run_cli(["publication", "list", "--json", "--dsn", shop.dsn])
+    assert [p["name"] for p in orjson.loads(out)] == ["Shop Pub"]
+
+    code, out, _ = run_cli(["publication", "drop", "Shop Pub", "--dsn", shop.dsn])
+    assert code == 0 and out == "dropped publication Shop Pub\n"
+    code, _, err = run_cli(["publication", "drop", "Shop Pub", "--dsn", shop.dsn])
+    assert code == 1 and "does not exist" in err
+    code, out, _ = run_cli(["publication", "drop", "Shop Pub", "--if-exists", "--dsn", shop.dsn])
+    assert code == 0 and "nothing to do" in out
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "true); DROP TABLE victim; --",
+        "true); DELETE FROM victim; SELECT (true",
+        "id > 0; DROP TABLE victim",
+        "id = 1 /* ) */",
+        "id > (SELECT 0)",
+        "id IN (SELECT id FROM victim)",
+        "nosuchcolumn = 1",
+    ],
+)
+def test_where_injection_fails_safely(shop: Database, where: str) -> None:
+    before = state(shop)
+    code, out, err = run_cli(
+        [
+            "publication", "create", "inj", "--table", "victim", "--where", where,
+            "--ops", "insert", "--dsn", shop.dsn,
+        ]
+    )  # fmt: skip
+    assert code == 1, out
+    assert err.startswith("pgtail: error:") and err.count("\n") == 1
+    assert state(shop) == before
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "victim; DROP TABLE victim",
+        'victim"; DROP TABLE victim; --',
+        "victim) WHERE (true); DROP TABLE victim; --",
+        "public.victim(id); DROP TABLE victim",
+    ],
+)
+def test_table_injection_fails_safely(shop: Database, table: str) -> None:
+    before = state(shop)
+    code, _, err = run_cli(["publication", "create", "inj", "--table", table, "--dsn", shop.dsn])
+    assert code == 1 and err.count("\n") == 1
+    assert state(shop) == before
+
+
+def test_name_injection_is_only_a_name(shop: Database) -> None:
+    name = "x; DROP TABLE victim; --"
+    before = state(shop)
+    code, _, err = run_cli(["publication", "create", name, "--table", "victim", "--dsn", shop.dsn])
+    assert code == 0, err
+    assert shop.execute("SELECT pubname FROM pg_publication") == [(name,)]
+    assert state(shop)[1:] == before[1:]
+    code, _, _ = run_cli(["publication", "drop", name, "--dsn", shop.dsn])
+    assert code == 0 and state(shop) == before
+
+
+def test_replica_identity_refusal_and_force(shop: Database) -> None:
+    code, _, err = run_cli(["publication", "create", "p", "--table", "nokey", "--dsn", shop.dsn])
+    assert code == 1
+    assert "UPDATE and DELETE on public.nokey fail" in err
+    assert "ALTER TABLE public.nokey REPLICA IDENTITY FULL;" in err
+    assert shop.execute("SELECT count(*) FROM pg_publication") == [(0,)]
+    code, out, err = run_cli(
+        ["publication", "create", "p", "--table", "nokey", "--force", "--dsn", shop.dsn]
+    )
+    assert code == 0
+    assert err.startswith("warning: UPDATE and DELETE on public.nokey fail")
+    assert out.startswith("created publication p")
+    code, _, err = run_cli(
+        ["publication", "create", "q", "--table", "nokey", "--ops", "insert", "--dsn", shop.dsn]
+    )
+    assert code == 0 and err == ""
+
+
+def test_add_remove_schema(shop: Database) -> None:
+    assert run_cli(["publication", "create", "p", "--dsn", shop.dsn])[0] == 0
+    code, out, err = run_cli(
+        ["publication", "add", "p", "--schema", '"My Schema"', "--table", "orders",
+         "--dsn", shop.dsn]
+    )  # fmt: skip
+    assert code == 0, err
+    assert out == "altered publication p: insert, update, delete, truncate on 2 table(s)\n"
+    code, out, _ = run_cli(["publication", "show", "p", "--json", "--dsn", shop.dsn])
+    pub = orjson.loads(out)
+    assert pub["schemas"] == ["My Schema"]
+    assert sorted(pub["published_tables"]) == ['"My Schema"."Tab.le"', "public.orders"]
+    code, _, err = run_cli(["publication", "add", "p", "--table", "nokey", "--dsn", shop.dsn])
+    assert code == 1 and "nokey" in err
+    code, out, err = run_cli(
+        ["publication", "remove", "p", "--schema", '"My Schema"', "--dsn", shop.dsn]
+    )
+    assert code == 0, err
+    assert "on 1 table(s)" in out
+    code, _, err = run_cli(["publication", "add", "p", "--dsn", shop.dsn])
+    assert code == 1 and "nothing to change" in err
+    code, _, err = run_cli(["publication", "add", "nope", "--table", "orders", "--dsn", shop.dsn])
+    assert code == 1 and "does not exist" in err
+
+
+def test_usage_errors(shop: Database) -> None:
+    code, _, err = run_cli(["publication", "create", "p", "--ops", "upsert", "--dsn", shop.dsn])
+    assert code == 2 and "upsert" in err
+    code, _, err = run_cli(["publication", "create", "p", "--where", "true", "--dsn", shop.dsn])
+    assert code == 1 and "more --where than --table" in err
+    code, _, err = run_cli(
+        ["publication", "create", "p", "--all-tables", "--table", "orders", "--dsn", shop.dsn]
+    )
+    assert code == 1 and "--all-tables" in err
+
+
+def test_via_partition_root_flag(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE m (id int, at date, primary key (id, at)) PARTITION BY RANGE (at);"
+        "CREATE TABLE m_1 PARTITION OF m FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')"
+    )
+    code, _, err = run_cli(
+        ["publication", "create", "r", "--table", "m", "--via-partition-root", "--dsn", db.dsn]
+    )
+    assert code == 0, err
+    pub = orjson.loads(run_cli(["publication", "show", "r", "--json", "--dsn", db.dsn])[1])
+    assert pub["publish_via_partition_root"] is True
+    assert pub["published_tables"] == ["public.m"]
