@@ -6,8 +6,6 @@ One session-scoped ``local[2]`` SparkSession serves every test (Spark starts slo
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,7 +23,6 @@ import pytest  # noqa: E402
 from pgtail.errors import (  # noqa: E402
     ConfigurationError,
     DataLossError,
-    PgtailError,
     PublicationError,
     SlotError,
 )
@@ -60,6 +57,16 @@ def confirmed(db: Any, slot: str = "s") -> int:
         "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (slot,)
     )
     return parse_lsn(str(rows[0][0]))
+
+
+def settle(db: Any) -> None:
+    """Wait until WAL written so far is flushed (the test servers commit asynchronously)."""
+    target = parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
+    for _ in range(200):
+        if parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0])) >= target:
+            return
+        time.sleep(0.02)
+    raise AssertionError("WAL not flushed")
 
 
 def setup_source(db: Any, slot: str = "s", publication: str = "p") -> None:
@@ -174,3 +181,187 @@ def test_batch_read_peeks_pending_changes_without_moving_the_slot(spark: Any, db
     # A batch read only peeks.
     assert confirmed(db15) == before
     assert df.count() == len(rows)
+
+
+# --- streaming ----------------------------------------------------------------
+
+
+def rows_of_table(db: Any, table: str) -> list[dict[str, Any]]:
+    conn = db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT * FROM {table}")
+            names = [d[0] for d in cur.description]
+            result = []
+            for row in cur.fetchall():
+                values = {}
+                for name, value in zip(names, row, strict=True):
+                    values[name] = str(value) if isinstance(value, Decimal) else value
+                result.append(values)
+            return result
+    finally:
+        conn.close()
+
+
+def parquet_rows(spark: Any, path: Path) -> list[dict[str, Any]]:
+    return [r.asDict() for r in spark.read.parquet(str(path)).collect()]
+
+
+def key_sorted(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
+
+
+def test_available_now_runs_deliver_each_change_once_and_materialize(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    from pgtail.spark.pipeline import materialize, run
+
+    setup_source(db15)
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    start = confirmed(db15)
+    first_workload(db15)
+    pending = spark.read.format("pgoutput").options(**options(db15)).load().count()
+
+    result = run(spark, options=options(db15), output=out, checkpoint=chk)
+    assert result.rows == pending
+    log1 = read_log(spark, out)
+    assert len(log1) == pending
+    after_first = confirmed(db15)
+    assert after_first > start
+    assert after_first >= max(r["end_lsn"] for r in log1)
+
+    # Nothing new: a second run adds nothing and leaves the slot.
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    assert len(read_log(spark, out)) == pending
+
+    second_workload(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    log2 = read_log(spark, out)
+    ids = change_ids(log2)
+    assert len(ids) == len(set(ids))
+    assert ids[: len(log1)] == change_ids(log1)
+    new = log2[len(log1) :]
+    assert [r["op"] for r in new if r["table"] == "notes"] == ["truncate", "insert"]
+    toast = [r for r in new if r["unchanged_toast"]]
+    assert toast and toast[0]["unchanged_toast"] == ["doc"]
+    assert confirmed(db15) > after_first
+
+    current = tmp_path / "current"
+    counts = materialize(spark, out, current)
+    items = rows_of_table(db15, "items")
+    notes = rows_of_table(db15, "notes")
+    assert counts == {"public.items": len(items), "public.notes": len(notes)}
+    assert key_sorted(parquet_rows(spark, current / "public.items"), ("id",)) == key_sorted(
+        items, ("id",)
+    )
+    assert key_sorted(parquet_rows(spark, current / "public.notes"), ("a", "b")) == key_sorted(
+        notes, ("a", "b")
+    )
+
+
+def test_slot_moves_only_after_spark_commits(spark: Any, db15: Any, tmp_path: Path) -> None:
+    from pgtail.spark.source import PgoutputStreamReader
+
+    setup_source(db15)
+    first_workload(db15)
+    settle(db15)
+    start = confirmed(db15)
+    reader = PgoutputStreamReader(parse_options(options(db15)))
+    try:
+        begin = reader.initialOffset()
+        assert begin == {"slots": {"s": start}}
+        end = reader.latestOffset(begin, reader.getDefaultReadLimit())
+        assert end["slots"]["s"] > start
+        parts = reader.partitions(begin, end)
+        batches = [b for p in parts for b in reader.read(p)]
+        assert sum(b.num_rows for b in batches) == 20 + 5 + 3 + 3 + 2
+        assert confirmed(db15) == start  # read only peeks
+        reader.commit(end)
+        assert confirmed(db15) == end["slots"]["s"]
+        reader.commit(end)  # idempotent
+        reader.commit(begin)  # never backwards
+        assert confirmed(db15) == end["slots"]["s"]
+        # A replay of the committed batch now means data loss.
+        with pytest.raises(DataLossError, match="replication slot 's' is already at"):
+            list(reader.read(parts[0]))
+        assert reader.latestOffset(end, reader.getDefaultReadLimit()) == end
+    finally:
+        reader.stop()
+
+
+def test_max_bytes_per_trigger_splits_into_batches(spark: Any, db15: Any, tmp_path: Path) -> None:
+    from pgtail.spark.pipeline import run
+
+    setup_source(db15)
+    for i in range(30):
+        db15.execute(
+            "INSERT INTO items SELECT g, repeat('x', 200), g, true, NULL "
+            "FROM generate_series(%s, %s) g",
+            (i * 10, i * 10 + 9),
+        )
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    result = run(
+        spark,
+        options=options(db15, maxBytesPerTrigger="8192"),
+        output=out,
+        checkpoint=chk,
+    )
+    assert result.batches > 3
+    log = read_log(spark, out)
+    assert sorted(orjson.loads(r["key"])["id"] for r in log) == list(range(300))
+
+
+def test_data_loss_is_detected(spark: Any, db15: Any, tmp_path: Path) -> None:
+    from pgtail.spark.pipeline import run
+
+    setup_source(db15)
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    first_workload(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("INSERT INTO items VALUES (1000, 'lost', 1, true, NULL)")
+    settle(db15)
+    # Someone else consumes the slot.
+    db15.execute(
+        "SELECT count(*) FROM pg_logical_slot_get_binary_changes('s', NULL, NULL,"
+        " 'proto_version', '1', 'publication_names', 'p')"
+    )
+    db15.execute("INSERT INTO items VALUES (1001, 'after', 1, true, NULL)")
+    with pytest.raises(DataLossError, match=r"'s' is already at .* past the batch start"):
+        run(spark, options=options(db15), output=out, checkpoint=chk)
+    run(spark, options=options(db15, failOnDataLoss="false"), output=out, checkpoint=chk)
+    keys = [orjson.loads(r["key"])["id"] for r in read_log(spark, out) if r["table"] == "items"]
+    assert 1001 in keys and 1000 not in keys
+
+
+def test_missing_slot_and_publication(spark: Any, db15: Any, tmp_path: Path) -> None:
+    from pgtail.spark.pipeline import run
+
+    setup_source(db15)
+    with pytest.raises(SlotError, match="replication slot 'nope' does not exist"):
+        run(
+            spark,
+            options={**options(db15), "slot": "nope"},
+            output=tmp_path / "o",
+            checkpoint=tmp_path / "c",
+        )
+    with pytest.raises(PublicationError, match="publication 'nopub' does not exist"):
+        run(
+            spark,
+            options={**options(db15), "publication": "nopub"},
+            output=tmp_path / "o",
+            checkpoint=tmp_path / "c",
+        )
+    with pytest.raises(ConfigurationError, match="unknown option"):
+        run(
+            spark,
+            options={**options(db15), "bogus": "1"},
+            output=tmp_path / "o",
+            checkpoint=tmp_path / "c",
+        )
+    # Inside Spark (batch read): the error comes back as itself.
+    from pgtail.spark.pipeline import translate_spark_error
+
+    with pytest.raises(Exception) as info:
+        spark.read.format("pgoutput").options(**{**options(db15), "slot": "nope"}).load().count()
+    err = translate_spark_error(info.value)
+    assert isinstance(err, SlotError) and "does not exist" in str(err)

@@ -120,6 +120,48 @@ def validate_source(options: Mapping[str, str]) -> None:
         driver.close()
 
 
+def committed_offset(checkpoint: str | Path) -> dict[str, int] | None:
+    """The slot positions of the last batch a checkpoint has committed to its sink, or None.
+
+    Spark tells a source about a finished batch only when it plans the next one, so the
+    last batch of an ``available-now`` run would otherwise stay unconfirmed on the slot.
+    """
+    import json
+
+    root = Path(checkpoint)
+    commits = [int(p.name) for p in (root / "commits").glob("*") if p.name.isdigit()]
+    if not commits:
+        return None
+    offsets = root / "offsets" / str(max(commits))
+    if not offsets.exists():
+        return None
+    for line in offsets.read_text().splitlines():
+        if line.startswith("{") and '"slots"' in line:
+            try:
+                parsed = json.loads(line)
+            except ValueError:
+                continue
+            slots = parsed.get("slots")
+            if isinstance(slots, dict):
+                return {str(k): int(v) for k, v in slots.items()}
+    return None
+
+
+def commit_checkpoint(options: Mapping[str, str], checkpoint: str | Path) -> dict[str, int] | None:
+    """Advance the slot(s) to the last batch the checkpoint has committed (forward only)."""
+    from pgtail.spark.source import _Driver, parse_options
+
+    positions = committed_offset(checkpoint)
+    if positions is None:
+        return None
+    driver = _Driver(parse_options(options))
+    try:
+        driver.commit(positions)
+    finally:
+        driver.close()
+    return positions
+
+
 def run(
     spark: Any,
     *,
@@ -173,7 +215,9 @@ def run(
                 break
     except KeyboardInterrupt:
         query.stop()
+        commit_checkpoint(options, checkpoint)
         raise
+    commit_checkpoint(options, checkpoint)
     return RunResult(batches=batches, rows=rows)
 
 
@@ -274,8 +318,9 @@ def _state_frame(spark: Any, changes: Any) -> Any:
             ]
         )
     )
-    targets_udf = F.udf(targets, target_type)
-    fold_udf = F.udf(fold, T.StringType())
+    # Plain (pickled) Python UDFs: no pandas needed on the executors.
+    targets_udf = F.udf(lambda *a: targets(*a), target_type, useArrow=False)
+    fold_udf = F.udf(lambda h: fold(h), T.StringType(), useArrow=False)
     exploded = live.select(
         *PARTITION_COLUMNS,
         "commit_lsn",

@@ -317,14 +317,19 @@ class _Driver:
         return positions
 
     def latest(
-        self, start: Mapping[str, int], max_bytes: int | None, caps: Mapping[str, int] | None
+        self,
+        start: Mapping[str, int],
+        max_bytes: int | None,
+        caps: Mapping[str, int] | None,
+        *,
+        wait: bool = False,
     ) -> dict[str, int]:
         """The end offset of the next batch for each slot (see the module docstring)."""
         from pgtail.spark import sql
 
         positions = self.validate()
         conn = self.connection()
-        flushed = sql.wal_position(conn)
+        flushed = sql.wait_flushed(conn) if wait else sql.wal_position(conn)
         result: dict[str, int] = {}
         for spec in self.settings.slots:
             confirmed = positions[spec.name]
@@ -425,14 +430,16 @@ class PgoutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from pgtail.spark import sql
 
         self._driver.validate()
-        flushed = sql.wal_position(self._driver.connection())
+        flushed = sql.wait_flushed(self._driver.connection())
         self._target = {spec.name: flushed for spec in self._driver.settings.slots}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[SlotPartition]:
         return self._driver.partitions(_positions(start), _positions(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SlotPartition)
+        # Spark hands an InputPartition(None) when there was nothing to plan.
+        if not isinstance(partition, SlotPartition):
+            return iter(())
         return read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -455,14 +462,16 @@ class PgoutputBatchReader(DataSourceReader):
             if self._settings.ending_lsn is not None:
                 end = {name: self._settings.ending_lsn for name in start}
             else:
-                end = driver.latest(start, None, None)
+                end = driver.latest(start, None, None, wait=True)
                 # A batch read may stop anywhere flushed: no idle rule needed.
             return driver.partitions(start, end)
         finally:
             driver.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SlotPartition)
+        # Spark hands an InputPartition(None) when there was nothing to plan.
+        if not isinstance(partition, SlotPartition):
+            return iter(())
         return read_partition(partition)
 
 

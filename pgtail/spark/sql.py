@@ -185,6 +185,27 @@ def wal_position(conn: psycopg2.extensions.connection) -> int:
     return parse_lsn(row[0])
 
 
+def wait_flushed(conn: psycopg2.extensions.connection, timeout: float = 1.0) -> int:
+    """The flushed WAL position once it has reached what was written when called (so
+    asynchronously committed transactions count as available), or after ``timeout``."""
+    import time
+
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
+            " ELSE pg_current_wal_insert_lsn() END)::text"
+        )
+        row = cur.fetchone()
+    assert row is not None
+    written = parse_lsn(row[0])
+    deadline = time.monotonic() + timeout
+    while True:
+        flushed = wal_position(conn)
+        if flushed >= written or time.monotonic() > deadline:
+            return flushed
+        time.sleep(0.02)
+
+
 _PEEK = sql.SQL(
     "SELECT {what} FROM pg_logical_slot_peek_binary_changes("
     "%s, %s::pg_lsn, NULL, VARIADIC %s::text[])"
