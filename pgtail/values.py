@@ -678,9 +678,50 @@ _TIMESTAMPTZ_RE = re.compile(
 )
 
 
+_ZONE_OFFSETS: dict[str, timedelta] = {}
+_UTC_HEADS: dict[str, str] = {}
+
+
+def _zone_offset(zone: str) -> timedelta:
+    """ "+05:30" / "-04" / "-04:56:02" -> the offset east of UTC (cached: few distinct)."""
+    offset = _ZONE_OFFSETS.get(zone)
+    if offset is None:
+        parts = [int(p) for p in zone[1:].split(":")] + [0, 0]
+        offset = timedelta(hours=parts[0], minutes=parts[1], seconds=parts[2])
+        if zone[0] == "-":
+            offset = -offset
+        if len(_ZONE_OFFSETS) < 1024:
+            _ZONE_OFFSETS[zone] = offset
+    return offset
+
+
 def _timestamptz_str(text: str) -> str:
     if text.endswith("+00"):
         return text[:-3].replace(" ", "T", 1) + "+00:00"
+    if text[4:5] == "-" and text[10:11] == " " and text[-3:] != " BC":
+        # A 4-digit AD year in another session TimeZone. A whole-hour (or whole-minute)
+        # offset only changes the text up to the hour (minute): convert and cache that head.
+        if text[-3] in "+-":
+            head, zone = 13, text[-3:]
+        elif text[-6] in "+-":
+            head, zone = 16, text[-6:]
+        else:
+            head, zone = 0, ""
+        if head:
+            key = text[:head] + zone
+            utc_head = _UTC_HEADS.get(key)
+            if utc_head is None:
+                try:
+                    moment = datetime.fromisoformat(text[:16]) - _zone_offset(zone)
+                except (ValueError, OverflowError):
+                    moment = None  # year 1 or 9999 crossed: the general path below
+                if moment is not None:
+                    utc_head = moment.isoformat()[:head]
+                    if len(_UTC_HEADS) >= 4096:
+                        _UTC_HEADS.clear()
+                    _UTC_HEADS[key] = utc_head
+            if utc_head is not None:
+                return utc_head + text[head : -len(zone)] + "+00:00"
     match = _TIMESTAMPTZ_RE.fullmatch(text)
     if match is None:
         if text in ("infinity", "-infinity"):
