@@ -21,6 +21,7 @@ from test_pgoutput import (
     update,
 )
 
+from pgtail import pgoutput
 from pgtail.errors import DecodeError
 from pgtail.pgoutput import Decoder, Insert, Message, Update, decode_tuple, parse
 
@@ -143,6 +144,40 @@ def test_row_messages_round_trip(
     assert parse(payload, in_stream=in_stream) == Update(
         xid, relation_id, "O", expected_tuple(*old), expected_tuple(*new)
     )
+
+
+ROW_PARSERS = {
+    ord("I"): (pgoutput._insert, pgoutput._insert_careful),
+    ord("U"): (pgoutput._update, pgoutput._update_careful),
+    ord("D"): (pgoutput._delete, pgoutput._delete_careful),
+}
+
+
+@FUZZ
+@given(
+    st.one_of(
+        mutated_messages(),
+        st.sampled_from([p for p, _ in VALID_MESSAGES]),
+        st.builds(
+            lambda k, body: bytes([k]) + body, st.sampled_from(b"IUD"), st.binary(max_size=60)
+        ),
+    )
+)
+def test_fast_and_careful_row_parsers_agree(payload: bytes) -> None:
+    """Insert/Update/Delete have a fast path and a careful parser that explains errors:
+    on any input both accept the same messages with the same result, or both refuse."""
+    if not payload or payload[0] not in ROW_PARSERS:
+        return
+    fast, careful = ROW_PARSERS[payload[0]]
+    for in_stream in (False, True):
+        try:
+            expected = careful(payload, in_stream)
+        except DecodeError as exc:
+            with pytest.raises(DecodeError) as info:
+                fast(payload, in_stream)
+            assert str(info.value) == str(exc)
+        else:
+            assert fast(payload, in_stream) == expected
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
