@@ -405,20 +405,22 @@ class OutputState:
 
     def load(self, log: Logger) -> None:
         try:
-            data = json.loads(self.state_path.read_text())
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError):
-            log(f"pgtail: warning: ignoring unreadable {self.state_path}")
-            return
-        if data.get("slot") != self.slot:
-            return  # another slot's stream: positions are not comparable
-        self.position = int(data.get("position", 0))
-        recorded = int(data.get("size", 0))
-        try:
             actual = self.path.stat().st_size
         except FileNotFoundError:
             actual = 0
+        try:
+            data = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            data = None
+        except (OSError, ValueError):
+            log(f"pgtail: warning: ignoring unreadable {self.state_path}")
+            data = None
+        if data is None or data.get("slot") != self.slot:
+            # a fresh start for this slot: whatever is in the file now is not ours to cut
+            self.save(0, actual)
+            return
+        self.position = int(data.get("position", 0))
+        recorded = int(data.get("size", 0))
         if actual > recorded:
             # written but never recorded (hence never confirmed): the server sends it again
             with open(self.path, "r+b") as fh:
@@ -431,6 +433,7 @@ class OutputState:
         self.size = min(actual, recorded)
 
     def save(self, position: int, size: int) -> None:
+        """Record that the file ends, at ``size`` bytes, with everything up to ``position``."""
         self.position = max(self.position, position)
         self.size = size
         tmp = self.state_path.with_name(self.state_path.name + ".tmp")
@@ -451,7 +454,9 @@ class OutputState:
 class _Batch:
     items: list[Any]
     confirm_lsn: int  # end LSN of the last transaction completed in this batch (0: none)
-    position: int  # stream position after this batch (for --output dedupe)
+    # stream position after this batch; nonzero only when the batch ends exactly at the end
+    # of a transaction or a non-transactional message (the --output file is cut there)
+    position: int
     transactions: int
     changes: int
 
@@ -491,6 +496,7 @@ class _Writer(threading.Thread):
         self.closed = False  # the reader of our output went away (EPIPE)
         self.error: BaseException | None = None
         self.finished = threading.Event()
+        self._boundary: tuple[int, int] | None = None  # (position, file offset) at its end
 
     @property
     def failed(self) -> bool:
@@ -527,6 +533,8 @@ class _Writer(threading.Thread):
                 render = self._render
                 for obj in batch.items:
                     render(obj)
+                if batch.position and self._state is not None:
+                    self._boundary = (batch.position, self._out.tell())
                 pending.append(batch)
                 if time.monotonic() - last_flush >= 0.5:
                     self._flush(pending)
@@ -552,9 +560,9 @@ class _Writer(threading.Thread):
         if self._fsync:
             os.fsync(self._out.fileno())
         confirm = max(b.confirm_lsn for b in pending)
-        if self._state is not None:
-            position = max(b.position for b in pending)
-            self._state.save(position, os.fstat(self._out.fileno()).st_size)
+        if self._state is not None and self._boundary is not None:
+            self._state.save(*self._boundary)
+            self._boundary = None
         with self._lock:
             if confirm:
                 self._feedback.written(confirm)
@@ -913,8 +921,7 @@ class _Stream:
                         confirm = position = event.tx.end_lsn
                         txs += 1
                         items.append(event)
-                        if len(items) >= _BATCH:
-                            flush_items()
+                        flush_items()  # batches end at transaction boundaries
                         continue
                     elif isinstance(event, ch.CommitPrepared | ch.RollbackPrepared):
                         pos = (
@@ -930,6 +937,7 @@ class _Stream:
                         confirm = position = pos
                         txs += 1
                         items.append(event)
+                        flush_items()
                         continue
                     elif isinstance(event, Message) and event.tx is None:
                         lsn = event.lsn
@@ -939,6 +947,15 @@ class _Stream:
                         if lsn + 1 <= skip_upto:
                             continue
                         position = lsn + 1
+                        kept_message = flt.apply(event) if flt is not None else event
+                        if kept_message is not None:
+                            items.append(kept_message)
+                            nchanges += 1
+                            self.changes_seen += 1
+                        flush_items()
+                        if max_changes is not None and self.changes_seen >= max_changes:
+                            raise _Stop("max_changes")
+                        continue
                 if flt is not None:
                     kept = flt.apply(event)
                     if kept is None:
@@ -1121,7 +1138,11 @@ def run(
         stream.preflight()
         target = out
         if config.output is not None:
-            state = OutputState(config.output, stream.slot) if not stream.temporary else None
+            state = (
+                OutputState(config.output, stream.slot)
+                if not stream.temporary and config.format != "raw"
+                else None
+            )
             if state is not None:
                 state.load(logger)
                 stream.skip_upto = state.position
