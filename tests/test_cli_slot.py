@@ -155,3 +155,13 @@ def test_peek_active_slot_is_refused(db: Database) -> None:
     with streaming(db, "busy", "p") as pid:
         code, _, err = run_cli(["slot", "peek", "busy", "--dsn", db.dsn])
         assert code == 1 and str(pid) in err and err.count("\n") == 1
+
+
+def test_terminal_table_shows_names_literally(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pgtail.cli import slot_cmd
+
+    monkeypatch.setattr(slot_cmd, "stdout_is_terminal", lambda: True)
+    with CliRunner().isolation() as (out, _, _):
+        slot_cmd.print_table(["name", "value"], [["[bold]x[/bold]", "1"]], title="things")
+        text = out.getvalue().decode()
+    assert "[bold]x[/bold]" in text and "things" in text and "━" in text

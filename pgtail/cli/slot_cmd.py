@@ -51,12 +51,13 @@ def print_table(
     if stdout_is_terminal():
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
         for header in headers:
             table.add_column(header, overflow="fold")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for cell in row))  # names are data, not rich markup
         Console().print(table)
         return
     if title:
