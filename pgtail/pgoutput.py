@@ -860,8 +860,9 @@ def _delete_careful(buf: bytes, in_stream: bool) -> Delete:
 
 # Insert / Update / Delete are the hot path: one struct read for the fixed head
 # (relation OID, tuple marker, column count), then the tuple reader directly. Any
-# failure falls back to the careful parser above, which raises the precise error; so
-# the fast path only has to be right about what it accepts.
+# failure falls back to the careful parser above, which raises the precise error (a
+# property test checks both agree on every input); so the fast path only has to be
+# right about what it accepts.
 
 _HEAD = struct.Struct("!IBH").unpack_from  # relation OID, tuple marker, column count
 _STREAM_HEAD = struct.Struct("!IIBH").unpack_from  # xid first, inside a stream
@@ -887,8 +888,7 @@ def _insert(buf: bytes, in_stream: bool) -> Insert:
         if pos != len(buf):
             raise _Malformed
     except (IndexError, struct.error, _BadKind, _Malformed):
-        _insert_careful(buf, in_stream)
-        raise DecodeError("Insert: malformed message") from None  # not reached
+        return _insert_careful(buf, in_stream)  # raises the precise DecodeError
     return _make_insert(xid, relation_id, new)
 
 
@@ -918,8 +918,7 @@ def _update(buf: bytes, in_stream: bool) -> Update:
         if pos != len(buf):
             raise _Malformed
     except (IndexError, struct.error, _BadKind, _Malformed):
-        _update_careful(buf, in_stream)
-        raise DecodeError("Update: malformed message") from None  # not reached
+        return _update_careful(buf, in_stream)  # raises the precise DecodeError
     return _make_update(xid, relation_id, old_kind, old, new)
 
 
@@ -942,8 +941,7 @@ def _delete(buf: bytes, in_stream: bool) -> Delete:
         if pos != len(buf):
             raise _Malformed
     except (IndexError, struct.error, _BadKind, _Malformed):
-        _delete_careful(buf, in_stream)
-        raise DecodeError("Delete: malformed message") from None  # not reached
+        return _delete_careful(buf, in_stream)  # raises the precise DecodeError
     return _make_delete(xid, relation_id, old_kind, old)
 
 
