@@ -205,3 +205,36 @@ def test_readme_starts_with_the_two_commands() -> None:
     for script in (".ci/demo", ".ci/run", ".ci/setup"):
         assert (ROOT / script).exists()
         assert os.access(ROOT / script, os.R_OK)
+
+
+# fixed fragments of the error messages the README's troubleshooting table quotes
+TROUBLESHOOTING = [
+    "cannot reach PostgreSQL at",
+    "authentication failed for",
+    "the server refused the connection",
+    "the role may not open a replication connection",
+    "logical replication needs 'logical'",
+    "lacks the REPLICATION attribute",
+    "does not exist",
+    "is active for PID",
+    "not pgoutput",
+    "belongs to database",
+    "has lost WAL it needs (wal_status = lost)",
+    "all replication slots are in use",
+    "has no publication",
+    "choose with --publication",
+    "pgoutput protocol version",
+    "an LSN looks like 16/B374D848",
+    "the temporary slot went",
+    "could not",
+    "needs PostgreSQL server binaries and found none",
+]
+
+
+def test_troubleshooting_quotes_real_messages() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Troubleshooting") :]
+    sources = "\n".join(p.read_text() for p in (ROOT / "pgtail").rglob("*.py"))
+    for fragment in TROUBLESHOOTING:
+        assert fragment in section, f"README troubleshooting lost {fragment!r}"
+        assert fragment in sources, f"no pgtail message contains {fragment!r} any more"
