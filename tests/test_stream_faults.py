@@ -1,0 +1,205 @@
+"""Faults a real network and server produce: a connection cut mid-stream (through a TCP
+proxy) and a server restart. pgtail reconnects, resumes, and loses nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import psycopg2
+import pytest
+from conftest import PG15_BINDIR, TEST_SETTINGS, Database
+from proxy import Proxy
+
+from pgtail.lsn import format_lsn, parse_lsn
+from pgtail.server import embedded_bindir, start_server
+
+PY = sys.executable
+
+
+def setup(db: Any) -> None:
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    db.execute("CREATE PUBLICATION pub FOR TABLE t")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+
+
+def insert_lsn(db: Any) -> int:
+    return parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
+
+
+def confirmed(db: Any) -> int:
+    rows = db.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots")
+    return parse_lsn(str(rows[0][0]))
+
+
+def wait_active(db: Any, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = 's'") == [
+                (True,)
+            ]:
+                return
+        except Exception:
+            pass  # the server may be restarting
+        time.sleep(0.05)
+    raise AssertionError("slot never became active")
+
+
+class LineCollector:
+    """Reads pgtail's stdout in the background."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self._proc = proc
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self.lines.append(orjson.loads(line))
+
+    def wait_for(self, count: int, timeout: float = 60) -> None:
+        deadline = time.time() + timeout
+        while len(self.lines) < count and time.time() < deadline:
+            time.sleep(0.02)
+        assert len(self.lines) >= count, (len(self.lines), count)
+
+    def join(self) -> None:
+        self._thread.join(30)
+
+
+def test_connection_cut_mid_stream_reconnects_without_loss(db: Any) -> None:
+    setup(db)
+    with Proxy(db.server.port) as proxy:
+        dsn = f"host=127.0.0.1 port={proxy.port} dbname={db.name} user={db.server.user}"
+        proc = subprocess.Popen(
+            [
+                PY,
+                "-m",
+                "pgtail",
+                "stream",
+                "--dsn",
+                dsn,
+                "--slot",
+                "s",
+                "--publication",
+                "pub",
+                "--format",
+                "json",
+                "--status-interval",
+                "1",
+                "--idle-exit",
+                "30",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            collector = LineCollector(proc)
+            wait_active(db)
+            total = 0
+            conn = db.connect()
+            cur = conn.cursor()
+            for round_ in range(3):
+                for _ in range(300):
+                    cur.execute("INSERT INTO t VALUES (%s, repeat('p', 300))", (total,))
+                    total += 1
+                collector.wait_for(total - 250)  # mid-stream: some lines still to come
+                assert proxy.cut() >= 1, round_
+            for _ in range(100):
+                cur.execute("INSERT INTO t VALUES (%s, 'tail')", (total,))
+                total += 1
+            conn.close()
+            collector.wait_for(total, timeout=90)
+            end = insert_lsn(db)
+            deadline = time.time() + 30
+            while confirmed(db) < end - 8192 and time.time() < deadline:
+                time.sleep(0.1)
+            proc.terminate()
+            _, err = proc.communicate(timeout=30)
+            collector.join()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proxy.connections >= 4  # the first connection and one after each cut
+    assert proc.returncode == 143, err
+    assert b"reconnect" in err
+    ids = [r["new"]["id"] for r in collector.lines]
+    assert ids == list(range(total)), "every change exactly once, in commit order"
+
+
+@pytest.fixture(params=["15", "18"], ids=["pg15", "pg18"])
+def own_db(request: pytest.FixtureRequest) -> Iterator[Database]:
+    """A database on a server of this test's own: restarting it disturbs no other test."""
+    bindir = PG15_BINDIR if request.param == "15" else embedded_bindir()
+    if bindir is None or not (bindir / "postgres").exists():
+        pytest.skip(f"PostgreSQL {request.param} binaries not found")
+    server = start_server(bindir, settings=dict(TEST_SETTINGS))
+    try:
+        admin = psycopg2.connect(server.dsn("postgres"))
+        admin.autocommit = True
+        admin.cursor().execute("CREATE DATABASE restart_test")
+        admin.close()
+        yield Database(server, "restart_test")
+    finally:
+        server.destroy()
+
+
+def test_server_restart_mid_stream(own_db: Database) -> None:
+    db = own_db
+    setup(db)
+    proc = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "pgtail",
+            "stream",
+            "--dsn",
+            db.dsn,
+            "--slot",
+            "s",
+            "--publication",
+            "pub",
+            "--format",
+            "json",
+            "--status-interval",
+            "1",
+            "--reconnect-max-delay",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        collector = LineCollector(proc)
+        wait_active(db)
+        db.execute("INSERT INTO t SELECT g, 'before' FROM generate_series(0, 199) g")
+        for i in range(200, 400):
+            db.execute("INSERT INTO t VALUES (%s, 'before')", (i,))
+        collector.wait_for(250)
+        db.server.restart()
+        for i in range(400, 600):
+            db.execute("INSERT INTO t VALUES (%s, 'after')", (i,))
+        end = insert_lsn(db)
+        collector.wait_for(600, timeout=120)
+        deadline = time.time() + 30
+        while confirmed(db) < end and time.time() < deadline:
+            time.sleep(0.1)
+        assert confirmed(db) >= end, (format_lsn(confirmed(db)), format_lsn(end))
+        proc.send_signal(2)
+        _, err = proc.communicate(timeout=30)
+        collector.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert b"reconnected" in err, err
+    ids = [r["new"]["id"] for r in collector.lines]
+    assert ids == list(range(600))
