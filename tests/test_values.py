@@ -305,6 +305,53 @@ def test_text_and_binary_agree_and_round_trip(db: Any, zone: str) -> None:
     assert failures == [], "\n".join(failures)
 
 
+def test_pgoutput_text_and_binary_captures_agree(db: Any) -> None:
+    """Real pgoutput bytes of one row holding every case: both modes give the expected values."""
+    from pgtail.pgoutput import Decoder, Insert, Relation
+
+    columns = [f"c{i} {sql_type}" for i, (sql_type, _l, _e) in enumerate(CASES)]
+    conn = db.connect()
+    with conn.cursor() as cur:
+        cur.execute("SET TimeZone = 'America/New_York'")
+        # Decoding reads flushed WAL only; the test servers run with synchronous_commit off.
+        cur.execute("SET synchronous_commit = on")
+        cur.execute(f"CREATE TABLE wide (id int PRIMARY KEY, {', '.join(columns)})")
+        cur.execute("CREATE PUBLICATION values_pub FOR TABLE wide")
+        cur.execute("SELECT pg_create_logical_replication_slot('values_slot', 'pgoutput')")
+        placeholders = ", ".join(f"%s::{sql_type}" for sql_type, _l, _e in CASES)
+        cur.execute(f"INSERT INTO wide VALUES (1, {placeholders})", [lit for _t, lit, _e in CASES])
+        rows: dict[bool, list[Any]] = {}
+        for binary in (False, True):
+            cur.execute(
+                "SELECT data FROM pg_logical_slot_peek_binary_changes('values_slot', NULL, "
+                "NULL, 'proto_version', '1', 'publication_names', 'values_pub', "
+                "'binary', %s)",
+                ("true" if binary else "false",),
+            )
+            decoder = Decoder(1)
+            relation = None
+            changes = cur.fetchall()
+            assert changes, "no changes captured"
+            for (data,) in changes:
+                message = decoder.decode(bytes(data))
+                if isinstance(message, Relation):
+                    relation = message
+                elif isinstance(message, Insert):
+                    assert relation is not None
+                    assert set(message.new.kinds) == {ord("b") if binary else ord("t")}
+                    row = []
+                    for column, raw in zip(relation.columns, message.new.values, strict=True):
+                        pair = converters(column.type_oid, column.type_modifier)
+                        row.append(pair[binary](raw))
+                    rows[binary] = row
+        cur.execute("SELECT pg_drop_replication_slot('values_slot')")
+    conn.close()
+    expected = [1] + [e for _t, _l, e in CASES]
+    assert [_norm(v) for v in rows[False]] == [_norm(v) for v in expected]
+    assert [_norm(v) for v in rows[True]] == [_norm(v) for v in expected]
+    assert dumps(rows[False]) == dumps(rows[True])
+
+
 def test_xml_is_text(db: Any) -> None:
     conn = db.connect()
     with conn.cursor() as cur:
