@@ -1100,3 +1100,57 @@ def test_real_server_two_phase(db: Database) -> None:
     assert rollback2.prepare_end_lsn == prepare2.end_lsn
     assert rollback2.prepare_time == prepare2.prepare_time
     assert rollback2.rollback_time >= rollback2.prepare_time
+
+
+def test_real_server_origin_and_type(db: Database) -> None:
+    """A user-defined type column brings a Type message; a transaction replayed under a
+    replication origin brings an Origin message after Begin."""
+    run = db.execute
+    origin_name = f"pgtail_{db.name}"
+    run("CREATE TYPE mood AS ENUM ('sad', 'happy')")
+    run("CREATE TABLE feelings (id int PRIMARY KEY, how mood)")
+    run("CREATE PUBLICATION pub FOR TABLE feelings")
+    run("SELECT pg_create_logical_replication_slot('s4', 'pgoutput')")
+    mood_oid = int(str(run("SELECT 'mood'::regtype::oid::int8")[0][0]))
+    run("SELECT pg_replication_origin_create(%s)", (origin_name,))
+    conn = db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_replication_origin_session_setup(%s)", (origin_name,))
+            cur.execute("BEGIN")
+            cur.execute(
+                "SELECT pg_replication_origin_xact_setup('0/ABCDEF'::pg_lsn, "
+                "'2024-05-06 07:08:09.123456+00')"
+            )
+            cur.execute("INSERT INTO feelings VALUES (1, 'happy')")
+            cur.execute("COMMIT")
+            cur.execute("SELECT pg_replication_origin_session_reset()")
+        rows = _peek(db, "s4", "proto_version", "1", "publication_names", "pub")
+    finally:
+        conn.close()
+        run("SELECT pg_replication_origin_drop(%s)", (origin_name,))
+    decoder = Decoder(1)
+    messages = [decoder.decode(payload) for _, payload in rows]
+    assert [type(m).__name__ for m in messages] == [
+        "Begin",
+        "Origin",
+        "Type",
+        "Relation",
+        "Insert",
+        "Commit",
+    ]
+    assert messages[1] == Origin(0xABCDEF, origin_name)
+    # the origin's timestamp becomes the commit time: microseconds survive the trip
+    begin_message, commit_message = messages[0], messages[5]
+    assert isinstance(begin_message, Begin) and isinstance(commit_message, Commit)
+    assert begin_message.commit_time == commit_message.commit_time == T1
+    assert messages[2] == Type(None, mood_oid, "public", "mood")
+    assert decoder.types == {mood_oid: messages[2]}
+    relation_message = messages[3]
+    assert isinstance(relation_message, Relation)
+    assert [(c.name, c.type_oid) for c in relation_message.columns] == [
+        ("id", 23),
+        ("how", mood_oid),
+    ]
+    assert isinstance(messages[4], Insert)
+    assert messages[4].new == TupleData(b"tt", (b"1", b"happy"))
