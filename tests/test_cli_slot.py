@@ -165,3 +165,12 @@ def test_terminal_table_shows_names_literally(monkeypatch: pytest.MonkeyPatch) -
         slot_cmd.print_table(["name", "value"], [["[bold]x[/bold]", "1"]], title="things")
         text = out.getvalue().decode()
     assert "[bold]x[/bold]" in text and "things" in text and "━" in text
+
+
+def test_peek_table_format(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key, v text); CREATE PUBLICATION p FOR TABLE t")
+    run_cli(["slot", "create", "pk", "--dsn", db.dsn])
+    write(db, "INSERT INTO t VALUES (42, 'hello')")
+    code, out, err = run_cli(["slot", "peek", "pk", "--format", "table", "--dsn", db.dsn])
+    assert code == 0, err
+    assert "public.t" in out and "42" in out and "hello" in out
