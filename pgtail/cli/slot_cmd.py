@@ -6,6 +6,7 @@ rich table on a terminal, aligned plain text when piped, JSON with ``--json``.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -380,9 +381,10 @@ def slot_peek(
     _names, changes = catalog.peek_changes(dsn, name, publications, limit=limit)
     sys.stdout.flush()
     out = sys.stdout.buffer
-    color = stdout_is_terminal()
+    terminal = stdout_is_terminal()
+    color = terminal and not os.environ.get("NO_COLOR")
     width = None
-    if color:
+    if terminal:
         import shutil
 
         width = shutil.get_terminal_size().columns
