@@ -1154,3 +1154,34 @@ def test_real_server_origin_and_type(db: Database) -> None:
     ]
     assert isinstance(messages[4], Insert)
     assert messages[4].new == TupleData(b"tt", (b"1", b"happy"))
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_real_server_unchanged_toast_and_binary(db: Database, binary: bool) -> None:
+    """An UPDATE that leaves a TOASTed column alone sends it as 'u'; with binary = true
+    the other values arrive in binary format ('b'), NULLs stay 'n'."""
+    run = db.execute
+    run("CREATE TABLE docs (id int PRIMARY KEY, body text, n int, note text)")
+    run("ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL")  # out of line, uncompressed
+    run("CREATE PUBLICATION pub FOR TABLE docs")
+    run("SELECT pg_create_logical_replication_slot('s5', 'pgoutput')")
+    run("INSERT INTO docs VALUES (1, repeat('x', 10000), 1, NULL)")
+    run("UPDATE docs SET n = 2")
+    options = ["proto_version", "1", "publication_names", "pub"]
+    if binary:
+        options += ["binary", "true"]
+    decoder = Decoder(1)
+    changes = [
+        m
+        for m in (decoder.decode(payload) for _, payload in _peek(db, "s5", *options))
+        if isinstance(m, Insert | Update)
+    ]
+    assert len(changes) == 2
+    inserted, updated = changes
+    assert isinstance(inserted, Insert) and isinstance(updated, Update)
+    one, two = (b"\x00\x00\x00\x01", b"\x00\x00\x00\x02") if binary else (b"1", b"2")
+    kind = "b" if binary else "t"
+    body = b"x" * 10000
+    assert inserted.new == TupleData(f"{kind}{kind}{kind}n".encode(), (one, body, one, None))
+    assert updated.old_kind is None and updated.old is None
+    assert updated.new == TupleData(f"{kind}u{kind}n".encode(), (one, None, two, None))
