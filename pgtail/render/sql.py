@@ -50,9 +50,12 @@ count of such changes per table.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, BinaryIO
+
+import orjson
 
 from pgtail.changes import (
     Change,
@@ -309,6 +312,9 @@ _COMPARE_AS.update(dict.fromkeys((600, 601, 602, 603, 604, 628, 718), "text"))
 _COMPARE_AS.update(dict.fromkeys((1017, 1018, 1019, 1020, 1027, 629, 719), "text[]"))
 
 Literal = Callable[[Any], str]
+_Fragment = orjson.Fragment
+_dumps = orjson.dumps  # of a Fragment: its JSON text, as values.to_text gives it
+_call: Any = operator.call  # call(f, x) == f(x): map() applies a list of functions in C
 
 
 def _int_literal(value: Any) -> str:
@@ -330,10 +336,12 @@ def _bool_literal(value: Any) -> str:
 
 
 def _text_literal(value: Any) -> str:
+    if type(value) is str:
+        if _NEEDS_ESCAPE.search(value) is None:
+            return "'" + value.replace("'", "''") + "'"
+        return quote_literal(value)
     if value is None:
         return "NULL"
-    if type(value) is str:
-        return quote_literal(value)
     return quote_literal(to_text(value))
 
 
@@ -351,6 +359,50 @@ def _cast_literal(cast: str) -> Literal:
     suffix = "::" + cast
 
     def literal(value: Any) -> str:
+        kind = type(value)
+        if kind is str:
+            text: str = value
+            if _NEEDS_ESCAPE.search(text) is None:
+                return "'" + text.replace("'", "''") + "'" + suffix
+            return quote_literal(text) + suffix
+        if value is None:
+            return "NULL"
+        if kind is _Fragment:
+            return quote_literal(_dumps(value).decode("utf-8")) + suffix
+        return quote_literal(to_text(value)) + suffix
+
+    return literal
+
+
+# array elements that need no quoting in an array literal (values.to_text quotes a
+# subset of what this does not match; quoting more is still the same value)
+_PLAIN_ELEMENT = re.compile(r'[^{}",\\\s]+\Z')
+
+
+def _array_text(value: list[Any]) -> str:
+    """``values.to_text`` of a list, with a fast path for flat lists of str / int."""
+    parts = []
+    for element in value:
+        kind = type(element)
+        if kind is str:
+            if _PLAIN_ELEMENT.match(element) is None or element.upper() == "NULL":
+                element = '"' + element.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            parts.append(element)
+        elif kind is int:
+            parts.append(str(element))
+        elif element is None:
+            parts.append("NULL")
+        else:
+            return to_text(value)
+    return "{" + ",".join(parts) + "}"
+
+
+def _array_literal(cast: str) -> Literal:
+    suffix = "::" + cast
+
+    def literal(value: Any) -> str:
+        if type(value) is list:
+            return quote_literal(_array_text(value)) + suffix
         if value is None:
             return "NULL"
         return quote_literal(to_text(value)) + suffix
@@ -372,6 +424,8 @@ def column_literal(column: Column) -> Literal:
     cast = type_name(oid)
     if cast is None:
         return _text_literal
+    if cast.endswith("[]"):
+        return _array_literal(cast)
     return _cast_literal(cast)
 
 
@@ -396,7 +450,7 @@ class _Plan:
         self.compare_as = {
             c.name: _COMPARE_AS[c.type_oid] for c in table.columns if c.type_oid in _COMPARE_AS
         }
-        self.insert_heads: dict[tuple[str, ...], str] = {}
+        self.insert_heads: dict[tuple[str, ...], tuple[str, list[Literal]]] = {}
 
     def ident(self, name: str) -> str:
         found = self.idents.get(name)
@@ -408,14 +462,17 @@ class _Plan:
             return "NULL" if value is None else quote_literal(to_text(value))
         return fn(value)
 
-    def insert_head(self, names: tuple[str, ...]) -> str:
-        head = self.insert_heads.get(names)
-        if head is None:
+    def insert_head(self, names: tuple[str, ...]) -> tuple[str, list[Literal]]:
+        """``INSERT INTO t (names) VALUES (`` and the literal function of each name."""
+        found = self.insert_heads.get(names)
+        if found is None:
             cols = ", ".join(self.ident(n) for n in names)
             head = f"INSERT INTO {self.name} ({cols}) VALUES ("
+            fns = [self.literals.get(n, _text_literal) for n in names]
+            found = (head, fns)
             if len(self.insert_heads) < 64:
-                self.insert_heads[names] = head
-        return head
+                self.insert_heads[names] = found
+        return found
 
     def key_condition(self, row: Mapping[str, Any], names: Iterable[str]) -> str:
         parts = []
@@ -519,14 +576,14 @@ class SqlRenderer:
 
     def change_sql(self, change: Change) -> str:
         """The statement(s) for one change, with a trailing newline."""
-        plan = self._plan(change.table)
+        plan = self._plans.get(change.table.relation_id)
+        if plan is None or plan.table is not change.table:
+            plan = self._plan(change.table)
         op = change.op
         if op == "insert":
             new = change.new or {}
-            names = tuple(new)
-            lit = plan.lit
-            values = ", ".join([lit(n, v) for n, v in new.items()])
-            return plan.insert_head(names) + values + ");\n"
+            head, fns = plan.insert_head(tuple(new))
+            return head + ", ".join(map(_call, fns, new.values())) + ");\n"
         old = change.old
         table = change.table
         where: str | None = None
@@ -615,8 +672,8 @@ class SqlRenderer:
         )
 
     def render(self, event: Event) -> None:
-        if isinstance(event, Change):
-            self._write(self.change_sql(event))
+        if type(event) is Change:
+            self._out.write(self.change_sql(event).encode("utf-8"))
         elif isinstance(event, TxBegin):
             self._write(tx_comment(event.tx) + "\nBEGIN;\n")
         elif isinstance(event, TxCommit):
