@@ -486,6 +486,10 @@ def test_random_timestamps_intervals(db: Any) -> None:
                 literals = stamps if sql_type != "timetz" else [s.split(" ")[1] for s in stamps]
                 _assert_agree(_fetch_many(cur, sql_type, literals), literals)
         got = _assert_agree(_fetch_many(cur, "interval", intervals), intervals)
+        # IntervalStyle iso_8601 prints exactly the representation: the text passes through.
+        cur.execute("SET IntervalStyle = iso_8601")
+        assert _assert_agree(_fetch_many(cur, "interval", intervals), intervals) == got
+        cur.execute("RESET IntervalStyle")
         # The ISO 8601 form reads back as the same interval.
         cur.execute(
             "SELECT count(*) FROM unnest(%s::text[], %s::text[]) AS u(a, b) "
