@@ -19,6 +19,7 @@ are dropped before anything is rendered.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 import struct
 import tempfile
@@ -193,6 +194,7 @@ _KIND_TEXT = po.KIND_TEXT
 _KIND_BINARY = po.KIND_BINARY
 
 _XID = struct.Struct("!I")
+_NEW_TUPLE = ord("N")
 _RECORD_LEN = struct.Struct("!I")
 _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its list slot
 _EMPTY: Iterator[Any] = iter(())  # exhausted for good: safe to hand out again and again
@@ -263,6 +265,8 @@ class _TableInfo:
         "all_text",
         "all_binary",
         "key_positions",
+        "text_row",
+        "binary_row",
     )
 
     def __init__(self, relation: po.Relation, type_names: dict[int, str]) -> None:
@@ -290,19 +294,17 @@ class _TableInfo:
         self.binary_converters = binary_converters
         self.all_text = bytes([_KIND_TEXT]) * len(columns)
         self.all_binary = bytes([_KIND_BINARY]) * len(columns)
+        self.text_row = _row_builder(self.names, text_converters)
+        self.binary_row = _row_builder(self.names, binary_converters)
         self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
         """TupleData -> (column name -> value, names of unchanged-TOAST columns)."""
         kinds = tup.kinds
         if kinds == self.all_text:
-            return dict(
-                zip(self.names, map(_call, self.text_converters, tup.values), strict=False)
-            ), ()
+            return self.text_row(tup.values), ()
         if kinds == self.all_binary:
-            return dict(
-                zip(self.names, map(_call, self.binary_converters, tup.values), strict=False)
-            ), ()
+            return self.binary_row(tup.values), ()
         if len(kinds) != len(self.names):
             raise DecodeError(
                 f"{where}: {len(kinds)} columns for {self.table.qualified_name}, "
@@ -340,6 +342,37 @@ class _TableInfo:
             else:
                 raise DecodeError(f"{where}: unknown TupleData kind {bytes([kind])!r}")
         return row, tuple(toast)
+
+
+class _NotFast(Exception):
+    """Internal: leave the Insert fast path for the full parser (and its precise error)."""
+
+
+_UNROLL_MAX = 200  # columns; wider tables use the generic builder
+
+
+def _row_builder(
+    names: tuple[str, ...], converters: list[Converter]
+) -> Callable[[tuple[bytes | None, ...]], dict[str, Any]]:
+    """A function raw values -> {name: converted value} for a row with no NULL / TOAST.
+
+    Generated once per Relation as one dict display with a direct call per column
+    (``{'id': c0(v[0]), ...}``): about twice as fast as ``dict(zip(names, map(...)))``,
+    and this runs once per row. Column names enter the source only through ``repr``.
+    """
+    if len(names) > _UNROLL_MAX:
+        call = _call
+
+        def generic(raw: tuple[bytes | None, ...]) -> dict[str, Any]:
+            return dict(zip(names, map(call, converters, raw), strict=False))
+
+        return generic
+    namespace: dict[str, Any] = {f"c{i}": conv for i, conv in enumerate(converters)}
+    items = ", ".join(f"{name!r}: c{i}(v[{i}])" for i, name in enumerate(names))
+    source = f"def row(v):\n    return {{{items}}}\n"
+    exec(compile(source, "<pgtail row builder>", "exec"), namespace)
+    built: Callable[[tuple[bytes | None, ...]], dict[str, Any]] = namespace["row"]
+    return built
 
 
 class _Held:
@@ -426,11 +459,16 @@ class _Held:
         self.marks = {i: off for i, off in self.marks.items() if i < index}
 
     def __iter__(self) -> Iterator[bytes]:
-        if self.file is not None and self.file_count:
-            self.file.flush()
-            self.file.seek(0)
-            yield from _read_records(self.file, self.file_count)
-        yield from self.records
+        # a plain list iterator when nothing spilled: no generator frame per record
+        if self.file is None or not self.file_count:
+            return iter(self.records)
+        return itertools.chain(self._from_file(), self.records)
+
+    def _from_file(self) -> Iterator[bytes]:
+        assert self.file is not None
+        self.file.flush()
+        self.file.seek(0)
+        yield from _read_records(self.file, self.file_count)
 
     def close(self) -> None:
         if self.file is not None:
@@ -494,7 +532,6 @@ class Assembler:
         self._streams: dict[int, _Open] = {}  # streamed transactions by top-level xid
         self._target: _Open | None = None  # where held payloads go now
         self._in_stream = False
-        self.last_wal_start = 0
 
     # -- public ---------------------------------------------------------------
 
@@ -517,8 +554,11 @@ class Assembler:
         self.decoder = po.Decoder(self.protocol_version)
 
     def feed(self, payload: bytes, wal_start: int = 0) -> Iterator[Event]:
-        """Take one pgoutput message; return the events it completes (see the class doc)."""
-        self.last_wal_start = wal_start
+        """Take one pgoutput message; return the events it completes (see the class doc).
+
+        ``wal_start`` (the message's WAL position) is accepted so the stream loop can pass
+        what it has; events carry the LSNs the messages themselves hold.
+        """
         if not payload:
             raise DecodeError("empty pgoutput message")
         first = payload[0]
@@ -822,6 +862,9 @@ class Assembler:
         parse_update = parsers[_UPDATE]
         parse_delete = parsers[_DELETE]
         new_change = _new_change
+        decode_tuple = po.decode_tuple
+        unpack_uint32 = _XID.unpack_from
+        header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
         tables_copied = types_copied = False
         seq = 0
         try:
@@ -829,29 +872,28 @@ class Assembler:
             for payload in held:
                 first = payload[0]
                 if first == _INSERT:
-                    ins: po.Insert = parse_insert(payload, in_stream)  # type: ignore[assignment]
-                    info = tables.get(ins.relation_id)
+                    # The hot path: read the header here and let the decoder's
+                    # decode_tuple do the row; anything unusual goes through the full
+                    # parser, which raises the precise DecodeError.
+                    try:
+                        relation_id = unpack_uint32(payload, header)[0]
+                        if payload[header + 4] != _NEW_TUPLE:
+                            raise _NotFast
+                        tup, end = decode_tuple(payload, header + 5, "Insert.new_tuple")
+                        if end != len(payload):
+                            raise _NotFast
+                    except (struct.error, IndexError, DecodeError, _NotFast):
+                        ins: po.Insert = parse_insert(payload, in_stream)  # type: ignore[assignment]
+                        relation_id, tup = ins.relation_id, ins.new
+                    info = tables.get(relation_id)
                     if info is None:
-                        raise _unknown_relation("Insert", ins.relation_id)
-                    tup = ins.new
+                        raise _unknown_relation("Insert", relation_id)
                     kinds = tup.kinds
                     if kinds == info.all_text:
-                        new_row = dict(
-                            zip(
-                                info.names,
-                                map(_call, info.text_converters, tup.values),
-                                strict=False,
-                            )
-                        )
+                        new_row = info.text_row(tup.values)
                         toast: tuple[str, ...] = ()
                     elif kinds == info.all_binary:
-                        new_row = dict(
-                            zip(
-                                info.names,
-                                map(_call, info.binary_converters, tup.values),
-                                strict=False,
-                            )
-                        )
+                        new_row = info.binary_row(tup.values)
                         toast = ()
                     else:
                         new_row, toast = info.row(tup, "Insert.new")

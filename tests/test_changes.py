@@ -360,6 +360,36 @@ def test_unknown_relation_is_a_clear_decode_error() -> None:
 
 
 @pytest.mark.parametrize(
+    ("bad_insert", "match"),
+    [
+        (pb.insert(16384, [b"1", b"a", b"b"])[:-1], "Insert.new_tuple: truncated"),
+        (pb.insert(16384, [b"1", b"a", b"b"]) + b"\x00", "trailing data"),
+        (pb.insert(16384, [b"1", b"a", b"b"]).replace(b"N", b"X", 1), "Insert"),
+        (b"I\x00\x00", "Insert.relation_id: truncated"),
+    ],
+)
+def test_malformed_held_insert_raises_the_decoders_error(bad_insert: bytes, match: str) -> None:
+    asm = Assembler(1)
+    with pytest.raises(DecodeError, match=match):
+        run(asm, [ITEMS, *tx_block(1, [bad_insert])])
+
+
+def test_streamed_insert_fast_path_reads_past_the_xid() -> None:
+    asm = Assembler(2)
+    rel = pb.relation(
+        16384,
+        "public",
+        "items",
+        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)],
+        xid=42,
+    )
+    payloads = streamed(42, [rel, pb.insert(16384, [b"7", None, "u"], xid=42)])
+    events = run(asm, [*payloads, pb.stream_commit(42, 1, 2, T0)])
+    (change,) = [e for e in events if isinstance(e, Change)]
+    assert (change.new, change.unchanged_toast) == ({"id": 7, "name": None}, ("body",))
+
+
+@pytest.mark.parametrize(
     ("payloads", "match"),
     [
         ([pb.insert(16384, [b"1", b"a", b"b"])], "Insert outside a transaction"),
