@@ -6,6 +6,8 @@ One session-scoped ``local[2]`` SparkSession serves every test (Spark starts slo
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -365,3 +367,124 @@ def test_missing_slot_and_publication(spark: Any, db15: Any, tmp_path: Path) -> 
         spark.read.format("pgoutput").options(**{**options(db15), "slot": "nope"}).load().count()
     err = translate_spark_error(info.value)
     assert isinstance(err, SlotError) and "does not exist" in str(err)
+
+
+def test_run_killed_mid_batch_restarts_from_checkpoint_exactly_once(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    from pgtail.spark.pipeline import run
+
+    setup_source(db15)
+    for i in range(24):
+        db15.execute(
+            "INSERT INTO items SELECT g, md5(g::text), g, g %% 3 = 0, NULL "
+            "FROM generate_series(%s, %s) g",
+            (i * 1000, i * 1000 + 999),
+        )
+    settle(db15)
+    expected = 24 * 1000
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    command = [
+        sys.executable, "-m", "pgtail", "spark", "run", "--dsn", db15.dsn, "--slot", "s",
+        "--publication", "p", "--output", str(out), "--checkpoint", str(chk),
+        "--master", "local[1]", "--trigger", "available-now",
+        "--max-bytes-per-trigger", "200000", "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=1",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        command, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    killed_in_batch = None
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            # Kill while batch 2 is planned (offset logged) but not committed.
+            if (chk / "offsets" / "2").exists() and not (chk / "commits" / "2").exists():
+                killed_in_batch = 2
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.01)
+    finally:
+        if proc.poll() is None and killed_in_batch is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert killed_in_batch == 2, "the run ended before it could be killed mid-batch"
+    assert not (chk / "commits" / "2").exists()
+    # The slot is no further than the last committed batch.
+    committed_end = None
+    from pgtail.spark.pipeline import committed_offset
+
+    committed_end = committed_offset(chk)
+    assert committed_end is not None and confirmed(db15) <= committed_end["s"]
+    before_restart = len(read_log(spark, out))
+    assert before_restart < expected
+
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    log = read_log(spark, out)
+    ids = [orjson.loads(r["key"])["id"] for r in log]
+    assert len(ids) == expected
+    assert sorted(ids) == list(range(expected))
+
+
+def test_busy_slot_is_reported_clearly(spark: Any, db15: Any) -> None:
+    import psycopg2
+    import psycopg2.extras
+
+    from pgtail.spark.pipeline import translate_spark_error
+
+    setup_source(db15)
+    first_workload(db15)
+    settle(db15)
+    holder = psycopg2.connect(
+        db15.dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection
+    )
+    try:
+        cur = holder.cursor()
+        cur.start_replication(
+            slot_name="s", decode=False,
+            options={"proto_version": "1", "publication_names": "p"},
+        )  # fmt: skip
+        with pytest.raises(Exception) as info:
+            spark.read.format("pgoutput").options(
+                **options(db15, slotBusyTimeout="1")
+            ).load().count()
+        err = translate_spark_error(info.value)
+        assert isinstance(err, SlotError)
+        assert "in use by another process" in str(err) and "spark.speculation" in str(err)
+    finally:
+        holder.close()
+
+
+def test_several_slots_read_in_parallel(spark: Any, db15: Any) -> None:
+    setup_source(db15)
+    db15.execute("CREATE TABLE other (id int PRIMARY KEY)")
+    db15.execute("CREATE PUBLICATION p2 FOR TABLE other")
+    db15.execute("SELECT pg_create_logical_replication_slot('s2', 'pgoutput')")
+    first_workload(db15)
+    db15.execute("INSERT INTO other SELECT generate_series(1, 7)")
+    settle(db15)
+    df = (
+        spark.read.format("pgoutput")
+        .option("dsn", db15.dsn)
+        .option("slots", "s:p,s2:p2")
+        .option("messages", "false")
+        .load()
+    )
+    assert df.rdd.getNumPartitions() == 2
+    counts = {r["table"]: r["count"] for r in df.groupBy("table").count().collect()}
+    assert counts == {"items": 28, "notes": 3, "other": 7}
+
+
+def test_missing_pyspark_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pgtail.spark import require_pyspark
+
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    with pytest.raises(ConfigurationError, match=r"pip install 'pgtail\[spark\]'"):
+        require_pyspark()

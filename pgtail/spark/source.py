@@ -61,6 +61,7 @@ OPTIONS = {
     "binary": "true / false (default): binary transfer of column values (PostgreSQL 14+)",
     "messages": "true (default) / false: include pg_logical_emit_message messages",
     "batchrows": f"rows per Arrow batch (default {DEFAULT_BATCH_ROWS})",
+    "slotbusytimeout": "seconds to wait for a slot held by another reader (default 10)",
 }
 
 
@@ -83,6 +84,7 @@ class Settings:
     binary: bool = False
     messages: bool = True
     batch_rows: int = DEFAULT_BATCH_ROWS
+    busy_timeout: float = 10.0
 
 
 def _bool(name: str, text: str) -> bool:
@@ -165,6 +167,11 @@ def parse_options(options: Mapping[str, str]) -> Settings:
             if "batchrows" in opts
             else DEFAULT_BATCH_ROWS
         ),
+        busy_timeout=(
+            float(_positive_int("slotBusyTimeout", opts["slotbusytimeout"]))
+            if "slotbusytimeout" in opts
+            else 10.0
+        ),
     )
 
 
@@ -180,6 +187,7 @@ class SlotPartition(InputPartition):
     binary: bool
     fail_on_data_loss: bool
     batch_rows: int
+    busy_timeout: float = 10.0
     check_data_loss: bool = True
 
     def __repr__(self) -> str:  # never show a password in Spark's logs or UI
@@ -224,7 +232,9 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
     assembler = Assembler(1, binary=partition.binary)
     rows = RowBuffer()
     options = list(partition.plugin_options)
-    for lsn, payload in sql.peek(partition.dsn, partition.slot, end, options):
+    for lsn, payload in sql.peek(
+        partition.dsn, partition.slot, end, options, partition.busy_timeout
+    ):
         for event in assembler.feed(payload, lsn):
             if isinstance(event, Change):
                 if start <= event.tx.commit_lsn < end:
@@ -374,6 +384,7 @@ class _Driver:
                     binary=self.settings.binary,
                     fail_on_data_loss=self.settings.fail_on_data_loss,
                     batch_rows=self.settings.batch_rows,
+                    busy_timeout=self.settings.busy_timeout,
                     check_data_loss=check,
                 )
             )
@@ -385,7 +396,7 @@ class _Driver:
         conn = self.connection()
         for spec in self.settings.slots:
             if spec.name in end:
-                sql.advance(conn, spec.name, end[spec.name])
+                sql.advance(conn, spec.name, end[spec.name], self.settings.busy_timeout)
 
 
 def _offset(positions: Mapping[str, int]) -> dict[str, Any]:

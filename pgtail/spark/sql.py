@@ -8,6 +8,7 @@ batch can be replayed as often as Spark needs and the slot moves only on commit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,8 @@ from pgtail.errors import (
 from pgtail.lsn import format_lsn, parse_lsn
 
 APPLICATION_NAME = "pgtail-spark"
+DEFAULT_BUSY_TIMEOUT = 10.0
+BUSY_RETRY_SECONDS = 0.2
 FETCH_ROWS = 5000
 
 
@@ -188,7 +191,6 @@ def wal_position(conn: psycopg2.extensions.connection) -> int:
 def wait_flushed(conn: psycopg2.extensions.connection, timeout: float = 1.0) -> int:
     """The flushed WAL position once it has reached what was written when called (so
     asynchronously committed transactions count as available), or after ``timeout``."""
-    import time
 
     with conn.cursor() as cur:
         cur.execute(
@@ -212,63 +214,107 @@ _PEEK = sql.SQL(
 )
 
 
+def _slot_busy(exc: psycopg2.Error) -> bool:
+    return "is active for pid" in str(exc).lower()
+
+
 def last_emitted_lsn(
-    conn: psycopg2.extensions.connection, slot: str, upto: int, options: list[str]
+    conn: psycopg2.extensions.connection,
+    slot: str,
+    upto: int,
+    options: list[str],
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
 ) -> int | None:
     """Decode the slot up to ``upto`` on the server and return only the highest row LSN:
     the end of the last transaction (or non-transactional message) it would deliver."""
     query = _PEEK.format(what=sql.SQL("max(lsn)::text"))
-    try:
-        with conn.cursor() as cur:
-            cur.execute(query, (slot, format_lsn(upto), options))
-            row = cur.fetchone()
-    except psycopg2.Error as exc:
-        raise translate_error(exc, slot) from None
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            with conn.cursor() as cur:
+                cur.execute(query, (slot, format_lsn(upto), options))
+                row = cur.fetchone()
+            break
+        except psycopg2.Error as exc:
+            if _slot_busy(exc) and time.monotonic() < deadline:
+                time.sleep(BUSY_RETRY_SECONDS)
+                continue
+            raise translate_error(exc, slot) from None
     if row is None or row[0] is None:
         return None
     return parse_lsn(row[0])
 
 
-def peek(dsn: str, slot: str, upto: int, options: list[str]) -> Iterator[tuple[int, bytes]]:
+def peek(
+    dsn: str,
+    slot: str,
+    upto: int,
+    options: list[str],
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+) -> Iterator[tuple[int, bytes]]:
     """Every (lsn, payload) the slot would deliver up to ``upto``, streamed through a
-    server-side cursor, without moving the slot."""
+    server-side cursor, without moving the slot.
+
+    A slot busy with another reader is retried for ``busy_timeout`` seconds (a crashed
+    reader's backend may still hold it briefly), then reported as a `SlotError`.
+    """
     conn = connect(dsn)
+    deadline = time.monotonic() + busy_timeout
     try:
         conn.autocommit = False
-        try:
-            with conn.cursor(name="pgtail_peek") as cur:
-                cur.itersize = FETCH_ROWS
-                cur.execute(
-                    _PEEK.format(what=sql.SQL("lsn::text, data")),
-                    (slot, format_lsn(upto), options),
-                )
-                for lsn_text, data in cur:
-                    yield parse_lsn(lsn_text), bytes(data)
-        except psycopg2.Error as exc:
-            raise translate_error(exc, slot) from None
+        while True:
+            yielded = False
+            try:
+                with conn.cursor(name="pgtail_peek") as cur:
+                    cur.itersize = FETCH_ROWS
+                    cur.execute(
+                        _PEEK.format(what=sql.SQL("lsn::text, data")),
+                        (slot, format_lsn(upto), options),
+                    )
+                    for lsn_text, data in cur:
+                        yielded = True
+                        yield parse_lsn(lsn_text), bytes(data)
+                break
+            except psycopg2.Error as exc:
+                conn.rollback()
+                if _slot_busy(exc) and not yielded and time.monotonic() < deadline:
+                    time.sleep(BUSY_RETRY_SECONDS)
+                    continue
+                raise translate_error(exc, slot) from None
         conn.rollback()
     finally:
         conn.close()
 
 
-def advance(conn: psycopg2.extensions.connection, slot: str, lsn: int) -> int:
+def advance(
+    conn: psycopg2.extensions.connection,
+    slot: str,
+    lsn: int,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+) -> int:
     """Move the slot's confirmed position forward to ``lsn`` (never backwards; a no-op when
     it is already there or past). Returns the confirmed position afterwards."""
     state = require_slot(conn, slot)
     assert state.confirmed_flush is not None
     if lsn <= state.confirmed_flush:
         return state.confirmed_flush
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT end_lsn::text FROM pg_replication_slot_advance(%s, %s::pg_lsn)",
-                (slot, format_lsn(lsn)),
-            )
-            row = cur.fetchone()
-    except psycopg2.Error as exc:
-        if "cannot advance replication slot" in str(exc) and "minimum is" in str(exc):
-            after = require_slot(conn, slot).confirmed_flush
-            assert after is not None
-            return after
-        raise translate_error(exc, slot) from None
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT end_lsn::text FROM pg_replication_slot_advance(%s, %s::pg_lsn)",
+                    (slot, format_lsn(lsn)),
+                )
+                row = cur.fetchone()
+            break
+        except psycopg2.Error as exc:
+            if "cannot advance replication slot" in str(exc) and "minimum is" in str(exc):
+                after = require_slot(conn, slot).confirmed_flush
+                assert after is not None
+                return after
+            if _slot_busy(exc) and time.monotonic() < deadline:
+                time.sleep(BUSY_RETRY_SECONDS)
+                continue
+            raise translate_error(exc, slot) from None
     return parse_lsn(row[0]) if row and row[0] else lsn
