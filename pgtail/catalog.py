@@ -1152,70 +1152,70 @@ class TableFacts:
         return next((c for c in self.columns if c.name == name), None)
 
 
+_CLASS_SQL = """
+SELECT c.oid, n.nspname, c.relname, c.relkind, c.relreplident, c.relispartition,
+       root.nspname, root.relname
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN LATERAL (
+    SELECT rn.nspname, rc.relname FROM pg_class rc JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+    WHERE rc.oid = pg_partition_root(c.oid)
+) root ON c.relispartition
+WHERE c.oid = ANY(%s::oid[])
+"""
+
+_COLUMN_SQL = """
+SELECT a.attrelid, a.attname, a.attnum, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+       (a.attlen = -1 AND a.attstorage IN ('x', 'e'))
+FROM pg_attribute a
+WHERE a.attrelid = ANY(%s::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attrelid, a.attnum
+"""
+
 _INDEX_SQL = """
-SELECT i.indexrelid, ic.relname, i.indisvalid, i.indisunique, i.indimmediate,
+SELECT i.indrelid, ic.relname, i.indisvalid, i.indisunique, i.indimmediate,
        i.indpred IS NOT NULL, i.indisready, i.indisprimary, i.indisreplident,
        ARRAY(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, ord)
              LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
              WHERE k.ord <= i.indnkeyatts ORDER BY k.ord)
 FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
-WHERE i.indrelid = %s ORDER BY ic.relname
+WHERE i.indrelid = ANY(%s::oid[]) ORDER BY i.indrelid, ic.relname
 """
 
 
 def _table_facts(conn: PgConnection, oids: Sequence[int]) -> list[TableFacts]:
-    out = []
-    for oid in oids:
-        row = _fetchone(
-            conn,
-            "SELECT n.nspname, c.relname, c.relkind, c.relreplident, c.relispartition "
-            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = %s",
-            (oid,),
+    """Facts of many tables in a few queries (a publication can hold thousands)."""
+    if not oids:
+        return []
+    wanted = [int(o) for o in oids]
+    classes = {int(r[0]): r for r in _fetchall(conn, _CLASS_SQL, (wanted,))}
+    columns: dict[int, list[ColumnFacts]] = {}
+    for r in _fetchall(conn, _COLUMN_SQL, (wanted,)):
+        columns.setdefault(int(r[0]), []).append(
+            ColumnFacts(r[1], int(r[2]), r[3], bool(r[4]), bool(r[5]))
         )
+    indexes: dict[int, list[tuple[IndexFacts, bool, bool]]] = {}
+    for ix in _fetchall(conn, _INDEX_SQL, (wanted,)):
+        facts = IndexFacts(
+            name=ix[1],
+            columns=tuple(ix[9]),
+            valid=bool(ix[2]),
+            unique=bool(ix[3]),
+            immediate=bool(ix[4]),
+            partial=bool(ix[5]),
+            ready=bool(ix[6]),
+        )
+        indexes.setdefault(int(ix[0]), []).append((facts, bool(ix[7]), bool(ix[8])))
+    out = []
+    for oid in wanted:
+        row = classes.get(oid)
         if row is None:
             continue
-        columns = tuple(
-            ColumnFacts(r[0], int(r[1]), r[2], bool(r[3]), bool(r[4]))
-            for r in _fetchall(
-                conn,
-                "SELECT a.attname, a.attnum, format_type(a.atttypid, a.atttypmod), "
-                "a.attnotnull, (a.attlen = -1 AND a.attstorage IN ('x', 'e')) "
-                "FROM pg_attribute a WHERE a.attrelid = %s AND a.attnum > 0 "
-                "AND NOT a.attisdropped ORDER BY a.attnum",
-                (oid,),
-            )
-        )
-        primary: IndexFacts | None = None
-        identity: IndexFacts | None = None
-        uniques: list[IndexFacts] = []
-        for ix in _fetchall(conn, _INDEX_SQL, (oid,)):
-            facts = IndexFacts(
-                name=ix[1],
-                columns=tuple(ix[9]),
-                valid=bool(ix[2]),
-                unique=bool(ix[3]),
-                immediate=bool(ix[4]),
-                partial=bool(ix[5]),
-                ready=bool(ix[6]),
-            )
-            if ix[7]:
-                primary = facts
-            if ix[8]:
-                identity = facts
-            if facts.unique:
-                uniques.append(facts)
+        primary = next((f for f, is_pk, _ in indexes.get(oid, ()) if is_pk), None)
+        identity = next((f for f, _, is_ri in indexes.get(oid, ()) if is_ri), None)
+        uniques = tuple(f for f, _, _ in indexes.get(oid, ()) if f.unique)
+        root = f"{quote_ident(row[6])}.{quote_ident(row[7])}" if row[6] is not None else None
         partitions: tuple[str, ...] = ()
-        root: str | None = None
-        if row[4]:
-            root_row = _fetchone(
-                conn,
-                "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n "
-                "ON n.oid = c.relnamespace WHERE c.oid = pg_partition_root(%s::oid::regclass)",
-                (oid,),
-            )
-            if root_row is not None:
-                root = f"{quote_ident(root_row[0])}.{quote_ident(root_row[1])}"
-        if row[2] == "p":
+        if row[3] == "p":
             partitions = tuple(
                 f"{quote_ident(r[0])}.{quote_ident(r[1])}"
                 for r in _fetchall(
@@ -1229,15 +1229,15 @@ def _table_facts(conn: PgConnection, oids: Sequence[int]) -> list[TableFacts]:
         out.append(
             TableFacts(
                 oid=oid,
-                schema=row[0],
-                name=row[1],
-                relkind=row[2],
-                replica_identity=row[3],
-                is_partition=bool(row[4]),
-                columns=columns,
+                schema=row[1],
+                name=row[2],
+                relkind=row[3],
+                replica_identity=row[4],
+                is_partition=bool(row[5]),
+                columns=tuple(columns.get(oid, ())),
                 primary_key=primary,
                 identity_index=identity,
-                unique_indexes=tuple(uniques),
+                unique_indexes=uniques,
                 partitions=partitions,
                 partition_root=root,
             )
@@ -1262,45 +1262,56 @@ _VARATTNO = re.compile(r":varattno (\d+)")
 def _publication_table_rows(
     conn: PgConnection, publications: Sequence[str]
 ) -> list[PublicationTableRow]:
-    version = server_version_num(conn)
+    if not publications:
+        return []
+    if server_version_num(conn) < 150000:
+        return [
+            PublicationTableRow(r[0], int(r[1]), None, None, ())
+            for r in _fetchall(
+                conn,
+                "SELECT pubname, format('%%I.%%I', schemaname, tablename)::regclass::oid "
+                "FROM pg_publication_tables WHERE pubname = ANY(%s) ORDER BY 1, 2",
+                (list(publications),),
+            )
+        ]
     rows = _fetchall(
         conn,
-        "SELECT pubname, format('%%I.%%I', schemaname, tablename)::regclass::oid "
-        "FROM pg_publication_tables WHERE pubname = ANY(%s) ORDER BY 1, 2",
+        "SELECT pt.pubname, pt.relid, "
+        "  CASE WHEN r.prattrs IS NULL THEN NULL ELSE ARRAY(SELECT a.attname::text "
+        "    FROM unnest(r.prattrs::int2[]) k(attnum) JOIN pg_attribute a "
+        "    ON a.attrelid = r.prrelid AND a.attnum = k.attnum ORDER BY k.attnum) END, "
+        "  pg_get_expr(r.prqual, r.prrelid), r.prqual::text "
+        "FROM (SELECT pubname, format('%%I.%%I', schemaname, tablename)::regclass::oid AS relid "
+        "      FROM pg_publication_tables WHERE pubname = ANY(%s)) pt "
+        "JOIN pg_publication p ON p.pubname = pt.pubname "
+        "LEFT JOIN pg_publication_rel r ON r.prpubid = p.oid AND r.prrelid = pt.relid "
+        "ORDER BY 1, 2",
         (list(publications),),
     )
     out = []
-    for pubname, oid in rows:
-        columns: tuple[str, ...] | None = None
-        row_filter: str | None = None
+    for pubname, oid, cols, row_filter, qual in rows:
         filter_columns: tuple[str, ...] = ()
-        if version >= 150000:
-            rel = _fetchone(
-                conn,
-                "SELECT CASE WHEN r.prattrs IS NULL THEN NULL ELSE ARRAY(SELECT a.attname::text "
-                "  FROM unnest(r.prattrs::int2[]) k(attnum) JOIN pg_attribute a "
-                "  ON a.attrelid = r.prrelid AND a.attnum = k.attnum) END, "
-                "pg_get_expr(r.prqual, r.prrelid), r.prqual::text "
-                "FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid "
-                "WHERE p.pubname = %s AND r.prrelid = %s",
-                (pubname, oid),
+        if qual:
+            attnums = sorted({int(m) for m in _VARATTNO.findall(qual)})
+            if attnums:
+                filter_columns = tuple(
+                    r[0]
+                    for r in _fetchall(
+                        conn,
+                        "SELECT attname::text FROM pg_attribute WHERE attrelid = %s "
+                        "AND attnum = ANY(%s) ORDER BY attnum",
+                        (oid, attnums),
+                    )
+                )
+        out.append(
+            PublicationTableRow(
+                pubname,
+                int(oid),
+                tuple(cols) if cols is not None else None,
+                row_filter,
+                filter_columns,
             )
-            if rel is not None:
-                columns = tuple(rel[0]) if rel[0] is not None else None
-                row_filter = rel[1]
-                if rel[2]:
-                    attnums = sorted({int(m) for m in _VARATTNO.findall(rel[2])})
-                    if attnums:
-                        filter_columns = tuple(
-                            r[0]
-                            for r in _fetchall(
-                                conn,
-                                "SELECT attname::text FROM pg_attribute WHERE attrelid = %s "
-                                "AND attnum = ANY(%s) ORDER BY attnum",
-                                (oid, attnums),
-                            )
-                        )
-        out.append(PublicationTableRow(pubname, int(oid), columns, row_filter, filter_columns))
+        )
     return out
 
 
