@@ -368,7 +368,7 @@ def pg_timestamp(micros: int) -> datetime:
     if micros == _MINUS_INFINITY:
         return _DATETIME_MIN
     try:
-        return PG_EPOCH + timedelta(microseconds=micros)
+        return PG_EPOCH + timedelta(0, 0, micros)  # positional: faster than microseconds=
     except OverflowError:
         raise DecodeError(
             f"timestamp {micros} microseconds after 2000-01-01 is outside the range "
@@ -716,16 +716,39 @@ def _tuple_error(buf: bytes, offset: int, where: str) -> DecodeError:
 # --- Messages -------------------------------------------------------------------
 
 
+# Begin and Commit come with every transaction (one each per row in autocommit
+# workloads), so they skip the generic helpers when the length is right.
+
+_BEGIN_LENGTH = 1 + _BEGIN.size
+_BEGIN_UNPACK = _BEGIN.unpack_from
+_COMMIT_LENGTH = 1 + _COMMIT.size
+_COMMIT_UNPACK = _COMMIT.unpack_from
+_make_begin = _fast_constructor(Begin)
+_make_commit = _fast_constructor(Commit)
+
+
 def _begin(buf: bytes, in_stream: bool) -> Begin:
-    final_lsn, commit_time, xid = _BEGIN.read(buf, 1)
-    _end(buf, 1 + _BEGIN.size, "Begin")
-    return Begin(final_lsn, _timestamp(commit_time, "Begin.commit_time"), xid)
+    if len(buf) != _BEGIN_LENGTH:
+        _BEGIN.read(buf, 1)
+        _end(buf, _BEGIN_LENGTH, "Begin")
+    final_lsn, micros, xid = _BEGIN_UNPACK(buf, 1)
+    try:
+        commit_time = PG_EPOCH + timedelta(0, 0, micros)
+    except OverflowError:  # infinity, or out of range
+        commit_time = _timestamp(micros, "Begin.commit_time")
+    return _make_begin(final_lsn, commit_time, xid)
 
 
 def _commit(buf: bytes, in_stream: bool) -> Commit:
-    flags, commit_lsn, end_lsn, commit_time = _COMMIT.read(buf, 1)
-    _end(buf, 1 + _COMMIT.size, "Commit")
-    return Commit(flags, commit_lsn, end_lsn, _timestamp(commit_time, "Commit.commit_time"))
+    if len(buf) != _COMMIT_LENGTH:
+        _COMMIT.read(buf, 1)
+        _end(buf, _COMMIT_LENGTH, "Commit")
+    flags, commit_lsn, end_lsn, micros = _COMMIT_UNPACK(buf, 1)
+    try:
+        commit_time = PG_EPOCH + timedelta(0, 0, micros)
+    except OverflowError:  # infinity, or out of range
+        commit_time = _timestamp(micros, "Commit.commit_time")
+    return _make_commit(flags, commit_lsn, end_lsn, commit_time)
 
 
 def _origin(buf: bytes, in_stream: bool) -> Origin:
