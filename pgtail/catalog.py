@@ -1075,9 +1075,15 @@ def _guarded_ddl(
         problems: list[str] = []
         if added and pub.publishes_changes_needing_identity:
             facts = _table_facts(conn, added)
+            # published as their root, partitions still run the UPDATE/DELETE checks
+            leaves = sorted(
+                {oid for f in facts if f.relkind == "p" for oid in _leaf_oids(conn, f.oid)}
+                - set(added)
+            )
+            facts += _table_facts(conn, leaves)
             rel_facts = {f.oid: f for f in facts}
             pub_rows = {r.table_oid: r for r in _publication_table_rows(conn, [name])}
-            for oid in added:
+            for oid in [*added, *leaves]:
                 tf = rel_facts.get(oid)
                 if tf is None:
                     continue
@@ -1257,6 +1263,17 @@ class PublicationTableRow:
 
 
 _VARATTNO = re.compile(r":varattno (\d+)")
+
+
+def _leaf_oids(conn: PgConnection, oid: int) -> list[int]:
+    return [
+        int(r[0])
+        for r in _fetchall(
+            conn,
+            "SELECT relid::oid FROM pg_partition_tree(%s::oid::regclass) WHERE isleaf",
+            (oid,),
+        )
+    ]
 
 
 def _publication_table_rows(
@@ -1551,16 +1568,7 @@ def doctor_facts(
         tables = _table_facts(conn, oids)
         # leaf partitions of published partitioned tables: UPDATE/DELETE checks happen there
         leaf_oids = sorted(
-            {
-                int(r[0])
-                for t in tables
-                if t.relkind == "p"
-                for r in _fetchall(
-                    conn,
-                    "SELECT relid::oid FROM pg_partition_tree(%s::oid::regclass) WHERE isleaf",
-                    (t.oid,),
-                )
-            }
+            {leaf for t in tables if t.relkind == "p" for leaf in _leaf_oids(conn, t.oid)}
             - set(oids)
         )
         tables += _table_facts(conn, leaf_oids)

@@ -413,6 +413,15 @@ def test_via_partition_root(db: Database) -> None:
     assert pub.via_partition_root and pub.published_tables == ("public.m",)
     catalog.create_publication(db.dsn, "leaves", tables=[TableTarget(TableSpec(None, "m"))])
     assert catalog.get_publication(db.dsn, "leaves").published_tables == ("public.m_2024",)
+    # a partition without identity is caught even when published as its root
+    db.execute(
+        "CREATE TABLE n (id int, at date) PARTITION BY RANGE (at);"
+        "CREATE TABLE n_1 PARTITION OF n FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')"
+    )
+    with pytest.raises(PublicationError, match="public.n_1"):
+        catalog.create_publication(
+            db.dsn, "nroot", tables=[TableTarget(TableSpec(None, "n"))], via_partition_root=True
+        )
 
 
 def test_identity_show_and_set(db: Database) -> None:

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from pgtail import catalog, doctor
 from pgtail.cli import main
 from pgtail.doctor import Check
+from pgtail.errors import ServerCapabilityError
 from pgtail.server import LocalServer, start_server
 from tests.conftest import Database
 
@@ -64,6 +65,9 @@ def test_wal_level_replica_fails(replica_server: LocalServer) -> None:
     checks = run_doctor(replica_server.dsn())
     check = one(checks, "wal_level")
     assert check.status == "fail"
+    with pytest.raises(ServerCapabilityError, match="wal_level") as info:
+        catalog.create_slot(replica_server.dsn(), "x")
+    assert "wal_level = logical" in str(info.value)
     assert "'replica'" in check.summary
     assert check.fix is not None and "wal_level = logical" in check.fix
     assert doctor.overall(checks) == "fail"
@@ -132,6 +136,8 @@ def test_role_without_replication(db: Database, role: str) -> None:
     check = one(checks, "replication_privilege")
     assert check.status == "fail"
     assert check.fix is not None and f"ALTER ROLE {role} REPLICATION" in check.fix
+    with pytest.raises(ServerCapabilityError, match="REPLICATION"):
+        catalog.create_slot(dsn, "mine")
     create = one(checks, "create_publication")
     assert create.status == "fail"
     assert create.fix == f"GRANT CREATE ON DATABASE {db.name} TO {role};"
