@@ -200,3 +200,16 @@ def test_via_partition_root_flag(db: Database) -> None:
     pub = orjson.loads(run_cli(["publication", "show", "r", "--json", "--dsn", db.dsn])[1])
     assert pub["publish_via_partition_root"] is True
     assert pub["published_tables"] == ["public.m"]
+
+
+def test_duplicate_and_bad_schema(shop: Database) -> None:
+    assert run_cli(["publication", "create", "d", "--table", "orders", "--dsn", shop.dsn])[0] == 0
+    code, _, err = run_cli(["publication", "create", "d", "--table", "orders", "--dsn", shop.dsn])
+    assert code == 1 and "already exists" in err and err.count("\n") == 1
+    before = state(shop)
+    code, _, err = run_cli(
+        ["publication", "add", "d", "--schema", "public; DROP TABLE victim", "--dsn", shop.dsn]
+    )
+    assert code == 1 and state(shop) == before
+    code, _, err = run_cli(["publication", "add", "d", "--schema", "nosuch", "--dsn", shop.dsn])
+    assert code == 1 and "nosuch" in err
