@@ -69,7 +69,7 @@ def render(events: list[Event], **options: Any) -> str:
     return out.getvalue().decode("utf-8")
 
 
-HEADER = "── xid 741 · lsn 0/16B3748 · 2026-11-21 23:55:34.123456+00:00 ──────────────────"
+HEADER = "── xid 741 · lsn 0/16B3748 · 2026-11-21 23:55:34.123456+00 ─────────────────────"
 
 
 def test_insert_update_delete_null_toast_and_quoted_strings() -> None:
@@ -243,8 +243,7 @@ def test_collapse_counts_rows_and_truncate_keeps_order() -> None:
         width=60,
     )
     assert text == (
-        "── xid 741 · lsn 0/16B3748 ─────────────────────────────────\n"
-        "   2026-11-21 23:55:34.123456+00:00\n"
+        "── xid 741 · lsn 0/16B3748 · 2026-11-21 23:55:34.123456+00 ─\n"
         " public.users  key: id\n"
         " op     │ id │ name │ bio  │ score\n"
         "────────┼────┼──────┼──────┼───────\n"
@@ -296,7 +295,7 @@ def test_too_many_columns_fold_vertically_on_a_narrow_terminal() -> None:
     )
     assert text == (
         "── xid 741 · lsn 0/16B3748 ─────────────\n"
-        "   2026-11-21 23:55:34.123456+00:00\n"
+        "   2026-11-21 23:55:34.123456+00\n"
         " public.wide  key: id\n"
         "─[ insert 1 ]───────────────────────────\n"
         " id       │ 1\n"
@@ -334,7 +333,7 @@ def test_long_values_are_cut_and_columns_shrink_to_the_width() -> None:
         max_width=30,
     )
     lines = text.splitlines()
-    assert lines[3:6] == [
+    assert lines[2:5] == [
         " op     │ id │ name          │ bio           │         score",
         "────────┼────┼───────────────┼───────────────┼───────────────",
         " insert │  1 │ a very long…  │ bbbbbbbbbbbb… │ 123456789012…",
@@ -385,20 +384,20 @@ def test_truncate_messages_and_two_phase() -> None:
     )
     assert text == (
         '── PREPARE TRANSACTION "g\'1\\n" · xid 742 · lsn 0/2000 ──────────────────────────\n'
-        "   2026-11-21 23:55:34.123456+00:00\n"
+        "   2026-11-21 23:55:34.123456+00\n"
         " TRUNCATE public.users, public.b RESTART IDENTITY CASCADE\n"
         ' message "pfx" (transactional, 11 bytes, lsn 0/2010): "hello\\nworld"\n'
         " prepared; COMMIT or ROLLBACK PREPARED follows\n"
         "\n"
         '── COMMIT PREPARED "g\'1\\n" · xid 742 · lsn 0/2100 ──────────────────────────────\n'
-        "   2026-11-21 23:55:34.123456+00:00\n"
+        "   2026-11-21 23:55:34.123456+00\n"
         "\n"
         '── ROLLBACK PREPARED "two" · xid 744 · lsn 0/2230 ──────────────────────────────\n'
-        "   2026-11-21 23:55:34.123456+00:00\n"
+        "   2026-11-21 23:55:34.123456+00\n"
         "\n"
         ' message "bin" (non-transactional, 2 bytes, lsn 0/2300): 0xff00\n'
         "\n"
-        "── xid 743 · lsn 0/3000 · 2026-11-21 23:55:34.123456+00:00 ─────────────────────\n"
+        "── xid 743 · lsn 0/3000 · 2026-11-21 23:55:34.123456+00 ────────────────────────\n"
         '   origin "node1" @ 0/10 · streamed\n'
         "\n"
     )
@@ -462,3 +461,48 @@ def test_make_renderer_builds_the_table_renderer() -> None:
     renderer.close()
     assert out.getvalue().decode().startswith("── xid 741")
     assert len(out.getvalue().decode().splitlines()[0]) == 100
+
+
+def test_timestamps_show_as_psql_does_and_are_not_cut_to_stubs() -> None:
+    table = Table(
+        10,
+        "public",
+        "events",
+        "default",
+        (col("id", 23, True), col("at", 1184), col("local", 1114), col("note", 25)),
+    )
+    new = {
+        "id": 1,
+        "at": "2026-11-22T00:11:30.049198+00:00",
+        "local": "2026-11-22T01:11:30",
+        "note": "n" * 41,
+    }
+    events: list[Event] = [
+        TxBegin(TX),
+        change("insert", table, new),
+        change("update", table, {**new, "at": None}, {"id": 1, "at": new["at"]}, "key"),
+        change("delete", table, None, {"id": 1}, "key"),
+        TxCommit(TX),
+    ]
+    wide = render(events, width=120).splitlines()
+    assert wide[4] == (
+        " insert │  1 │ 2026-11-22 00:11:30.049198+00        │ 2026-11-22 01:11:30 │ "
+        + "n" * 39
+        + "…"
+    )
+    assert wide[5].startswith(" update │  1 │ 2026-11-22 00:11:30.049198+00 → NULL │")
+    # too narrow for the timestamps: fold rather than cut them; blank cells get no line
+    narrow = render(events, width=60).splitlines()
+    assert narrow[2:8] == [
+        "─[ insert 1 ]" + "─" * 47,
+        " id    │ 1",
+        " at    │ 2026-11-22 00:11:30.049198+00",
+        " local │ 2026-11-22 01:11:30",
+        " note  │ " + "n" * 39 + "…",
+        "─[ update 2 ]" + "─" * 47,
+    ]
+    assert narrow[12:15] == [
+        "─[ delete 3 ]" + "─" * 47,
+        " id    │ 1",
+        " note: old rows: key only, if it changed (REPLICA IDENTITY",
+    ]

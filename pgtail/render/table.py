@@ -107,6 +107,11 @@ _NEEDS_QUOTES = re.compile(
 _MARKERS = frozenset({NULL_MARKER, TOAST_MARKER})
 _JSON_SPACE = re.compile(r"\s*[\r\n]\s*")
 
+# timestamp, timestamptz: shown as psql shows them (space, "+00"), kept to 19 cells
+# (date and time to the second) before a table is folded; date: 10
+_TIME_OIDS = frozenset({1114, 1184})
+_MIN_WIDTH_OF_TYPE = {1114: 19, 1184: 19, 1082: 10}
+
 # right-aligned (numeric) column types: int2, int4, int8, oid, float4, float8, numeric, money
 _NUMERIC_OIDS = frozenset({21, 23, 20, 26, 700, 701, 1700, 790})
 
@@ -270,6 +275,7 @@ class _Group:
     hidden: dict[str, int] = field(default_factory=dict)  # op -> rows only counted
     note: str | None = None  # replica identity note, printed once per transaction
     note_printed: bool = False
+    timestamps: tuple[int, ...] = ()  # positions of columns shown the psql way (pg_time)
 
 
 def identity_note(table: Table, change: Change) -> str | None:
@@ -318,7 +324,7 @@ class TableRenderer:
 
     def _header(self, parts: list[str]) -> list[str]:
         """A rule with as many of ``parts`` as fit; the rest on indented lines below."""
-        room = self._width - 4
+        room = self._width - 5  # "── " + text + " ─"
         lines: list[str] = []
         current = ""
         for part in parts:
@@ -444,7 +450,8 @@ class TableRenderer:
             if group is not None:
                 self._flush(group)
             title = escape_text(quote_qualified(table.schema, table.name))
-            group = _Group(table, title)
+            timestamps = tuple(i for i, c in enumerate(table.columns) if c.type_oid in _TIME_OIDS)
+            group = _Group(table, title, timestamps=timestamps)
             self._groups[table.relation_id] = group
         return group
 
@@ -456,7 +463,10 @@ class TableRenderer:
         if group.note is None:
             group.note = identity_note(change.table, change)
         group.shown += 1
-        group.rows.append((change.op, self._cells(change)))
+        cells = self._cells(change)
+        if group.timestamps:
+            _psql_times(cells, group.timestamps)
+        group.rows.append((change.op, cells))
         self._buffered += 1
         if len(group.rows) >= CHUNK_ROWS:
             self._flush(group)
@@ -569,7 +579,7 @@ class TableRenderer:
         widths = [op_width] + [
             max(headers[j][0], max(r[1][i][0] for r in rows)) for j, i in enumerate(indexes)
         ]
-        fitted = _fit_widths(widths, self._width, lambda: self._minimums(rows, indexes))
+        fitted = _fit_widths(widths, self._width, lambda: self._minimums(table, rows, indexes))
         if fitted is None:
             return [title, *self._vertical(group, rows, indexes, headers)]
         right = [False] + [columns[i].type_oid in _NUMERIC_OIDS for i in indexes]
@@ -596,12 +606,16 @@ class TableRenderer:
         return lines
 
     @staticmethod
-    def _minimums(rows: list[tuple[str, list[Cell]]], indexes: list[int]) -> list[int]:
-        """The narrowest each column may get: more for ``old → new`` cells."""
+    def _minimums(
+        table: Table, rows: list[tuple[str, list[Cell]]], indexes: list[int]
+    ) -> list[int]:
+        """The narrowest each column may get: more for timestamps and ``old → new`` cells."""
         result = [MIN_COLUMN_WIDTH]
         for i in indexes:
-            pair = any(len(r[1][i][1]) == 3 for r in rows)
-            result.append(MIN_PAIR_WIDTH if pair else MIN_COLUMN_WIDTH)
+            least = _MIN_WIDTH_OF_TYPE.get(table.columns[i].type_oid, MIN_COLUMN_WIDTH)
+            if any(len(r[1][i][1]) == 3 for r in rows):
+                least = max(least, MIN_PAIR_WIDTH)
+            result.append(least)
         return result
 
     def _vertical(
@@ -628,7 +642,7 @@ class TableRenderer:
             )
             for j, i in enumerate(indexes):
                 cell = cells[i]
-                if self._changed_only and not cell[1]:
+                if not cell[1]:  # not sent (or hidden by changed_only): no line
                     continue
                 header = fit_cell(headers[j], name_width)
                 name = _pad(paint.cell(header[1]), header[0], name_width, False)
@@ -678,6 +692,29 @@ def _fit_widths(
     return fitted
 
 
+_MARKER_STYLES = frozenset({"arrow", "null", "toast"})
+
+
+def pg_time(text: str) -> str:
+    """An ISO 8601 timestamp as psql prints it: ``2026-11-22 00:11:08.5+00``."""
+    text = text.replace("T", " ", 1)
+    if text.endswith("+00:00"):
+        return text[:-3]
+    return text
+
+
+def _psql_times(cells: list[Cell], positions: tuple[int, ...]) -> None:
+    """Rewrite the timestamp cells of a row the psql way (display only)."""
+    for i in positions:
+        segs = cells[i][1]
+        if segs and segs[0][1] != "toast":
+            new_segs = tuple(
+                (text, style) if style in _MARKER_STYLES else (pg_time(text), style)
+                for text, style in segs
+            )
+            cells[i] = (sum(cell_len(t) for t, _ in new_segs), new_segs)
+
+
 def _same_value(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
@@ -689,4 +726,4 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 def _time(value: Any) -> str:
-    return str(value.isoformat(sep=" ", timespec="microseconds"))
+    return pg_time(str(value.isoformat(timespec="microseconds")))
