@@ -39,9 +39,10 @@ def test_create_list_info_drop(db: Database) -> None:
     code, out, _ = run_cli(["slot", "list", "--dsn", db.dsn])
     assert code == 0
     header, *rows = out.splitlines()
-    assert header.split()[:5] == ["slot", "plugin", "type", "database", "active"]
+    assert header.split()[:6] == ["slot", "plugin", "database", "active", "temp", "2pc"]
     assert ("inactive_since" in header) == (db.major >= 17)
-    assert any(r.split()[:4] == ["app", "pgoutput", "logical", db.name] for r in rows)
+    assert ("conflicting" in header) == (db.major >= 16)
+    assert any(r.split()[:4] == ["app", "pgoutput", db.name, "no"] for r in rows)
 
     code, out, _ = run_cli(["slot", "list", "--json", "--dsn", db.dsn])
     slots = {s["slot_name"]: s for s in orjson.loads(out)}

@@ -55,8 +55,9 @@ def print_table(
         from rich.text import Text
 
         table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-        for header in headers:
-            table.add_column(header, overflow="fold")
+        for i, header in enumerate(headers):
+            last = i == len(headers) - 1
+            table.add_column(header, overflow="fold" if last else "ellipsis", no_wrap=not last)
         for row in rows:
             table.add_row(*(Text(cell) for cell in row))  # names are data, not rich markup
         Console().print(table)
@@ -159,13 +160,39 @@ _HEADERS = [
 ]
 
 
+# `slot list` leaves out what `slot info` and --json show (type, restart_lsn, synced)
+_LIST_HEADERS = {
+    "slot": "slot",
+    "plugin": "plugin",
+    "database": "database",
+    "active": "active",
+    "temporary": "temp",
+    "two_phase": "2pc",
+    "confirmed_flush": "confirmed_flush",
+    "lag": "lag",
+    "retained": "retained",
+    "wal_status": "wal_status",
+    "safe_wal_size": "safe_wal_size",
+    "inactive_since": "inactive_since",
+    "conflicting": "conflicting",
+    "invalidation_reason": "invalidation_reason",
+    "failover": "failover",
+}
+
+
 def _print_listing(listing: SlotListing) -> None:
-    headers = _HEADERS + list(listing.optional_columns)
-    rows = [_slot_row(s, listing.optional_columns) for s in listing.slots]
+    full = _HEADERS + list(listing.optional_columns)
+    keep = [i for i, h in enumerate(full) if h in _LIST_HEADERS]
+    rows = []
+    for s in listing.slots:
+        row = _slot_row(s, listing.optional_columns)
+        if s.slot_type != "logical":
+            row[1] = s.slot_type  # plugin column: "physical"
+        rows.append([row[i] for i in keep])
     if not rows:
         click.echo("no replication slots", err=True)
         return
-    print_table(headers, rows)
+    print_table([_LIST_HEADERS[full[i]] for i in keep], rows)
 
 
 @slot.command("list")
@@ -174,10 +201,11 @@ def _print_listing(listing: SlotListing) -> None:
 def slot_list(dsn: str | None, as_json: bool) -> None:
     """List every replication slot on the server.
 
-    Shows plugin, type, database, activity (with the walsender PID), lag of the
-    confirmed position behind the current WAL, the WAL each slot retains,
-    wal_status / safe_wal_size, and on newer servers inactive_since,
-    conflicting, invalidation_reason and failover.
+    Shows plugin, database, activity (with the walsender PID), temporary,
+    two-phase, the confirmed position and its lag behind the current WAL, the
+    WAL each slot retains, wal_status / safe_wal_size, and on newer servers
+    inactive_since, conflicting, invalidation_reason and failover. `slot info`
+    and --json add the slot type, restart_lsn and the current WAL position.
 
     \b
     Examples:
