@@ -32,7 +32,6 @@ DEFAULT_SETTINGS: dict[str, str] = {
     "max_prepared_transactions": "16",
     "listen_addresses": "'127.0.0.1'",
     "fsync": "off",
-    "synchronous_commit": "off",
     "full_page_writes": "off",
     "shared_buffers": "64MB",
     "wal_sender_timeout": "60s",
