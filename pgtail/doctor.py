@@ -764,6 +764,22 @@ def _slot_checks(
                 "SELECT pg_create_logical_replication_slot('<new name>', 'pgoutput');",
             )
         )
+    if (
+        slot.name in facts.requested_slots
+        and slot.slot_type == "logical"
+        and slot.database != facts.role.database
+    ):
+        checks.append(
+            Check(
+                "slot.database",
+                "slot",
+                subject,
+                "warn",
+                f"slot {slot.name!r} belongs to database {slot.database!r}, not "
+                f"{facts.role.database!r}: stream it while connected to {slot.database!r}",
+                f"use dbname={slot.database} in the DSN",
+            )
+        )
     if slot.active:
         checks.append(
             Check(

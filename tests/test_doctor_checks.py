@@ -351,3 +351,11 @@ def test_report_rendering(monkeypatch: pytest.MonkeyPatch, terminal: bool) -> No
     assert text.rstrip().endswith("1 failure(s)")
     if not terminal:
         assert "  [FAIL] me: role me has no REPLICATION privilege" in text
+
+
+def test_requested_slot_in_another_database() -> None:
+    elsewhere = slot(database="other", active=True)
+    checks = {c.id: c for c in doctor.slot_checks(slot_facts(elsewhere, requested_slots=("s",)))}
+    assert checks["slot.database"].status == "warn"
+    assert checks["slot.database"].fix == "use dbname=other in the DSN"
+    assert "slot.database" not in ids(doctor.slot_checks(slot_facts(elsewhere)))
