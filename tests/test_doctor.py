@@ -102,7 +102,11 @@ def test_healthy_server_passes(db: Database) -> None:
 
 
 def test_slots_in_use_counted(pg: LocalServer) -> None:
-    server = start_server(pg.bindir, settings={"max_replication_slots": "2"})
+    from tests.test_catalog import streaming
+
+    server = start_server(
+        pg.bindir, settings={"max_replication_slots": "2", "max_wal_senders": "2"}
+    )
     try:
         dsn = server.dsn()
         assert one(run_doctor(dsn), "max_replication_slots").status == "ok"
@@ -113,6 +117,17 @@ def test_slots_in_use_counted(pg: LocalServer) -> None:
         check = one(run_doctor(dsn), "max_replication_slots")
         assert check.status == "fail" and "all 2" in check.summary
         assert check.fix is not None and "max_replication_slots" in check.fix
+
+        database = Database(server, "postgres")
+        database.execute("CREATE TABLE t (id int primary key); CREATE PUBLICATION p FOR TABLE t")
+        assert one(run_doctor(dsn), "max_wal_senders").status == "ok"
+        with streaming(database, "one", "p"):
+            check = one(run_doctor(dsn), "max_wal_senders")
+            assert check.status == "warn" and "1 of 2" in check.summary
+            with streaming(database, "two", "p"):
+                check = one(run_doctor(dsn), "max_wal_senders")
+                assert check.status == "fail" and "all 2 WAL senders" in check.summary
+                assert check.fix is not None and "max_wal_senders" in check.fix
     finally:
         server.destroy()
 
