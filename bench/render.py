@@ -12,6 +12,14 @@ measurable. Each case runs in its own process so its peak RSS (getrusage) is its
   (200): the constant-memory case; also run at a tenth of the rows to show the peak RSS
   does not grow with the transaction.
 
+* capture-json, capture-sql, capture-table: when a capture of real pgoutput payloads
+  exists (``bench/decode.py`` writes ``/tmp/pgtail-bench-text.bin``; ``--capture PATH``),
+  the whole pipeline after the socket: ``Assembler.feed`` (decode, values, events) plus
+  the renderer, streamed from the file. This is the drain-time comparison.
+
+Times are CPU seconds of the case's process (time.process_time), so other load on a
+shared machine disturbs them less than wall-clock time would.
+
 Goals (issue 4): table >= 20,000 rows/s, constant memory with collapse on, SQL within
 1.5x of the JSON time.
 """
@@ -22,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import struct
 import subprocess
 import sys
 import time
@@ -31,7 +40,16 @@ from typing import BinaryIO
 
 import orjson
 
-from pgtail.changes import Change, Column, Event, Table, Transaction, TxBegin, TxCommit
+from pgtail.changes import (
+    Assembler,
+    Change,
+    Column,
+    Event,
+    Table,
+    Transaction,
+    TxBegin,
+    TxCommit,
+)
 from pgtail.render import Renderer, RenderOptions
 from pgtail.render.jsonl import JsonLinesRenderer
 from pgtail.render.sql import SqlRenderer
@@ -95,7 +113,29 @@ def events(total: int, tx_rows: int) -> Iterator[Event]:
         lsn += 4096
 
 
+RECORD = struct.Struct("!QI")  # bench/decode.py's capture format: lsn, payload length
+
+
+def capture_events(path: str, limit: int) -> Iterator[Event]:
+    """Events from a capture file, read lazily, up to ``limit`` changes."""
+    assembler = Assembler(1, binary="binary" in os.path.basename(path))
+    changes = 0
+    with open(path, "rb") as capture:
+        while changes < limit:
+            head = capture.read(RECORD.size)
+            if len(head) < RECORD.size:
+                return
+            lsn, length = RECORD.unpack(head)
+            for event in assembler.feed(capture.read(length), lsn):
+                if type(event) is Change:
+                    changes += 1
+                    if changes > limit:
+                        return
+                yield event
+
+
 def make(case: str, out: BinaryIO) -> Renderer:
+    case = case.removeprefix("capture-")
     if case == "json":
         return JsonLinesRenderer(out, RenderOptions())
     if case == "sql":
@@ -107,25 +147,34 @@ def make(case: str, out: BinaryIO) -> Renderer:
     raise SystemExit(f"unknown case {case}")
 
 
-def run_one(case: str, rows: int, tx_rows: int, path: str) -> dict[str, object]:
-    stream = events(rows, 0 if case == "table-collapse" else tx_rows)
+def run_one(
+    case: str, rows: int, tx_rows: int, path: str, capture: str | None
+) -> dict[str, object]:
+    if case.startswith("capture-"):
+        assert capture is not None
+        stream = capture_events(capture, rows)
+    else:
+        stream = events(rows, 0 if case == "table-collapse" else tx_rows)
     first = next(stream)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with open(path, "wb") as out:
         renderer = make(case, out)
         start = time.perf_counter()
+        cpu_start = time.process_time()
         renderer.render(first)
         for event in stream:
             renderer.render(event)
         renderer.close()
+        cpu = time.process_time() - cpu_start
         elapsed = time.perf_counter() - start
     size = os.path.getsize(path)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
         "case": case,
         "rows": rows,
-        "seconds": round(elapsed, 3),
-        "rows_per_s": round(rows / elapsed),
+        "seconds": round(cpu, 3),
+        "wall_seconds": round(elapsed, 3),
+        "rows_per_s": round(rows / cpu),
         "output_mb": round(size / 1e6, 1),
         "rss_start_mb": round(rss_before / 1024, 1),
         "peak_rss_mb": round(peak / 1024, 1),
@@ -137,10 +186,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--tx-rows", type=int, default=100)
     parser.add_argument("--out", default="/tmp/pgtail-render.out")
+    parser.add_argument("--capture", default="/tmp/pgtail-bench-text.bin")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case
     args = parser.parse_args()
     if args.case:
-        print(json.dumps(run_one(args.case, args.rows, args.tx_rows, args.out)))
+        result = run_one(args.case, args.rows, args.tx_rows, args.out, args.capture)
+        print(json.dumps(result))
         return
     cases = [
         ("json", args.rows),
@@ -149,6 +200,10 @@ def main() -> None:
         ("table-collapse", args.rows // 10),
         ("table-collapse", args.rows),
     ]
+    if os.path.exists(args.capture):
+        cases += [(f"capture-{f}", args.rows) for f in ("json", "sql", "table")]
+    else:
+        print(f"(no capture at {args.capture}: run bench/decode.py for the pipeline cases)")
     results = []
     for case, rows in cases:
         proc = subprocess.run(
@@ -163,6 +218,8 @@ def main() -> None:
                 str(args.tx_rows),
                 "--out",
                 args.out,
+                "--capture",
+                args.capture,
             ],
             capture_output=True,
             text=True,
@@ -171,7 +228,7 @@ def main() -> None:
         result = json.loads(proc.stdout)
         results.append(result)
         print(
-            f"{case:15} {rows:>9,} rows  {result['seconds']:>7.2f} s  "
+            f"{case:15} {rows:>9,} rows  {result['seconds']:>7.2f} s CPU  "
             f"{result['rows_per_s']:>9,} rows/s  {result['output_mb']:>7} MB out  "
             f"peak RSS {result['peak_rss_mb']} MB (at start {result['rss_start_mb']} MB)",
             flush=True,
@@ -181,7 +238,14 @@ def main() -> None:
     sql_s = next(float(str(r["seconds"])) for r in results if r["case"] == "sql")
     table_rate = next(int(str(r["rows_per_s"])) for r in results if r["case"] == "table")
     small, big = (r for r in results if r["case"] == "table-collapse")
-    print(f"sql / json time: {sql_s / json_s:.2f}x (goal <= 1.5x)")
+    print(f"sql / json time, renderers alone: {sql_s / json_s:.2f}x")
+    captured = {r["case"]: float(str(r["seconds"])) for r in results if "capture" in str(r["case"])}
+    if captured:
+        print(
+            "sql / json time, decode + render of the capture: "
+            f"{captured['capture-sql'] / captured['capture-json']:.2f}x (goal <= 1.5x); "
+            f"table / json: {captured['capture-table'] / captured['capture-json']:.2f}x"
+        )
     print(f"table: {table_rate:,} rows/s (goal >= 20,000)")
     print(
         f"table with collapse: peak RSS {small['peak_rss_mb']} MB at {small['rows']:,} rows, "
