@@ -214,8 +214,8 @@ def test_replica_identity_notes() -> None:
         " op     │ email │ name\n"
         "────────┼───────┼──────\n"
         " delete │ a@b   │\n"
-        " note: old rows: index columns only, if they changed (REPLICA IDENTITY USING\n"
-        "   INDEX); whole rows: ALTER TABLE app.accounts REPLICA IDENTITY FULL\n"
+        " note: old rows: index columns only (REPLICA IDENTITY USING INDEX); whole\n"
+        "   rows: ALTER TABLE app.accounts REPLICA IDENTITY FULL\n"
         "\n"
     )
 

@@ -290,12 +290,11 @@ def identity_note(table: Table, change: Change) -> str | None:
     if identity == "default" and not table.key_columns:
         return f"no old rows: no primary key (REPLICA IDENTITY DEFAULT); fix: add one, or {fix}"
     if identity == "default":
-        return f"old rows: key only, if it changed (REPLICA IDENTITY DEFAULT); whole rows: {fix}"
+        what = "key only" + (", if it changed" if change.op == "update" else "")
+        return f"old rows: {what} (REPLICA IDENTITY DEFAULT); whole rows: {fix}"
     if identity == "index":
-        return (
-            "old rows: index columns only, if they changed (REPLICA IDENTITY USING INDEX); "
-            f"whole rows: {fix}"
-        )
+        what = "index columns only" + (", if they changed" if change.op == "update" else "")
+        return f"old rows: {what} (REPLICA IDENTITY USING INDEX); whole rows: {fix}"
     return None
 
 
