@@ -75,22 +75,31 @@ def main() -> None:
             row = cur.fetchone()
             assert row is not None
             end_lsn = str(row[0])
-            cur.execute("SELECT pg_wal_lsn_diff(%s::pg_lsn, confirmed_flush_lsn)::bigint"
-                        " FROM pg_replication_slots WHERE slot_name = 'spark_slot'", (end_lsn,))
+            cur.execute(
+                "SELECT pg_wal_lsn_diff(%s::pg_lsn, confirmed_flush_lsn)::bigint"
+                " FROM pg_replication_slots WHERE slot_name = 'spark_slot'",
+                (end_lsn,),
+            )
             wal_row = cur.fetchone()
             wal_bytes = int(wal_row[0]) if wal_row else 0
         conn.close()
-        print(f"workload: {args.changes:,} inserts committed in {time.perf_counter() - t0:.1f}s, "
-              f"{wal_bytes / 1e6:.0f} MB of WAL pending in each slot (PostgreSQL {server.major})")
+        print(
+            f"workload: {args.changes:,} inserts committed in {time.perf_counter() - t0:.1f}s, "
+            f"{wal_bytes / 1e6:.0f} MB of WAL pending in each slot (PostgreSQL {server.major})"
+        )
 
         from pgtail.spark.pipeline import read_changes, run, session
 
         t0 = time.perf_counter()
-        spark = session(args.master, "pgtail-bench", {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.driver.memory": "2g",
-        })
+        spark = session(
+            args.master,
+            "pgtail-bench",
+            {
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.driver.memory": "2g",
+            },
+        )
         spark.sparkContext.setLogLevel("ERROR")
         startup = time.perf_counter() - t0
         options = {"dsn": dsn, "slot": "spark_slot", "publication": "bench_pub"}
@@ -100,9 +109,11 @@ def main() -> None:
         written = read_changes(spark, work / "changes").count()
         spark.stop()
         assert written == args.changes, (written, args.changes)
-        print(f"spark ({args.master}): {result.rows:,} changes in {result.batches} batch(es), "
-              f"{spark_seconds:.1f}s -> {result.rows / spark_seconds:,.0f} changes/s "
-              f"(+ {startup:.1f}s session start-up)")
+        print(
+            f"spark ({args.master}): {result.rows:,} changes in {result.batches} batch(es), "
+            f"{spark_seconds:.1f}s -> {result.rows / spark_seconds:,.0f} changes/s "
+            f"(+ {startup:.1f}s session start-up)"
+        )
 
         if not args.skip_json:
             command = [sys.executable, "-m", "pgtail", "stream", "--dsn", dsn,
@@ -112,8 +123,10 @@ def main() -> None:
             with open(os.devnull, "wb") as devnull:
                 subprocess.run(command, stdout=devnull, check=True)
             json_seconds = time.perf_counter() - t0
-            print(f"pgtail stream --format json > /dev/null: {args.changes:,} changes in "
-                  f"{json_seconds:.1f}s -> {args.changes / json_seconds:,.0f} changes/s")
+            print(
+                f"pgtail stream --format json > /dev/null: {args.changes:,} changes in "
+                f"{json_seconds:.1f}s -> {args.changes / json_seconds:,.0f} changes/s"
+            )
     finally:
         server.destroy()
         shutil.rmtree(work, ignore_errors=True)

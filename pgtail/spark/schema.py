@@ -26,7 +26,7 @@ from pyspark.sql.types import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from pgtail.changes import Change, Message, Truncate
+    from pgtail.changes import Change, Message, Table, Truncate
 
 MESSAGE_TYPE = StructType(
     [
@@ -79,6 +79,7 @@ class RowBuffer:
     def __init__(self) -> None:
         self._schema = arrow_schema()
         self._columns: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+        self._key_cache: dict[int, tuple[Table, tuple[str, ...]]] = {}
         self.rows = 0
 
     def _append(
@@ -116,13 +117,26 @@ class RowBuffer:
         c["message"].append(message)
         self.rows += 1
 
+    def _key_columns(self, table: Table) -> tuple[str, ...]:
+        found = self._key_cache.get(id(table))
+        if found is None or found[0] is not table:
+            found = (table, table.key_columns)
+            self._key_cache[id(table)] = found
+        return found[1]
+
     def add_change(self, change: Change) -> None:
         tx = change.tx
-        key = change.key
-        names = change.table.key_columns
-        if key is not None:
-            # Only the replica identity columns, in table order, whatever the old tuple held.
-            key = {n: key[n] for n in names if n in key}
+        names = self._key_columns(change.table)
+        # As `Change.key`, but only the replica identity columns, whatever the old tuple held.
+        key: dict[str, Any] | None = None
+        source: dict[str, Any] | None
+        if names:
+            if change.old_kind == "key" and change.old is not None:
+                source = change.old
+            else:
+                source = change.old if change.old is not None else change.new
+            if source is not None:
+                key = {n: source[n] for n in names if n in source}
         self._append(
             op=change.op,
             schema=change.table.schema,

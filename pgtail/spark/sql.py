@@ -268,12 +268,12 @@ def peek(
                 with conn.cursor(name="pgtail_peek") as cur:
                     cur.itersize = FETCH_ROWS
                     cur.execute(
-                        _PEEK.format(what=sql.SQL("lsn::text, data")),
+                        _PEEK.format(what=sql.SQL("(lsn - '0/0')::bigint, data")),
                         (slot, format_lsn(upto), options),
                     )
-                    for lsn_text, data in cur:
+                    for lsn, data in cur:
                         yielded = True
-                        yield parse_lsn(lsn_text), bytes(data)
+                        yield lsn, bytes(data)
                 break
             except psycopg2.Error as exc:
                 conn.rollback()
