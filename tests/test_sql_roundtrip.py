@@ -11,6 +11,7 @@ and every table is compared row for row with the source.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import uuid
@@ -21,11 +22,13 @@ import psycopg2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rich.cells import cell_len
 
 from pgtail.changes import Assembler, Column, Event
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions
 from pgtail.render.sql import SqlRenderer, literal, quote_ident, quote_literal
+from pgtail.render.table import TableRenderer
 from pgtail.server import LocalServer, embedded_bindir
 from tests.conftest import Database
 
@@ -390,6 +393,20 @@ def test_sql_replay_reproduces_every_table(
     update_1 = next(line for line in sql.splitlines() if "c_text = 'changed'" in line)
     assert '"Big Text"' not in update_1
     assert sum(1 for e in events if type(e).__name__ == "Change") > 20
+
+    # the table renderer takes the same real events: markers, notes, the width kept
+    table_out = io.BytesIO()
+    table_renderer = TableRenderer(table_out, RenderOptions(width=100))
+    for event in events:
+        table_renderer.render(event)
+    table_renderer.close()
+    shown = table_out.getvalue().decode("utf-8")
+    assert "⋯ unchanged toast" in shown
+    assert "note: old rows: key only, if it changed (REPLICA IDENTITY DEFAULT)" in shown
+    assert 'TRUNCATE public."user", "ünïcödé"."tab""quote"' in shown
+    assert "replica identity full" in shown
+    for line in shown.splitlines():
+        assert cell_len(line) <= 100, line
 
     replay(target, sql, tmp_path)
     tables = TABLES + ([] if binary else [ENUM_TABLE])
