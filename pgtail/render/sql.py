@@ -39,7 +39,14 @@ name would mean length 1 (``character``, ``bit``) get an uncast literal, which
 PostgreSQL resolves to the column's type.
 
 Comments carry only LSNs, xids, times and strings escaped as JSON (gids, origins,
-message prefixes and contents), so nothing in a value can end a comment.
+message prefixes and contents), so nothing in a value can end a comment (only ``--``
+comments are written; no ``/* */``). Literals write control characters as escapes, so
+a statement never spans lines unless an identifier itself holds a line break.
+
+Limits of replay: a target column ``GENERATED ALWAYS AS IDENTITY`` refuses the INSERTs
+(make it ``BY DEFAULT`` on the target); values of non-built-in types (enums, domains,
+extension types) from a ``--binary`` stream arrive as the hex of their binary form and
+do not replay; lower bounds of arrays (``[0:1]={…}``) are not kept (`pgtail.values`).
 
 Warnings: the renderer never writes to stderr itself. When ``options.extra["warn"]``
 is a callable taking one ``str``, it is called with a one-line warning the first time
