@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import queue
@@ -452,26 +453,29 @@ class OutputState:
 
 @dataclass(slots=True)
 class _Batch:
-    items: list[Any]
+    items: list[Any]  # events (or raw messages) to render; rendered by the reader
     confirm_lsn: int  # end LSN of the last transaction completed in this batch (0: none)
     # stream position after this batch; nonzero only when the batch ends exactly at the end
     # of a transaction or a non-transactional message (the --output file is cut there)
     position: int
     transactions: int
     changes: int
+    data: bytes = b""  # the rendered output of ``items``
 
 
 _STOP = object()
 
 
 class _Writer(threading.Thread):
-    """Renders batches into the output; reports what is flushed to the feedback object."""
+    """Writes rendered batches to the output; reports what is flushed to the feedback object.
+
+    It does no rendering (the reader does, into memory), so it holds the GIL only
+    briefly and mostly sits in write(2): the reader keeps its CPU.
+    """
 
     def __init__(
         self,
         out: BinaryIO,
-        render: Callable[[Any], None],
-        close: Callable[[], None],
         feedback: Feedback,
         lock: threading.Lock,
         wake: Callable[[], None],
@@ -481,8 +485,6 @@ class _Writer(threading.Thread):
         super().__init__(name="pgtail-writer", daemon=True)
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=_QUEUE_ITEMS)
         self._out = out
-        self._render = render
-        self._close = close
         self._feedback = feedback
         self._lock = lock
         self._wake = wake
@@ -526,13 +528,11 @@ class _Writer(threading.Thread):
                     continue
                 if item is _STOP:
                     self._flush(pending)
-                    self._close()
                     self._out.flush()
                     return
                 batch: _Batch = item
-                render = self._render
-                for obj in batch.items:
-                    render(obj)
+                if batch.data:
+                    self._out.write(batch.data)
                 if batch.position and self._state is not None:
                     self._boundary = (batch.position, self._out.tell())
                 pending.append(batch)
@@ -675,6 +675,12 @@ class _Stream:
         self.state: OutputState | None = None
         self.pipe_fd = _is_pipe(out) if config.output is None else None
         self.stop_reason: StopReason | None = None
+        # the renderer writes into this buffer (in the reader thread); each batch's bytes
+        # go to the writer thread
+        self.buffer = io.BytesIO()
+        self.render: Callable[[Any], None] = _no_log
+        self.close_renderer: Callable[[], None] = lambda: None
+        self.renderer_closed = False
 
     # ----------------------------------------------------------------- setup
 
@@ -834,6 +840,18 @@ class _Stream:
     def enqueue(self, batch: _Batch) -> None:
         writer = self.writer
         assert writer is not None
+        if batch.items:
+            render = self.render
+            for item in batch.items:
+                render(item)
+            batch.items = []
+        buffer = self.buffer
+        if buffer.tell():
+            batch.data = buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+        # rendering a large transaction takes a while: keep the walsender alive meanwhile
+        self._keepalive()
         while True:
             if writer.failed:
                 raise _Stop("closed" if writer.closed else "error")
@@ -847,9 +865,10 @@ class _Stream:
                 return
             except queue.Full:
                 # output is blocked: keep the walsender alive without reading more
-                self._heartbeat_while_blocked()
+                self._keepalive()
 
-    def _heartbeat_while_blocked(self) -> None:
+    def _keepalive(self) -> None:
+        """Send a status update when the last one is a while ago (busy or blocked)."""
         if self.cursor is None:
             return
         now = time.monotonic()
@@ -1092,6 +1111,14 @@ class _Stream:
         """Let the writer finish what was read, keeping the connection alive meanwhile."""
         writer = self.writer
         assert writer is not None
+        if not writer.failed and not self.renderer_closed:
+            self.renderer_closed = True
+            try:
+                self.close_renderer()
+                if self.buffer.tell():
+                    self.enqueue(_Batch([], 0, 0, 0, 0))
+            except (_Stop, _ConnectionLost):
+                pass
         if not writer.failed:
             while True:
                 try:
@@ -1101,12 +1128,12 @@ class _Stream:
                     if writer.failed or self.signals.forced:
                         return
                     with contextlib.suppress(_ConnectionLost, psycopg2.Error):
-                        self._heartbeat_while_blocked()
+                        self._keepalive()
         while not writer.finished.wait(0.2):
             if self.signals.forced:
                 return
             with contextlib.suppress(_ConnectionLost, psycopg2.Error):
-                self._heartbeat_while_blocked()
+                self._keepalive()
 
 
 def run(
@@ -1182,10 +1209,8 @@ def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], N
 
 def _run(stream: _Stream, out: BinaryIO, fsync: bool) -> StreamResult:
     config = stream.config
-    render, close = _make_render(config, out)
-    writer = _Writer(
-        out, render, close, stream.feedback, stream.lock, stream.signals.wake, fsync, stream.state
-    )
+    stream.render, stream.close_renderer = _make_render(config, stream.buffer)
+    writer = _Writer(out, stream.feedback, stream.lock, stream.signals.wake, fsync, stream.state)
     stream.writer = writer
     reason: StopReason = "error"
     error: BaseException | None = None

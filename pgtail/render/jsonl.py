@@ -57,6 +57,7 @@ from pgtail.changes import (
     Event,
     Message,
     RollbackPrepared,
+    Table,
     Transaction,
     Truncate,
     TxBegin,
@@ -106,12 +107,62 @@ class JsonLinesRenderer:
         # fields shared by every line of the current transaction, computed once per tx
         self._tx: Transaction | None = None
         self._tx_fields: dict[str, Any] = {}
+        # id(table) -> (table, key column names): Change.key, without recomputing names
+        self._key_names: dict[int, tuple[Table, tuple[str, ...]]] = {}
+        # (op, id(table)) -> (table, serialized head of a change line) for the current tx
+        self._heads: dict[tuple[str, int], tuple[Table, bytes]] = {}
 
     def _fields(self, tx: Transaction) -> dict[str, Any]:
         if tx is not self._tx:
             self._tx = tx
             self._tx_fields = tx_fields(tx)
+            self._heads = {}
         return self._tx_fields
+
+    def change_line(self, change: Change) -> bytes:
+        """The line for a change: the same object as `record`, serialized faster.
+
+        Everything up to ``seq`` is the same for every change of one table and operation
+        in one transaction, so it is serialized once per transaction.
+        """
+        fields = self._fields(change.tx)
+        table = change.table
+        head_key = (change.op, id(table))
+        head = self._heads.get(head_key)
+        if head is None or head[0] is not table:
+            prefix = {"op": change.op, "schema": table.schema, "table": table.name, **fields}
+            head = (table, dumps(prefix)[:-1] + b",")
+            self._heads[head_key] = head
+        body = dumps(
+            {
+                "seq": change.seq,
+                "replica_identity": table.replica_identity,
+                "key": self._key(change),
+                "old": change.old,
+                "old_kind": change.old_kind,
+                "new": change.new,
+                "unchanged_toast": list(change.unchanged_toast),
+            }
+        )
+        return head[1] + body[1:] + b"\n"
+
+    def _key(self, change: Change) -> dict[str, Any] | None:
+        """Same as ``change.key``; the key column names are cached per table."""
+        table = change.table
+        entry = self._key_names.get(id(table))
+        if entry is None or entry[0] is not table:
+            entry = (table, table.key_columns)
+            self._key_names[id(table)] = entry
+        names = entry[1]
+        if not names:
+            return None
+        old = change.old
+        if old is not None and change.old_kind == "key":
+            return old
+        row = old if old is not None else change.new
+        if row is None:
+            return None
+        return {n: row[n] for n in names if n in row}
 
     def record(self, event: Event) -> dict[str, Any] | None:
         """The JSON object for ``event``, or None when it produces no line."""
@@ -124,7 +175,7 @@ class JsonLinesRenderer:
                 **self._fields(event.tx),
                 "seq": event.seq,
                 "replica_identity": table.replica_identity,
-                "key": event.key,
+                "key": self._key(event),
                 "old": event.old,
                 "old_kind": event.old_kind,
                 "new": event.new,
@@ -187,6 +238,9 @@ class JsonLinesRenderer:
         raise TypeError(f"cannot render {type(event).__name__} as JSON")
 
     def render(self, event: Event) -> None:
+        if type(event) is Change:
+            self._out.write(self.change_line(event))
+            return
         record = self.record(event)
         if record is not None:
             self._out.write(dumps(record) + b"\n")
