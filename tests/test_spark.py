@@ -488,3 +488,30 @@ def test_missing_pyspark_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyspark", None)
     with pytest.raises(ConfigurationError, match=r"pip install 'pgtail\[spark\]'"):
         require_pyspark()
+
+
+def test_cli_errors_are_one_clear_line(db15: Any, tmp_path: Path) -> None:
+    setup_source(db15)
+
+    def pgtail(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pgtail", *args],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    base = ["spark", "run", "--dsn", db15.dsn, "--output", str(tmp_path / "o"),
+            "--checkpoint", str(tmp_path / "c")]  # fmt: skip
+    missing_slot = pgtail(*base, "--slot", "nope", "--publication", "p")
+    assert missing_slot.returncode == 1
+    assert missing_slot.stderr.startswith("pgtail: error: replication slot 'nope' does not exist")
+    assert "Traceback" not in missing_slot.stderr
+    missing_pub = pgtail(*base, "--slot", "s", "--publication", "nopub")
+    assert missing_pub.returncode == 1
+    assert "publication 'nopub' does not exist" in missing_pub.stderr
+    bad_trigger = pgtail(*base, "--slot", "s", "--publication", "p", "--trigger", "soon")
+    assert bad_trigger.returncode == 1
+    assert "invalid trigger 'soon'" in bad_trigger.stderr
+    no_log = pgtail("spark", "materialize", "--changes", str(tmp_path / "nothing"),
+                    "--output", str(tmp_path / "out"))  # fmt: skip
+    assert no_log.returncode == 1 and "does not exist" in no_log.stderr
+    assert not (tmp_path / "c").exists()

@@ -119,7 +119,10 @@ def spark_run(
     before and after are JSON objects. Restarting with the same --checkpoint
     continues exactly where the last committed batch ended.
     """
-    from pgtail.spark.pipeline import parse_trigger, run, source_options
+    from pgtail.spark import require_pyspark
+
+    require_pyspark()
+    from pgtail.spark.pipeline import parse_trigger, run, source_options, validate_source
 
     parse_trigger(trigger)  # a bad trigger fails before Spark starts
     extra = {
@@ -129,7 +132,9 @@ def spark_run(
     if max_bytes_per_trigger is not None:
         extra["maxBytesPerTrigger"] = str(max_bytes_per_trigger)
     options = source_options(dsn=dsn, slot=slot, publication=publication, extra=extra)
-    spark = _session(master, _pairs(conf, "--conf"), f"pgtail spark run {slot}")
+    spark_conf = _pairs(conf, "--conf")
+    validate_source(options)  # missing slot/publication: one clear line, no Spark start-up
+    spark = _session(master, spark_conf, f"pgtail spark run {slot}")
 
     def progress(p: dict[str, Any]) -> None:
         click.echo(f"batch {p.get('batchId')}: {p.get('numInputRows', 0)} changes", err=True)

@@ -190,7 +190,13 @@ def run(
         .outputMode("append")
         .trigger(**trigger_args)
     )
-    query = writer.start()
+    try:
+        query = writer.start()
+    except Exception as exc:
+        translated = translate_spark_error(exc)
+        if translated is not None:
+            raise translated from None
+        raise
     batches = rows = 0
     seen: set[int] = set()
     try:

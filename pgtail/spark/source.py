@@ -367,11 +367,16 @@ class _Driver:
     def partitions(
         self, start: Mapping[str, int], end: Mapping[str, int], *, check: bool = True
     ) -> list[SlotPartition]:
-        self.connection()
+        from pgtail.spark import sql
+
+        conn = self.connection()
         parts = []
         for spec in self.settings.slots:
             begin = start.get(spec.name)
             stop = end.get(spec.name)
+            if begin is None and stop is not None:
+                # A slot added to a running query: it starts where the slot is.
+                begin = sql.require_slot(conn, spec.name).confirmed_flush
             if begin is None or stop is None or stop <= begin:
                 continue
             parts.append(
