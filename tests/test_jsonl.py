@@ -1,0 +1,211 @@
+"""The JSON lines renderer on hand-built events: every shape, exact bytes where it matters."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+
+from pgtail.changes import (
+    Change,
+    Column,
+    CommitPrepared,
+    Message,
+    RollbackPrepared,
+    Table,
+    Transaction,
+    Truncate,
+    TxBegin,
+    TxCommit,
+)
+from pgtail.errors import ConfigurationError
+from pgtail.filters import EventFilter, parse_ops
+from pgtail.render import RenderOptions, make_renderer
+from pgtail.render.jsonl import JsonLinesRenderer
+
+T0 = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+TX = Transaction(xid=42, commit_lsn=0x16B374D848, end_lsn=0x16B374D878, commit_time=T0)
+TABLE = Table(
+    relation_id=1,
+    schema="public",
+    name="items",
+    replica_identity="default",
+    columns=(
+        Column("id", 23, -1, True, "integer"),
+        Column("name", 25, -1, False, "text"),
+        Column("body", 25, -1, False, "text"),
+    ),
+)
+FULL = Table(2, "s", "full_t", "full", (Column("id", 23, -1, False, "integer"),))
+
+
+def render(*events: Any, tx_lines: bool = False) -> list[dict[str, Any]]:
+    out = io.BytesIO()
+    renderer = make_renderer("json", out, RenderOptions(tx_lines=tx_lines))
+    for event in events:
+        renderer.render(event)
+    renderer.close()
+    data = out.getvalue()
+    assert data == b"" or data.endswith(b"\n")
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+def change(op: str = "insert", **kw: Any) -> Change:
+    fields: dict[str, Any] = dict(
+        op=op,
+        table=TABLE,
+        tx=TX,
+        seq=0,
+        new={"id": 1, "name": "a"},
+        old=None,
+        old_kind=None,
+        unchanged_toast=(),
+    )
+    fields.update(kw)
+    return Change(**fields)
+
+
+def test_insert_exact_bytes() -> None:
+    out = io.BytesIO()
+    JsonLinesRenderer(out).render(change())
+    assert out.getvalue() == (
+        b'{"op":"insert","schema":"public","table":"items","xid":42,'
+        b'"commit_lsn":"16/B374D848","end_lsn":"16/B374D878",'
+        b'"commit_time":"2026-01-02T03:04:05.000006+00:00","seq":0,'
+        b'"replica_identity":"default","key":{"id":1},"old":null,"old_kind":null,'
+        b'"new":{"id":1,"name":"a"},"unchanged_toast":[]}\n'
+    )
+
+
+def test_fast_line_equals_record() -> None:
+    renderer = JsonLinesRenderer(io.BytesIO())
+    events = [
+        change(),
+        change("update", new={"id": 2, "name": "b"}, old={"id": 1}, old_kind="key", seq=1),
+        change("update", new={"id": 1}, unchanged_toast=("body",), seq=2),
+        change("delete", new=None, old={"id": 1}, old_kind="key", seq=3),
+        change("update", table=FULL, new={"id": 2}, old={"id": 1}, old_kind="full", seq=4),
+    ]
+    for event in events:
+        assert orjson.loads(renderer.change_line(event)) == orjson.loads(
+            orjson.dumps(renderer.record(event))
+        )
+
+
+def test_key_old_and_unchanged_toast() -> None:
+    lines = render(
+        change("update", new={"id": 2, "name": "b"}, old={"id": 1}, old_kind="key"),
+        change("update", new={"id": 1}, unchanged_toast=("body",), seq=1),
+        change("delete", new=None, old={"id": 1}, old_kind="key", seq=2),
+        change("update", table=FULL, new={"id": 2}, old={"id": 1}, old_kind="full", seq=3),
+    )
+    assert lines[0]["key"] == {"id": 1} and lines[0]["old_kind"] == "key"
+    assert lines[1]["unchanged_toast"] == ["body"] and "body" not in lines[1]["new"]
+    assert lines[1]["old"] is None and lines[1]["key"] == {"id": 1}
+    assert lines[2]["new"] is None and lines[2]["op"] == "delete"
+    assert lines[3]["key"] is None  # REPLICA IDENTITY FULL has no key columns
+    assert lines[3]["old_kind"] == "full" and lines[3]["replica_identity"] == "full"
+
+
+def test_tx_lines_only_with_option() -> None:
+    events = (TxBegin(TX), change(), TxCommit(TX))
+    assert [r["op"] for r in render(*events)] == ["insert"]
+    lines = render(*events, tx_lines=True)
+    assert [r["op"] for r in lines] == ["begin", "insert", "commit"]
+    assert lines[0] == {
+        "op": "begin",
+        "xid": 42,
+        "commit_lsn": "16/B374D848",
+        "end_lsn": "16/B374D878",
+        "commit_time": "2026-01-02T03:04:05.000006+00:00",
+    }
+    assert lines[2]["op"] == "commit" and lines[2]["end_lsn"] == "16/B374D878"
+
+
+def test_truncate_shape() -> None:
+    (line,) = render(Truncate((TABLE, FULL), True, False, TX, 3))
+    assert line["op"] == "truncate"
+    assert line["tables"] == [
+        {"schema": "public", "table": "items"},
+        {"schema": "s", "table": "full_t"},
+    ]
+    assert line["cascade"] is True and line["restart_identity"] is False
+    assert line["xid"] == 42 and line["seq"] == 3
+
+
+def test_message_shapes_text_and_base64() -> None:
+    text, binary = render(
+        Message("app", "héllo".encode(), True, 0x10, TX, 0),
+        Message("bin", b"\xff\x00", False, 0x20, None, 0),
+    )
+    assert text["content"] == "héllo" and text["content_encoding"] == "utf-8"
+    assert text["transactional"] is True and text["xid"] == 42 and text["lsn"] == "0/10"
+    assert binary["content"] == "/wA=" and binary["content_encoding"] == "base64"
+    assert binary["xid"] is None and "commit_lsn" not in binary
+
+
+def test_prepared_transaction_shapes() -> None:
+    prepared = Transaction(
+        xid=7, commit_lsn=0x100, end_lsn=0x130, commit_time=T0, gid="g1", prepared=True
+    )
+    lines = render(
+        TxBegin(prepared),
+        change(tx=prepared),
+        TxCommit(prepared),
+        CommitPrepared(7, "g1", 0x200, 0x230, T0),
+        RollbackPrepared(8, "g2", 0x300, 0x330, T0, T0),
+    )
+    assert [r["op"] for r in lines] == ["insert", "prepare", "commit_prepared", "rollback_prepared"]
+    assert lines[0]["gid"] == "g1" and lines[0]["prepared"] is True
+    assert lines[1]["end_lsn"] == "0/130"
+    assert lines[2] == {
+        "op": "commit_prepared",
+        "xid": 7,
+        "gid": "g1",
+        "commit_lsn": "0/200",
+        "end_lsn": "0/230",
+        "commit_time": "2026-01-02T03:04:05.000006+00:00",
+    }
+    assert lines[3]["prepare_end_lsn"] == "0/300" and lines[3]["rollback_end_lsn"] == "0/330"
+
+
+def test_origin_only_when_set() -> None:
+    with_origin = Transaction(1, 0x10, 0x20, T0, origin="upstream", origin_lsn=5)
+    (line,) = render(change(tx=with_origin))
+    assert line["origin"] == "upstream"
+    (plain,) = render(change())
+    assert "origin" not in plain and "gid" not in plain and "prepared" not in plain
+
+
+def test_filter_tables_ops_redact() -> None:
+    flt = EventFilter(tables=("public.it*",), ops=parse_ops("insert,truncate"), redact=("name",))
+    assert flt.apply(change(table=FULL)) is None
+    assert flt.apply(change("delete", new=None, old={"id": 1}, old_kind="key")) is None
+    redacted = flt.apply(change())
+    assert isinstance(redacted, Change)
+    assert redacted.new == {"id": 1, "name": "***"}
+    narrowed = flt.apply(Truncate((TABLE, FULL), False, False, TX, 0))
+    assert isinstance(narrowed, Truncate) and narrowed.tables == (TABLE,)
+    assert flt.apply(Message("p", b"", False, 1, None, 0)) is None
+    assert flt.apply(TxBegin(TX)) == TxBegin(TX)
+    bare = EventFilter(tables=("items",))
+    assert bare.apply(change()) is not None  # a bare name matches in any schema
+    assert EventFilter(exclude=("s.*",)).apply(change(table=FULL)) is None
+    assert EventFilter().is_noop
+
+
+def test_redact_keeps_keys_and_nulls() -> None:
+    flt = EventFilter(redact=("id", "name"))
+    out = flt.apply(change(new={"id": 1, "name": None}))
+    assert isinstance(out, Change)
+    assert out.new == {"id": 1, "name": None}  # key column and NULL stay as they are
+
+
+def test_parse_ops_rejects_unknown() -> None:
+    assert parse_ops(None) is None
+    assert parse_ops("Insert, delete") == frozenset({"insert", "delete"})
+    with pytest.raises(ConfigurationError, match="upsert"):
+        parse_ops("insert,upsert")
