@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pgtail import changes
 from pgtail.changes import (
@@ -731,3 +733,59 @@ def test_reset_forgets_held_transactions() -> None:
     assert rows(run(asm, [ITEMS, *tx_block(2, [pb.insert(16384, [b"2", b"a", b"b"])])])) == [
         ("insert", {"id": 2, "name": "a", "body": "b"}, None)
     ]
+
+
+# --- fuzz ---------------------------------------------------------------------------------
+
+_VALID_POOL = [
+    ITEMS,
+    ITEMS_FULL,
+    pb.begin(1, T0, 1),
+    pb.commit(1, 2, T0),
+    pb.origin(5, "o"),
+    pb.insert(16384, [b"1", b"a", "u"]),
+    pb.insert(16384, [b"x", None, b"b"]),  # a value the int converter cannot parse
+    pb.update(16384, [b"1", b"a", "u"], old=[b"1", None, None]),
+    pb.update(16384, [b"1", b"a", b"c"], old=[b"1", b"b", b"c"], old_kind="O"),
+    pb.delete(16384, [b"1", None, None]),
+    pb.truncate([16384]),
+    pb.message("p", b"c", 1),
+    pb.message("p", b"c", 1, transactional=False),
+    pb.stream_start(7, True),
+    pb.stream_stop(),
+    pb.insert(16384, [b"1", b"a", b"b"], xid=7),
+    pb.insert(16384, [b"1", b"a", b"b"], xid=8),
+    pb.stream_abort(7, 8),
+    pb.stream_abort(7, 7),
+    pb.stream_commit(7, 1, 2, T0),
+    pb.begin_prepare(1, 2, T0, 3, "g"),
+    pb.prepare(1, 2, T0, 3, "g"),
+    pb.commit_prepared(1, 2, T0, 3, "g"),
+    pb.stream_prepare(1, 2, T0, 7, "g"),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(_VALID_POOL),
+            st.binary(max_size=40),
+            st.sampled_from(_VALID_POOL).flatmap(
+                lambda p: st.integers(0, len(p)).map(lambda n: p[:n])
+            ),
+        ),
+        max_size=25,
+    ),
+    st.sampled_from([1, 64, 1 << 20]),
+)
+def test_any_sequence_decodes_or_raises_decode_error(payloads: list[bytes], spill: int) -> None:
+    """Whatever arrives, in whatever order: events, or DecodeError, never another error."""
+    asm = Assembler(3, spill_bytes=spill)
+    try:
+        for payload in payloads:
+            for _event in asm.feed(payload):
+                pass
+    except DecodeError:
+        pass
+    asm.reset()
