@@ -120,6 +120,9 @@ class StreamResult:
     slot: str
     publications: tuple[str, ...]
     reconnects: int
+    # a second signal abandoned output still waiting for a blocked consumer; the writer
+    # thread may still be stuck in write(2), so the caller should exit at once (os._exit)
+    abandoned: bool = False
 
 
 Logger = Callable[[str], None]
@@ -1291,6 +1294,7 @@ def _run(stream: _Stream, out: BinaryIO, fsync: bool) -> StreamResult:
         slot=stream.slot,
         publications=stream.publications,
         reconnects=stream.reconnects,
+        abandoned=writer.is_alive(),
     )
 
 

@@ -388,3 +388,51 @@ def test_create_slot_flag(db: Any) -> None:
     assert db.execute("SELECT temporary FROM pg_replication_slots WHERE slot_name='made'") == [
         (False,)
     ]
+
+
+def test_signal_while_output_blocked_finishes_writing_what_was_read(db: Any) -> None:
+    setup(db)
+    proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--format", "json")
+    try:
+        wait_active(db)
+        total = 5000
+        db.execute(
+            "INSERT INTO t SELECT g, repeat('w', 200) FROM generate_series(0, %s) g", (total - 1,)
+        )
+        end = insert_lsn(db)
+        time.sleep(1.5)  # pgtail has read the transaction; its stdout pipe is full
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None  # still writing what it read
+        out, err = proc.communicate(timeout=60)  # now the consumer reads
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    ids = [orjson.loads(x)["new"]["id"] for x in out.splitlines()]
+    assert ids == list(range(total))
+    wait_inactive(db)
+    assert confirmed(db) >= end - 4096
+
+
+def test_second_signal_abandons_blocked_output(db: Any) -> None:
+    setup(db)
+    before = confirmed(db)
+    proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--format", "json")
+    try:
+        wait_active(db)
+        db.execute("INSERT INTO t SELECT g, repeat('w', 200) FROM generate_series(0, 4999) g")
+        tx_end = insert_lsn(db)
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=15)  # exits without waiting for the consumer
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 143
+    wait_inactive(db)
+    # the transaction was never completely written: not confirmed
+    assert before <= confirmed(db) < tx_end

@@ -259,8 +259,14 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     result = run(config, out, log=_log)
     if result.reason == "signal":
         _log(f"pgtail: stopped; confirmed up to {format_lsn(result.confirmed_lsn)}")
+        code = int(ExitCode.SIGTERM if result.signal == signal.SIGTERM else ExitCode.SIGINT)
+        if result.abandoned:
+            # output is stuck in a blocked write: leave without the interpreter's final
+            # flush of stdout, which would block too
+            sys.stderr.flush()
+            os._exit(code)
         # sys.exit, not ctx.exit: click returns (rather than raises) Exit outside standalone mode
-        sys.exit(int(ExitCode.SIGTERM if result.signal == signal.SIGTERM else ExitCode.SIGINT))
+        sys.exit(code)
     if result.reason == "closed":
         _quiet_stdout()
 
