@@ -1076,10 +1076,14 @@ def _guarded_ddl(
         if added and pub.publishes_changes_needing_identity:
             facts = _table_facts(conn, added)
             # published as their root, partitions still run the UPDATE/DELETE checks
-            leaves = sorted(
-                {oid for f in facts if f.relkind == "p" for oid in _leaf_oids(conn, f.oid)}
-                - set(added)
-            )
+            root_of = {
+                leaf: f.oid
+                for f in facts
+                if f.relkind == "p"
+                for leaf in _leaf_oids(conn, f.oid)
+                if leaf not in added
+            }
+            leaves = sorted(root_of)
             facts += _table_facts(conn, leaves)
             rel_facts = {f.oid: f for f in facts}
             pub_rows = {r.table_oid: r for r in _publication_table_rows(conn, [name])}
@@ -1087,7 +1091,9 @@ def _guarded_ddl(
                 tf = rel_facts.get(oid)
                 if tf is None:
                     continue
-                for check in doctor.table_publication_checks(tf, pub, pub_rows.get(oid)):
+                # the root's row filter and column list apply to its partitions
+                row = pub_rows.get(oid) or pub_rows.get(root_of.get(oid, -1))
+                for check in doctor.table_publication_checks(tf, pub, row):
                     if check.status == "fail":
                         problems.append(f"{check.summary}; fix: {check.fix}")
         if problems and not force:
@@ -1297,16 +1303,21 @@ def _publication_table_rows(
         "  CASE WHEN r.prattrs IS NULL THEN NULL ELSE ARRAY(SELECT a.attname::text "
         "    FROM unnest(r.prattrs::int2[]) k(attnum) JOIN pg_attribute a "
         "    ON a.attrelid = r.prrelid AND a.attnum = k.attnum ORDER BY k.attnum) END, "
-        "  pg_get_expr(r.prqual, r.prrelid), r.prqual::text "
+        "  pg_get_expr(r.prqual, r.prrelid), r.prqual::text, r.prrelid "
         "FROM (SELECT pubname, format('%%I.%%I', schemaname, tablename)::regclass::oid AS relid "
         "      FROM pg_publication_tables WHERE pubname = ANY(%s)) pt "
         "JOIN pg_publication p ON p.pubname = pt.pubname "
-        "LEFT JOIN pg_publication_rel r ON r.prpubid = p.oid AND r.prrelid = pt.relid "
+        # a partition published through its root gets the root's filter and column list
+        "LEFT JOIN LATERAL (SELECT pr.* FROM (SELECT pt.relid, 0::bigint UNION ALL "
+        "  SELECT * FROM pg_partition_ancestors(pt.relid) WITH ORDINALITY) anc(relid, depth) "
+        "  JOIN pg_publication_rel pr "
+        "  ON pr.prrelid = anc.relid AND pr.prpubid = p.oid ORDER BY anc.depth LIMIT 1) r "
+        "ON true "
         "ORDER BY 1, 2",
         (list(publications),),
     )
     out = []
-    for pubname, oid, cols, row_filter, qual in rows:
+    for pubname, oid, cols, row_filter, qual, rel_oid in rows:
         filter_columns: tuple[str, ...] = ()
         if qual:
             attnums = sorted({int(m) for m in _VARATTNO.findall(qual)})
@@ -1317,7 +1328,7 @@ def _publication_table_rows(
                         conn,
                         "SELECT attname::text FROM pg_attribute WHERE attrelid = %s "
                         "AND attnum = ANY(%s) ORDER BY attnum",
-                        (oid, attnums),
+                        (rel_oid, attnums),
                     )
                 )
         out.append(

@@ -652,7 +652,7 @@ def publication_checks(facts: DoctorFacts) -> list[Check]:
             for leaf_name in table.partitions if table.relkind == "p" else ():
                 leaf = tables_by_name.get(leaf_name)
                 if leaf is not None and leaf.oid != table.oid:
-                    checks.extend(table_publication_checks(leaf, pub, None))
+                    checks.extend(table_publication_checks(leaf, pub, row))  # root filter applies
     return checks
 
 

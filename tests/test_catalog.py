@@ -422,6 +422,15 @@ def test_via_partition_root(db: Database) -> None:
         catalog.create_publication(
             db.dsn, "nroot", tables=[TableTarget(TableSpec(None, "n"))], via_partition_root=True
         )
+    # and so is a root row filter on a column outside the partitions' identity
+    db.execute("ALTER TABLE m ADD COLUMN region text")
+    with pytest.raises(PublicationError, match="region"):
+        catalog.create_publication(
+            db.dsn,
+            "mfilter",
+            tables=[TableTarget(TableSpec(None, "m"), "region = 'eu'")],
+            via_partition_root=True,
+        )
 
 
 def test_identity_show_and_set(db: Database) -> None:

@@ -333,6 +333,20 @@ def test_partitioned_table(db: Database) -> None:
     assert not checks_for(run_doctor(db.dsn, publications=["leaf"]), "table.partitioning")
 
 
+def test_root_row_filter_applies_to_partitions(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE m (id int, region text, at date, primary key (id, at)) "
+        "PARTITION BY RANGE (at);"
+        "CREATE TABLE m_1 PARTITION OF m FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');"
+        "CREATE PUBLICATION rf FOR TABLE m WHERE (region = 'eu') WITH (publish_via_partition_root);"
+        "INSERT INTO m VALUES (1, 'eu', '2024-05-01')"
+    )
+    check = one(run_doctor(db.dsn), "table.row_filter", "public.m_1")
+    assert check.status == "fail" and "region" in check.summary
+    with pytest.raises(psycopg2.Error, match="WHERE"):
+        db.execute("UPDATE m SET at = at")
+
+
 def test_missing_publication_and_slot(db: Database) -> None:
     checks = run_doctor(db.dsn, publications=["nope"], slots=["nada"])
     assert one(checks, "publication.exists", "nope").status == "fail"
