@@ -737,6 +737,11 @@ class _Stream:
         assert self.server is not None
         if self.temporary:
             self._create_slot(cur, temporary=True)
+            if first:
+                self.log(
+                    f"pgtail: no --slot: streaming temporary slot {self.slot!r}; it goes away"
+                    " with the connection and cannot be resumed (use --slot NAME --create-slot)"
+                )
         elif first and self.config.create_slot:
             created = self._create_slot(cur, temporary=False, if_missing=True)
             if created:

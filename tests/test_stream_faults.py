@@ -203,3 +203,92 @@ def test_server_restart_mid_stream(own_db: Database) -> None:
     assert b"reconnected" in err, err
     ids = [r["new"]["id"] for r in collector.lines]
     assert ids == list(range(600))
+
+
+def test_temporary_slot_cannot_resume_after_a_cut(db: Any) -> None:
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    db.execute("CREATE PUBLICATION pub FOR TABLE t")
+    with Proxy(db.server.port) as proxy:
+        dsn = f"host=127.0.0.1 port={proxy.port} dbname={db.name} user={db.server.user}"
+        proc = subprocess.Popen(
+            [
+                PY,
+                "-m",
+                "pgtail",
+                "stream",
+                "--dsn",
+                dsn,
+                "--publication",
+                "pub",
+                "--format",
+                "json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            collector = LineCollector(proc)
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                if db.execute("SELECT count(*) FROM pg_replication_slots WHERE active")[0][0]:
+                    break
+                time.sleep(0.05)
+            db.execute("INSERT INTO t VALUES (1, 'a')")
+            collector.wait_for(1)
+            proxy.cut()
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 1
+    lines = err.decode().strip().splitlines()
+    assert "temporary slot" in lines[-1] and "--slot" in lines[-1]
+
+
+@pytest.fixture(scope="module")
+def replica_server() -> Iterator[Any]:
+    """A server with wal_level = replica and a password-protected role."""
+    bindir = embedded_bindir() or PG15_BINDIR
+    server = start_server(bindir, settings={"wal_level": "replica"})
+    try:
+        admin = psycopg2.connect(server.dsn("postgres"))
+        admin.autocommit = True
+        admin.cursor().execute("CREATE ROLE pw LOGIN REPLICATION PASSWORD 'right-secret'")
+        admin.close()
+        server.set_hba(
+            "local all all trust\n"
+            "host all pw 127.0.0.1/32 scram-sha-256\n"
+            "host replication pw 127.0.0.1/32 scram-sha-256\n"
+            "host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"
+        )
+        yield server
+    finally:
+        server.destroy()
+
+
+def test_error_wal_level_not_logical(replica_server: Any) -> None:
+    proc = subprocess.run(
+        [PY, "-m", "pgtail", "stream", "--dsn", replica_server.dsn("postgres")],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1
+    assert "wal_level is 'replica'" in lines[0] and "wal_level = logical" in lines[0]
+
+
+def test_error_authentication_failure_hides_password(replica_server: Any) -> None:
+    dsn = replica_server.dsn("postgres", user="pw", password="wrong-secret")
+    proc = subprocess.run(
+        [PY, "-m", "pgtail", "stream", "--dsn", dsn],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    err = proc.stderr.decode()
+    assert "authentication failed" in err
+    assert "wrong-secret" not in err and "right-secret" not in err
+    assert len(err.strip().splitlines()) == 1

@@ -253,8 +253,6 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
             attempts=opts["reconnect_attempts"], max_delay=opts["reconnect_max_delay"]
         ),
     )
-    if opts["slot"] is None:
-        _log("pgtail: no --slot given: streaming a temporary slot (it cannot be resumed)")
     out = sys.stdout.buffer
     result = run(config, out, log=_log)
     if result.reason == "signal":
