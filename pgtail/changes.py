@@ -203,28 +203,29 @@ Converter = Callable[[bytes], Any]
 _call: Any = operator.call  # call(f, x) == f(x): lets map() apply a converter list in C
 
 
-def _make_change_factory() -> Callable[..., Change]:
-    """A constructor for `Change` that skips the frozen dataclass ``__init__``.
+_CHANGE_FIELDS = ("op", "table", "tx", "seq", "new", "old", "old_kind", "unchanged_toast")
+assert tuple(f.name for f in dataclasses.fields(Change)) == _CHANGE_FIELDS, (
+    "keep the fast Change constructors in step with Change"
+)
+# Slot descriptors' setters: a frozen dataclass's __init__ sets each field through
+# object.__setattr__; setting the slots directly is about twice as fast, and the hot
+# loop builds one Change per row. The result is an ordinary, equal, frozen Change.
+_CHANGE_SETTERS: dict[str, Any] = {
+    f"set_{name}": getattr(Change, name).__set__ for name in _CHANGE_FIELDS
+}
 
-    A frozen dataclass sets each field through ``object.__setattr__``; setting the
-    slots through their descriptors directly is about twice as fast, and the hot loop
-    builds one Change per row. The result is an ordinary, equal, frozen Change.
-    """
+
+def _make_change_factory() -> Callable[..., Change]:
+    """A positional constructor for `Change` that skips the frozen dataclass ``__init__``."""
     new = object.__new__
-    names = tuple(f.name for f in dataclasses.fields(Change))
-    assert names == ("op", "table", "tx", "seq", "new", "old", "old_kind", "unchanged_toast"), (
-        "keep _make_change_factory in step with Change"
-    )
-    (
-        set_op,
-        set_table,
-        set_tx,
-        set_seq,
-        set_new,
-        set_old,
-        set_old_kind,
-        set_toast,
-    ) = (getattr(Change, name).__set__ for name in names)
+    set_op = _CHANGE_SETTERS["set_op"]
+    set_table = _CHANGE_SETTERS["set_table"]
+    set_tx = _CHANGE_SETTERS["set_tx"]
+    set_seq = _CHANGE_SETTERS["set_seq"]
+    set_new = _CHANGE_SETTERS["set_new"]
+    set_old = _CHANGE_SETTERS["set_old"]
+    set_old_kind = _CHANGE_SETTERS["set_old_kind"]
+    set_toast = _CHANGE_SETTERS["set_unchanged_toast"]
 
     def make(
         op: Op,
@@ -267,6 +268,8 @@ class _TableInfo:
         "key_positions",
         "text_row",
         "binary_row",
+        "text_insert",
+        "binary_insert",
     )
 
     def __init__(self, relation: po.Relation, type_names: dict[int, str]) -> None:
@@ -294,8 +297,10 @@ class _TableInfo:
         self.binary_converters = binary_converters
         self.all_text = bytes([_KIND_TEXT]) * len(columns)
         self.all_binary = bytes([_KIND_BINARY]) * len(columns)
-        self.text_row = _row_builder(self.names, text_converters)
-        self.binary_row = _row_builder(self.names, binary_converters)
+        self.text_row, self.text_insert = _row_builders(self.table, self.names, text_converters)
+        self.binary_row, self.binary_insert = _row_builders(
+            self.table, self.names, binary_converters
+        )
         self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -351,28 +356,53 @@ class _NotFast(Exception):
 _UNROLL_MAX = 200  # columns; wider tables use the generic builder
 
 
-def _row_builder(
-    names: tuple[str, ...], converters: list[Converter]
-) -> Callable[[tuple[bytes | None, ...]], dict[str, Any]]:
-    """A function raw values -> {name: converted value} for a row with no NULL / TOAST.
+RowBuilder = Callable[[tuple[bytes | None, ...]], dict[str, Any]]
+InsertBuilder = Callable[[tuple[bytes | None, ...], Transaction, int], Change]
 
-    Generated once per Relation as one dict display with a direct call per column
-    (``{'id': c0(v[0]), ...}``): about twice as fast as ``dict(zip(names, map(...)))``,
-    and this runs once per row. Column names enter the source only through ``repr``.
+
+def _row_builders(
+    table: Table, names: tuple[str, ...], converters: list[Converter]
+) -> tuple[RowBuilder, InsertBuilder]:
+    """Functions for a row with no NULL / unchanged TOAST, built once per Relation.
+
+    ``row(values) -> {name: value}`` and ``insert(values, tx, seq) -> Change``, generated
+    as one dict display with a direct call per column (``{'id': c0(v[0]), ...}``) and,
+    for the insert, the Change built in the same frame: about twice as fast as
+    ``dict(zip(names, map(...)))`` plus a separate constructor, and this runs once per
+    row. Column names enter the source only through ``repr``.
     """
     if len(names) > _UNROLL_MAX:
         call = _call
+        make = _new_change
 
-        def generic(raw: tuple[bytes | None, ...]) -> dict[str, Any]:
+        def generic_row(raw: tuple[bytes | None, ...]) -> dict[str, Any]:
             return dict(zip(names, map(call, converters, raw), strict=False))
 
-        return generic
+        def generic_insert(raw: tuple[bytes | None, ...], tx: Transaction, seq: int) -> Change:
+            row = dict(zip(names, map(call, converters, raw), strict=False))
+            return make("insert", table, tx, seq, row, None, None, ())
+
+        return generic_row, generic_insert
     namespace: dict[str, Any] = {f"c{i}": conv for i, conv in enumerate(converters)}
+    namespace.update(_CHANGE_SETTERS)
+    namespace.update(new=object.__new__, Change=Change, table=table)
     items = ", ".join(f"{name!r}: c{i}(v[{i}])" for i, name in enumerate(names))
-    source = f"def row(v):\n    return {{{items}}}\n"
-    exec(compile(source, "<pgtail row builder>", "exec"), namespace)
-    built: Callable[[tuple[bytes | None, ...]], dict[str, Any]] = namespace["row"]
-    return built
+    source = (
+        f"def row(v):\n    return {{{items}}}\n"
+        "def insert(v, tx, seq):\n"
+        "    change = new(Change)\n"
+        "    set_op(change, 'insert')\n"
+        "    set_table(change, table)\n"
+        "    set_tx(change, tx)\n"
+        "    set_seq(change, seq)\n"
+        f"    set_new(change, {{{items}}})\n"
+        "    set_old(change, None)\n"
+        "    set_old_kind(change, None)\n"
+        "    set_unchanged_toast(change, ())\n"
+        "    return change\n"
+    )
+    exec(compile(source, f"<pgtail rows of {table.qualified_name}>", "exec"), namespace)
+    return namespace["row"], namespace["insert"]
 
 
 class _Held:
@@ -890,14 +920,12 @@ class Assembler:
                         raise _unknown_relation("Insert", relation_id)
                     kinds = tup.kinds
                     if kinds == info.all_text:
-                        new_row = info.text_row(tup.values)
-                        toast: tuple[str, ...] = ()
+                        yield info.text_insert(tup.values, tx, seq)
                     elif kinds == info.all_binary:
-                        new_row = info.binary_row(tup.values)
-                        toast = ()
+                        yield info.binary_insert(tup.values, tx, seq)
                     else:
                         new_row, toast = info.row(tup, "Insert.new")
-                    yield new_change("insert", info.table, tx, seq, new_row, None, None, toast)
+                        yield new_change("insert", info.table, tx, seq, new_row, None, None, toast)
                 elif first == _UPDATE:
                     upd: po.Update = parse_update(payload, in_stream)  # type: ignore[assignment]
                     info = tables.get(upd.relation_id)

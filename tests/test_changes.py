@@ -120,6 +120,24 @@ def test_fast_change_constructor_equals_dataclass_init() -> None:
         fast.op = "insert"  # type: ignore[misc]
 
 
+@pytest.mark.parametrize("width", [1, 3, 250])  # 250: past the generated builders' limit
+def test_row_builders_any_column_names_and_widths(width: int) -> None:
+    odd = ["a'b", '"x"', "new\nline", "{c0}", "\\", "é ünï", "v[0]", "self"]
+    names = [odd[i] if i < len(odd) else f"col{i}" for i in range(width)]
+    rel = pb.relation(5, "s", "wide", [(n, INT4, i == 0) for i, n in enumerate(names)])
+    text = [str(i).encode() for i in range(width)]
+    binary = [("b", struct.pack("!i", i)) for i in range(width)]
+    for row, asm in ((text, Assembler(1)), (binary, Assembler(1, binary=True))):
+        events = run(asm, [rel, *tx_block(1, [pb.insert(5, row), pb.update(5, row)])])
+        inserted, updated = [e for e in events if isinstance(e, Change)]
+        assert inserted.new == {n: i for i, n in enumerate(names)}
+        assert updated.new == inserted.new
+        assert inserted == Change(
+            "insert", inserted.table, inserted.tx, 0, inserted.new, None, None, ()
+        )
+        assert list(inserted.new) == names  # column order kept
+
+
 def test_binary_and_mixed_tuple_kinds() -> None:
     asm = Assembler(1, binary=True)
     events = run(
