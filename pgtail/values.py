@@ -838,6 +838,35 @@ _ARRAY_TOKEN = re.compile(r'[{}]|"(?:[^"\\]|\\.)*"|[^,{}"]+', re.S)
 _UNESCAPE = re.compile(r"\\(.)", re.S)
 
 
+# One element of a one-dimensional array: "quoted" (group 1) or plain (group 2).
+_ARRAY_ROW_ITEM = re.compile(r'"((?:[^"\\]|\\.)*)"|([^,"]+)', re.S)
+_ARRAY_ROW_PLAIN_ITEM = re.compile(r'"([^"]*)"|([^,"]+)')  # no backslash: no escapes
+
+
+def _parse_row(inner: str, element: StrConverter) -> list[Any]:
+    """A one-dimensional array's elements, some of them quoted."""
+    if "\\" not in inner:
+        if element is _identity:  # text[] and friends: skip the calls
+            return [
+                quoted if not plain else None if plain == "NULL" else plain
+                for quoted, plain in _ARRAY_ROW_PLAIN_ITEM.findall(inner)
+            ]
+        return [
+            element(quoted) if not plain else None if plain == "NULL" else element(plain)
+            for quoted, plain in _ARRAY_ROW_PLAIN_ITEM.findall(inner)
+        ]
+    items: list[Any] = []
+    append = items.append
+    for quoted, plain in _ARRAY_ROW_ITEM.findall(inner):
+        if plain:
+            append(None if plain == "NULL" else element(plain))
+        elif "\\" in quoted:
+            append(element(_UNESCAPE.sub(r"\1", quoted)))
+        else:
+            append(element(quoted))
+    return items
+
+
 def _parse_array(text: str, element: StrConverter) -> list[Any]:
     """Parse array_out's output (canonical quoting) into nested lists."""
     if text[:1] == "[":  # "[0:1]={...}": explicit lower bounds, dropped
@@ -845,9 +874,13 @@ def _parse_array(text: str, element: StrConverter) -> list[Any]:
     if text == "{}":
         return []
     inner = text[1:-1]
-    if '"' not in inner and "{" not in inner:
-        # One dimension without quoted elements: no quotes, escapes or delimiters inside.
-        return [None if item == "NULL" else element(item) for item in inner.split(",")]
+    if inner[:1] != "{":  # one dimension
+        if '"' not in inner:
+            # Nothing quoted: no escapes or delimiters inside elements.
+            if element is _identity:
+                return [None if item == "NULL" else item for item in inner.split(",")]
+            return [None if item == "NULL" else element(item) for item in inner.split(",")]
+        return _parse_row(inner, element)
     root: list[Any] | None = None
     current: list[Any] = []
     stack: list[list[Any]] = []
@@ -911,25 +944,32 @@ def _array_items(value: bytes) -> list[Any]:
     if total * 4 > len(value) - pos:
         raise ValueError("array shorter than its dimensions")
     unpack = _I32.unpack_from
+    size_of_value = len(value)
     items: list[Any] = []
     append = items.append
-    text_elements = element is _decode
-    for _ in range(total):
-        (length,) = unpack(value, pos)
-        pos += 4
-        if length < 0:
-            append(None)
-        else:
-            end = pos + length
-            if end > len(value):
-                raise ValueError("array element past the end")
-            if text_elements:
-                append(value[pos:end].decode("utf-8", "replace"))
+    if element is _decode:
+        for _ in range(total):
+            (length,) = unpack(value, pos)
+            pos += 4
+            if length < 0:
+                append(None)
             else:
+                end = pos + length
+                append(value[pos:end].decode("utf-8", "replace"))
+                pos = end
+    else:
+        for _ in range(total):
+            (length,) = unpack(value, pos)
+            pos += 4
+            if length < 0:
+                append(None)
+            else:
+                end = pos + length
                 append(element(value[pos:end]))
-            pos = end
-    if pos != len(value):
-        raise ValueError("array trailing bytes")
+                pos = end
+    # A length past the end shows here: slices stop at the end, positions do not.
+    if pos != size_of_value:
+        raise ValueError("array element lengths do not add up")
     if ndim > 1:
         for size in reversed(dims[1:]):
             items = [items[i : i + size] for i in range(0, len(items), size)]
