@@ -374,6 +374,8 @@ def _cast_literal(cast: str) -> Literal:
             return quote_literal(text) + suffix
         if value is None:
             return "NULL"
+        if kind is float:  # repr holds no quote or backslash; it reads back exactly
+            return "'" + repr(value) + "'" + suffix
         if kind is _Fragment:
             return quote_literal(_dumps(value).decode("utf-8")) + suffix
         return quote_literal(to_text(value)) + suffix
