@@ -1067,6 +1067,9 @@ def _guarded_ddl(
 
     conn.autocommit = False
     try:
+        # check_row_filter scans string literals the standard way; make the server agree
+        # (with standard_conforming_strings = off, '\'' would end somewhere else)
+        _fetchall(conn, "SET LOCAL standard_conforming_strings = on")
         before = _published_oids(conn, name)
         with conn.cursor() as cur:
             cur.execute(statement)

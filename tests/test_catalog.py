@@ -301,6 +301,22 @@ def test_row_filter_injection_fails_safely(odd: Database, where: str) -> None:
     assert pub_count(odd) == 0
 
 
+def test_row_filter_injection_with_nonstandard_strings(odd: Database) -> None:
+    # with standard_conforming_strings = off, '\'' is a whole literal to the server but
+    # the start of a longer one to a standard scanner: the two must not disagree
+    odd.execute(f'ALTER DATABASE "{odd.name}" SET standard_conforming_strings = off')
+    where = "id = 1 OR '\\'' <> '' ) ; DROP TABLE victim ; -- '"
+    with pytest.raises(ConfigurationError):
+        catalog.create_publication(
+            odd.dsn,
+            "inj",
+            tables=[TableTarget(TableSpec(None, "victim"), where)],
+            operations=["insert"],
+        )
+    assert odd.execute("SELECT count(*) FROM victim") == [(1,)]
+    assert pub_count(odd) == 0
+
+
 def test_publication_name_injection_is_just_a_name(odd: Database) -> None:
     name = 'p"; DROP TABLE victim; --'
     catalog.create_publication(odd.dsn, name, tables=[TableTarget(TableSpec(None, "victim"))])
