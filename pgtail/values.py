@@ -319,8 +319,25 @@ def _numeric_binary(value: bytes) -> str:
         return special
     if ndigits == 0:
         return "0." + "0" * dscale if dscale else "0"
+    if ndigits <= 8:
+        # Small values: one integer scaled to dscale digits (the digits past dscale are
+        # zeros), then the point put in.
+        number = 0
+        for digit in digits:
+            number = number * 10000 + digit
+        shift = dscale - 4 * (ndigits - weight - 1)
+        if shift >= 0:
+            number *= 10**shift
+        else:
+            number //= 10**-shift
+        if dscale:
+            text = str(number).rjust(dscale + 1, "0")
+            text = text[:-dscale] + "." + text[-dscale:]
+        else:
+            text = str(number)
+        return "-" + text if sign == _NUMERIC_NEG else text
     # The base-10000 digits as one decimal string; the point sits after (weight+1) groups.
-    text: str = ("%04d" * ndigits) % digits
+    text = ("%04d" * ndigits) % digits
     point = (weight + 1) * 4
     if point <= 0:
         integral = "0"
