@@ -10,6 +10,8 @@ from contextlib import contextmanager, suppress
 import psycopg2
 import psycopg2.extras
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pgtail import catalog
 from pgtail.catalog import TableSpec, TableTarget, parse_table_spec
@@ -475,3 +477,51 @@ def test_identity_show_and_set(db: Database) -> None:
     with pytest.raises(ConfigurationError):
         catalog.set_replica_identity(db.dsn, "t; DROP TABLE t", "full")
     assert db.execute("SELECT count(*) FROM t") == [(0,)]
+
+
+_TOKENS = [
+    "'",
+    '"',
+    "(",
+    ")",
+    ";",
+    "--",
+    "/*",
+    "*/",
+    "$$",
+    "$a$",
+    "\\",
+    "E'",
+    "''",
+    " ",
+    "id",
+    "1",
+    "true",
+    "=",
+    "OR",
+    "DROP TABLE victim",
+    "COMMIT",
+    "\n",
+    "U&'",
+    "::text",
+]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=12).map("".join))
+def test_row_filter_fuzz_never_escapes(odd: Database, where: str) -> None:
+    """Whatever --where holds, the result is one CREATE PUBLICATION or a clean error."""
+    with suppress(ConfigurationError, PublicationError):
+        catalog.create_publication(
+            odd.dsn,
+            "fz",
+            tables=[TableTarget(TableSpec(None, "victim"), where)],
+            operations=["insert"],
+        )
+    assert odd.execute("SELECT count(*) FROM victim") == [(1,)]
+    assert odd.execute("SELECT count(*) FROM pg_publication WHERE pubname <> 'fz'") == [(0,)]
+    odd.execute("DROP PUBLICATION IF EXISTS fz")
