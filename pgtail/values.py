@@ -34,8 +34,8 @@ bytea_output=hex, extra_float_digits >= 1, a UTF-8 database):
 - arrays (any number of dimensions) -> nested lists with None for NULL; lower bounds such as
   "[0:1]={...}" are dropped. Arrays of types with a ';' delimiter (box) are out of scope.
 - Unknown and user-defined types (enums, domains, extensions): text -> the text str; binary ->
-  "\\x<hex>" of the send function's bytes. Converters never raise: a value that does not parse
-  falls back the same way.
+  "\\x<hex>" of the send function's bytes. A value that does not parse falls back the same
+  way instead of raising; only the hot paths of bool, integers and floats trust the server.
 
 Every string form above is accepted by PostgreSQL as input, so `'<to_text(v)>'::<type_name>`
 reproduces the value (type_name gives "bpchar" and '"bit"' for character(n) and bit(n): their
@@ -148,7 +148,6 @@ _INT32_MAX = 2**31 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U64 = struct.Struct(">Q")
@@ -1289,10 +1288,6 @@ INT4RANGE, INT8RANGE, NUMRANGE, DATERANGE, TSRANGE, TSTZRANGE = (r[0] for r in _
 _ARRAYS: dict[int, int] = {t.array_oid: oid for oid, t in _TYPES.items() if t.array_oid}
 
 
-def _unknown_text(value: bytes) -> str:
-    return _decode(value)
-
-
 def _binary_converter(type_oid: int) -> Converter:
     known = _TYPES.get(type_oid)
     if known is not None:
@@ -1318,7 +1313,7 @@ def converters(type_oid: int, type_modifier: int = -1) -> tuple[Converter, Conve
         element = _TYPES[_ARRAYS[type_oid]]
         pair = (_make_text_array(element.text_str), _array_binary)
     else:
-        pair = (_unknown_text, _hex)
+        pair = (_decode, _hex)
     _cache[key] = pair
     return pair
 
