@@ -656,3 +656,47 @@ def test_text_array_quoting_round_trips(db15: Any) -> None:
         check()
     finally:
         conn.close()
+
+
+def _json_ready(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_json_ready(v) for v in value)
+    return value is None or isinstance(value, str | int | float | orjson.Fragment)
+
+
+_ALL_OIDS = sorted(set(values._TYPES) | set(values._ARRAYS))
+# Text converters that trust the server (bool, integers, floats): plain int/float/dict calls.
+_TRUSTED_TEXT = {
+    values.BOOL,
+    values.INT2,
+    values.INT4,
+    values.INT8,
+    values.OID,
+    values.XID,
+    values.CID,
+    values.XID8,
+    values.FLOAT4,
+    values.FLOAT8,
+}
+
+
+@settings(max_examples=3000, deadline=None)
+@given(oid=st.sampled_from(_ALL_OIDS), raw=st.binary(max_size=64))
+def test_binary_converters_survive_arbitrary_bytes(oid: int, raw: bytes) -> None:
+    """Any bytes: a value or the hex fallback, never an exception (bool: only its 2 bytes)."""
+    _, from_binary = converters(oid)
+    if oid == values.BOOL and raw not in (b"\x00", b"\x01"):
+        with pytest.raises(KeyError):
+            from_binary(raw)
+        return
+    assert _json_ready(from_binary(raw))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    oid=st.sampled_from([o for o in _ALL_OIDS if o not in _TRUSTED_TEXT]),
+    raw=st.binary(max_size=64),
+)
+def test_text_converters_survive_arbitrary_bytes(oid: int, raw: bytes) -> None:
+    from_text, _ = converters(oid)
+    assert _json_ready(from_text(raw))
