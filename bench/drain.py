@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import select
 import subprocess
 import sys
 import threading
@@ -44,7 +43,8 @@ FROM generate_series(1, %s) g
 
 BARE = r"""
 import select, sys, psycopg2, psycopg2.extras
-conn = psycopg2.connect(sys.argv[1], connection_factory=psycopg2.extras.LogicalReplicationConnection)
+factory = psycopg2.extras.LogicalReplicationConnection
+conn = psycopg2.connect(sys.argv[1], connection_factory=factory)
 cur = conn.cursor()
 cur.start_replication(slot_name=sys.argv[2], decode=False,
                       options={"proto_version": sys.argv[3], "publication_names": "bench_pub"})
@@ -220,4 +220,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
