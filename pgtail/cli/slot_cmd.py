@@ -258,7 +258,8 @@ def slot_info(name: str, dsn: str | None, as_json: bool) -> None:
 @click.option(
     "--temporary",
     is_flag=True,
-    help="Temporary slot: dropped when this session ends (i.e. when pgtail exits).",
+    help="Temporary slot: dropped as soon as this command disconnects, so it only proves "
+    "that a slot can be created (`pgtail stream` without --slot uses its own temporary slot).",
 )
 @click.option(
     "--two-phase", is_flag=True, help="Decode prepared transactions at PREPARE time (two_phase)."
@@ -293,7 +294,8 @@ def slot_create(
         if temporary:
             click.echo(
                 "note: a temporary slot lives only as long as the session that created it; "
-                "it was dropped when this command disconnected",
+                "it was dropped when this command disconnected (`pgtail stream` without --slot "
+                "streams through a temporary slot of its own)",
                 err=True,
             )
     else:
