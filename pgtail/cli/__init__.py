@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     debug = _debug_requested(args)
     _register_commands()
     try:
-        cli.main(args=args, prog_name="pgtail", standalone_mode=False)
+        # with standalone_mode=False, click returns ctx.exit()'s code instead of exiting
+        result = cli.main(args=args, prog_name="pgtail", standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(ExitCode.SIGINT)
     except click.exceptions.Exit as exc:
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         _print_error(redact(str(exc)))
         sys.exit(ExitCode.ERROR)
-    sys.exit(ExitCode.OK)
+    sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else ExitCode.OK)
 
 
 def _print_error(message: str) -> None:
