@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 import psycopg2
 import pytest
-from conftest import _fresh_database  # the suite's own fresh-database helper
 
 from pgtail.changes import (
     Assembler,
@@ -31,6 +30,7 @@ from pgtail.changes import (
 from pgtail.server import LocalServer
 from pgtail.values import dumps
 from tests import workload as wl
+from tests.conftest import _fresh_database  # the suite's own fresh-database helper
 
 
 @dataclass(frozen=True)
