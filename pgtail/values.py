@@ -621,13 +621,24 @@ def _time_text(usecs: int) -> str:
     return f"{hour:02d}:{minute:02d}:{second:02d}"
 
 
+_MINUTE_HEADS: dict[int, str] = {}
+
+
 def _timestamp_format(usecs: int, zone: str) -> str:
     """Microseconds since 2000-01-01 -> ISO 8601 with 'T', then `zone`, then " BC" if BC."""
     if _FAST_USECS_MIN <= usecs <= _FAST_USECS_MAX:
-        moment = _PG_EPOCH + timedelta(0, 0, usecs)
-        if moment.microsecond:
-            return moment.isoformat().rstrip("0") + zone
-        return moment.isoformat() + zone
+        # Rows of a stream are mostly close in time: cache "YYYY-MM-DDTHH:MM:" per minute.
+        minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
+        head = _MINUTE_HEADS.get(minute)
+        if head is None:
+            head = (_PG_EPOCH + timedelta(0, minute * 60)).isoformat()[:17]
+            if len(_MINUTE_HEADS) >= 4096:
+                _MINUTE_HEADS.clear()
+            _MINUTE_HEADS[minute] = head
+        second, fraction = divmod(usec_of_minute, _USECS_PER_SEC)
+        if fraction:
+            return f"{head}{second:02d}.{fraction:06d}".rstrip("0") + zone
+        return f"{head}{second:02d}{zone}"
     if usecs == _INT64_MAX:
         return "infinity"
     if usecs == _INT64_MIN:
