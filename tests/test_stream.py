@@ -287,13 +287,13 @@ def test_filters_ops_tables_redact(db: Any) -> None:
     end = current_lsn(db)
     records, _ = stream_json(db, end_lsn=end, filter=EventFilter(tables=("public.item*",)))
     assert {r["table"] for r in records} == {"items"} and len(records) == 3
-    db.execute("SELECT pg_drop_replication_slot('s')")
-    create_slot(db, "s")
+    create_slot(db, "s2")
     db.execute("INSERT INTO items VALUES " + ROW, (2, "2", 2))
     db.execute("UPDATE items SET name = 'n2'")
     db.execute("DELETE FROM items")
     records, _ = stream_json(
         db,
+        "s2",
         end_lsn=current_lsn(db),
         filter=EventFilter(
             exclude=("full_t",), ops=frozenset({"update", "delete"}), redact=("name", "id")
