@@ -154,7 +154,7 @@ def test_comment_string_escapes_line_breaks() -> None:
         ("ab  ", 1042, "'ab  '"),  # bpchar: uncast, never character(1)
         ("101", 1560, "'101'"),  # bit: uncast, never bit(1)
         ("\\x00ff", 17, "E'\\\\x00ff'::bytea"),
-        (["a b", None, 'q"'], 1009, "E'{\"a b\",NULL,\"q\\\\\"\"}'::text[]"),
+        (["a b", None, 'q"'], 1009, 'E\'{"a b",NULL,"q\\\\""}\'::text[]'),
         ([[1, 2], [3, None]], 1007, "'{{1,2},{3,NULL}}'::integer[]"),
         (orjson.Fragment(b'{"a": 1}'), 3802, "'{\"a\": 1}'::jsonb"),
         (orjson.Fragment(b'{"a": "it\'s"}'), 114, "'{\"a\": \"it''s\"}'::json"),
