@@ -710,6 +710,14 @@ class _Stream:
             )
             if not self.temporary:
                 slot = _slot_row(conn, self.slot)
+                # a consumer that just disconnected (a restart of pgtail itself) leaves its
+                # walsender exiting for a moment: give it a second before calling it busy
+                deadline = time.monotonic() + 1.0
+                while slot is not None and slot.active_pid is not None:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.05)
+                    slot = _slot_row(conn, self.slot)
                 if slot is None and not self.config.create_slot:
                     raise SlotError(
                         f"replication slot {self.slot!r} does not exist",
