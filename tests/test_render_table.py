@@ -506,3 +506,21 @@ def test_timestamps_show_as_psql_does_and_are_not_cut_to_stubs() -> None:
         " id    │ 1",
         " note: old rows: key only, if it changed (REPLICA IDENTITY",
     ]
+
+
+def test_long_truncates_and_headers_stay_within_the_width() -> None:
+    tables = tuple(Table(100 + i, "public", f"table_number_{i}", "default", ()) for i in range(8))
+    long_origin = Transaction(745, 0x10, 0x20, TIME, origin="o" * 200)
+    text = render(
+        [
+            TxBegin(long_origin),
+            Truncate(tables, True, False, long_origin, 0),
+            TxCommit(long_origin),
+        ],
+        width=60,
+    )
+    lines = text.splitlines()
+    assert all(len(line) <= 60 for line in lines), text
+    assert lines[1] == '   origin "' + "o" * 48 + "…"
+    assert lines[2].startswith(" TRUNCATE public.table_number_0, public.table_number_1,")
+    assert lines[-2:] == ["   public.table_number_6, public.table_number_7 CASCADE", ""]

@@ -335,7 +335,8 @@ class TableRenderer:
                 current = joined
         lines.append(current)
         first = self._rule(lines[0])
-        return [first, *("   " + self._paint.paint(line, "rule") for line in lines[1:])]
+        rest = (truncate(line, self._width - 3)[0] for line in lines[1:])
+        return [first, *("   " + self._paint.paint(line, "rule") for line in rest)]
 
     def _rule(self, text: str) -> str:
         head = RULE * 2 + " " + text + " "
@@ -359,7 +360,11 @@ class TableRenderer:
                 options += " RESTART IDENTITY"
             if event.cascade:
                 options += " CASCADE"
-            self._write_lines([" " + self._paint.paint(f"TRUNCATE {names}{options}", "truncate")])
+            text = f"TRUNCATE {names}{options}"
+            wrapped = textwrap.wrap(
+                text, max(self._width - 3, 10), subsequent_indent="  ", break_on_hyphens=False
+            )
+            self._write_lines([" " + self._paint.paint(line, "truncate") for line in wrapped])
         elif isinstance(event, Message):
             self._message(event)
         elif isinstance(event, CommitPrepared):
