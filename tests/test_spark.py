@@ -525,3 +525,38 @@ def test_cli_errors_are_one_clear_line(db15: Any, tmp_path: Path) -> None:
                     "--output", str(tmp_path / "out"))  # fmt: skip
     assert no_log.returncode == 1 and "does not exist" in no_log.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db15: Any) -> None:
+    from pgtail.spark.source import IDLE_ADVANCE_BYTES, PgoutputStreamReader
+
+    setup_source(db15)
+    db15.execute("CREATE TABLE unpublished (id int, pad text)")
+    reader = PgoutputStreamReader(parse_options(options(db15)))
+    try:
+        begin = reader.initialOffset()
+        start = begin["slots"]["s"]
+        # A little unpublished WAL: no reason for a batch.
+        db15.execute("INSERT INTO unpublished SELECT g, 'x' FROM generate_series(1, 100) g")
+        settle(db15)
+        assert reader.latestOffset(begin, reader.getDefaultReadLimit()) == begin
+        # A published transaction: the batch ends at (or past) its commit record.
+        db15.execute("INSERT INTO items VALUES (1, 'a', 1, true, NULL)")
+        settle(db15)
+        end = reader.latestOffset(begin, reader.getDefaultReadLimit())
+        assert end["slots"]["s"] > start
+        rows = [b for p in reader.partitions(begin, end) for b in reader.read(p)]
+        assert sum(b.num_rows for b in rows) == 1
+        reader.commit(end)
+        # Lots of unpublished WAL: the offset moves on so the slot can release it.
+        db15.execute(
+            "INSERT INTO unpublished SELECT g, repeat('y', 500) FROM generate_series(1, 60000) g"
+        )
+        settle(db15)
+        later = reader.latestOffset(end, reader.getDefaultReadLimit())
+        assert later["slots"]["s"] - end["slots"]["s"] >= IDLE_ADVANCE_BYTES
+        assert reader.partitions(end, later)  # one partition, which finds nothing
+        rows = [b for p in reader.partitions(end, later) for b in reader.read(p)]
+        assert sum(b.num_rows for b in rows) == 0
+    finally:
+        reader.stop()
