@@ -681,3 +681,31 @@ def test_table_format_renders(db: Any) -> None:
     )
     text = out.getvalue().decode()
     assert "items" in text and "hello table" in text
+
+
+def test_raw_format_with_streaming_large_transaction(db: Any) -> None:
+    setup_schema(db)
+    create_slot(db, "s")
+    db.execute(
+        "INSERT INTO items SELECT g, 'bulk ' || g FROM generate_series(1, 1500) g"
+    )  # streamed in chunks with logical_decoding_work_mem = 64kB
+    end = current_lsn(db)
+    out = io.BytesIO()
+    result = run(
+        StreamConfig(
+            dsn=db.dsn,
+            slot="s",
+            publications=("pub",),
+            format="raw",
+            streaming="on",
+            proto_version=2,
+            end_lsn=end,
+        ),
+        out,
+        install_signal_handlers=False,
+    )
+    assert result.reason == "end"
+    kinds = [line.split()[1] for line in out.getvalue().decode().splitlines()]
+    assert kinds.count("Insert") == 1500
+    assert "StreamStart" in kinds and kinds[-1] == "StreamCommit"
+    assert confirmed_flush(db, "s") >= end - 4096

@@ -7,6 +7,7 @@ checks the exit code and the slot's confirmed_flush_lsn.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -436,3 +437,45 @@ def test_second_signal_abandons_blocked_output(db: Any) -> None:
     wait_inactive(db)
     # the transaction was never completely written: not confirmed
     assert before <= confirmed(db) < tx_end
+
+
+def test_cli_options_env_publication_ops_table_redact(db: Any) -> None:
+    setup(db, slot=None)
+    db.execute("CREATE TABLE other (id int PRIMARY KEY, secret text)")
+    db.execute("CREATE PUBLICATION pub2 FOR TABLE t, other")
+    env = {**os.environ, "PGTAIL_PUBLICATION": "pub2"}
+    two_phase = ["--two-phase"] if db.major >= 15 else []
+    proc = pgtail(
+        db.dsn,
+        "--slot",
+        "made",
+        "--create-slot",
+        *two_phase,
+        "--ops",
+        "insert,update",
+        "--table",
+        "public.oth*",
+        "--redact",
+        "secret",
+        "--idle-exit",
+        "2",
+        "--tx",
+        env=env,
+    )
+    wait_active(db, "made")
+    db.execute("INSERT INTO t VALUES (1, 'not selected')")
+    db.execute("INSERT INTO other VALUES (1, 'hidden')")
+    db.execute("UPDATE other SET secret = 'still hidden'")
+    db.execute("DELETE FROM other")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    records = [orjson.loads(x) for x in out.splitlines()]
+    changes = [r for r in records if r["op"] not in ("begin", "commit")]
+    assert [(r["op"], r["table"]) for r in changes] == [("insert", "other"), ("update", "other")]
+    assert all(r["new"]["secret"] == "***" for r in changes)
+    assert b"hidden" not in out
+    assert {r["op"] for r in records} >= {"begin", "commit"}
+    if db.major >= 15:
+        assert db.execute("SELECT two_phase FROM pg_replication_slots WHERE slot_name='made'") == [
+            (True,)
+        ]
