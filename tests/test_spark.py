@@ -560,3 +560,54 @@ def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db15: Any) -> Non
         assert sum(b.num_rows for b in rows) == 0
     finally:
         reader.stop()
+
+
+def test_tiny_byte_limits_cut_wal_anywhere_yet_deliver_everything_once(db15: Any) -> None:
+    from pyspark.sql.streaming.datasource import ReadMaxBytes
+
+    from pgtail.spark.source import PgoutputStreamReader
+
+    setup_source(db15)
+    for i in range(30):
+        db15.execute("SELECT pg_logical_emit_message(false, 'n', %s)", (f"{i}:" + "m" * (i * 97),))
+        db15.execute("INSERT INTO items VALUES (%s, 'x', 1, true, NULL)", (i,))
+        db15.execute(
+            "BEGIN; INSERT INTO notes VALUES (%s, 'y');"
+            " SELECT pg_logical_emit_message(true, 't', %s); COMMIT",
+            (i, str(i)),
+        )
+    settle(db15)
+    reader = PgoutputStreamReader(parse_options(options(db15)))
+    seen: list[tuple[str, str]] = []
+    batches = 0
+    try:
+        offset = reader.initialOffset()
+        for _ in range(2000):
+            end = reader.latestOffset(offset, ReadMaxBytes(331))
+            if end == offset:
+                break
+            batches += 1
+            for part in reader.partitions(offset, end):
+                for batch in reader.read(part):
+                    for row in batch.to_pylist():
+                        if row["op"] == "message":
+                            content = bytes(row["message"]["content"]).decode()
+                            seen.append((row["message"]["prefix"], content.split(":")[0]))
+                        else:
+                            seen.append(
+                                (
+                                    row["table"],
+                                    str(
+                                        orjson.loads(row["key"])[
+                                            "id" if row["table"] == "items" else "a"
+                                        ]
+                                    ),
+                                )
+                            )
+            reader.commit(end)
+            offset = end
+    finally:
+        reader.stop()
+    expected = sorted([(kind, str(i)) for i in range(30) for kind in ("n", "items", "notes", "t")])
+    assert batches > 30
+    assert sorted(seen) == expected
