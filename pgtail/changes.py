@@ -197,6 +197,7 @@ _XID = struct.Struct("!I")
 _NEW_TUPLE = ord("N")
 _RECORD_LEN = struct.Struct("!I")
 _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its list slot
+_INFO_CACHE_SIZE = 4096  # distinct relation schemas kept for reuse
 _EMPTY: Iterator[Any] = iter(())  # exhausted for good: safe to hand out again and again
 
 Converter = Callable[[bytes], Any]
@@ -558,6 +559,7 @@ class Assembler:
         # relation id -> info; replaced, never mutated, so a pending replay keeps its view
         self._tables: dict[int, _TableInfo] = {}
         self._type_names: dict[int, str] = {}
+        self._infos: dict[tuple[Any, ...], _TableInfo] = {}  # see _info_for
         self._current: _Open | None = None  # Begin .. Commit (or Begin Prepare .. Prepare)
         self._streams: dict[int, _Open] = {}  # streamed transactions by top-level xid
         self._target: _Open | None = None  # where held payloads go now
@@ -679,7 +681,7 @@ class Assembler:
         return _EMPTY
 
     def _on_relation(self, message: po.Relation, payload: bytes) -> Iterator[Event]:
-        info = _TableInfo(message, self._type_names)
+        info = self._info_for(message, self._type_names)
         rel_id = message.relation_id
         target = self._target
         if target is not None:
@@ -853,10 +855,27 @@ class Assembler:
     # -- replay -------------------------------------------------------------------
 
     def _info_for(self, relation: po.Relation, type_names: dict[int, str]) -> _TableInfo:
-        live = self._tables.get(relation.relation_id)
-        if live is not None and live.relation == relation:
-            return live
-        return _TableInfo(relation, type_names)
+        """The info for a Relation message, reused while the schema is the same.
+
+        The server sends a Relation again for every streamed transaction and after any
+        invalidation of the table (ANALYZE, VACUUM, ...); building converters and row
+        functions each time would cost more than the rows of a small transaction.
+        """
+        key = (
+            relation.relation_id,
+            relation.namespace,
+            relation.name,
+            relation.replica_identity,
+            relation.columns,
+            tuple(type_names.get(c.type_oid) for c in relation.columns),
+        )
+        info = self._infos.get(key)
+        if info is None:
+            info = _TableInfo(relation, type_names)
+            if len(self._infos) >= _INFO_CACHE_SIZE:
+                self._infos.clear()
+            self._infos[key] = info
+        return info
 
     def _replay(self, state: _Open, tx: Transaction, *, in_stream: bool) -> Iterator[Event]:
         # The cache as the transaction's first message saw it: the live one with this

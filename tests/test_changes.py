@@ -353,6 +353,25 @@ def test_schema_change_replay_consumed_after_later_feeds() -> None:
     assert rows(later) == [("insert", {"id": 2}, None)]
 
 
+def test_resent_relation_reuses_its_table() -> None:
+    """Streamed transactions resend the Relation (with their xid); nothing is rebuilt."""
+    cols = [("id", INT4, True)]
+    asm = Assembler(2)
+    tables = []
+    for xid in (31, 32):
+        payloads = streamed(
+            xid,
+            [pb.relation(1, "s", "t", cols, xid=xid), pb.insert(1, [b"1"], xid=xid)],
+        )
+        events = run(asm, [*payloads, pb.stream_commit(xid, 1, 2, T0)])
+        tables += [e.table for e in events if isinstance(e, Change)]
+    run(asm, [pb.relation(1, "s", "t", [*cols, ("v", TEXT, False)])])
+    events = run(asm, tx_block(33, [pb.insert(1, [b"2", b"x"])]))
+    tables += [e.table for e in events if isinstance(e, Change)]
+    assert tables[0] is tables[1]
+    assert tables[2] is not tables[0] and len(tables[2].columns) == 2
+
+
 def test_user_type_name_from_type_message() -> None:
     rel = pb.relation(1, "s", "t", [("mood", 70001, False), ("moods", 70000, False)])
     events = run(
