@@ -23,6 +23,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pgtail.values import dumps
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -66,11 +68,7 @@ def arrow_schema() -> pa.Schema:
 
 
 def _json(value: dict[str, Any] | None) -> str | None:
-    if value is None:
-        return None
-    from pgtail.values import dumps
-
-    return dumps(value).decode()
+    return None if value is None else dumps(value).decode()
 
 
 class RowBuffer:
@@ -125,33 +123,34 @@ class RowBuffer:
         return found[1]
 
     def add_change(self, change: Change) -> None:
+        # The hot path (one call per row): direct appends, no keyword call.
         tx = change.tx
-        names = self._key_columns(change.table)
+        table = change.table
+        old = change.old
+        new = change.new
+        names = self._key_columns(table)
         # As `Change.key`, but only the replica identity columns, whatever the old tuple held.
-        key: dict[str, Any] | None = None
-        source: dict[str, Any] | None
+        key: str | None = None
         if names:
-            if change.old_kind == "key" and change.old is not None:
-                source = change.old
-            else:
-                source = change.old if change.old is not None else change.new
+            source = old if old is not None else new
             if source is not None:
-                key = {n: source[n] for n in names if n in source}
-        self._append(
-            op=change.op,
-            schema=change.table.schema,
-            table=change.table.name,
-            xid=tx.xid,
-            commit_lsn=tx.commit_lsn,
-            end_lsn=tx.end_lsn,
-            seq=change.seq,
-            commit_ts=tx.commit_time,
-            origin=tx.origin,
-            key=_json(key),
-            before=_json(change.old),
-            after=_json(change.new),
-            unchanged_toast=change.unchanged_toast,
-        )
+                key = dumps({n: source[n] for n in names if n in source}).decode()
+        c = self._columns
+        c["op"].append(change.op)
+        c["schema"].append(table.schema)
+        c["table"].append(table.name)
+        c["xid"].append(tx.xid)
+        c["commit_lsn"].append(tx.commit_lsn)
+        c["end_lsn"].append(tx.end_lsn)
+        c["seq"].append(change.seq)
+        c["commit_ts"].append(tx.commit_time)
+        c["key"].append(key)
+        c["before"].append(None if old is None else dumps(old).decode())
+        c["after"].append(None if new is None else dumps(new).decode())
+        c["unchanged_toast"].append(list(change.unchanged_toast))
+        c["origin"].append(tx.origin)
+        c["message"].append(None)
+        self.rows += 1
 
     def add_truncate(self, truncate: Truncate) -> None:
         tx = truncate.tx
