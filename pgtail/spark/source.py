@@ -8,7 +8,9 @@ the transactions whose commit LSN lies in the range; ``commit(end)`` on the driv
 advances the slot. Decoding is `pgtail.changes.Assembler`'s; this module only adapts it.
 
 Spark speculation must stay off (``spark.speculation=false``): two tasks cannot read one
-slot at the same time, and a second one fails with a clear error instead.
+slot at the same time, and a second one fails with a clear error instead. Spark reports a
+batch as done only when it plans the next one, so the last batch of a finished query is
+confirmed by `pgtail.spark.pipeline.commit_checkpoint` (``pgtail spark run`` calls it).
 """
 
 from __future__ import annotations
