@@ -588,6 +588,28 @@ class _ConnectionLost(Exception):
     pass
 
 
+# SQLSTATE classes/codes that mean "the connection or server went away": reconnect.
+# Anything else the server reports (a missing publication while decoding, ...) would
+# only happen again after a reconnect, so it is an error for the user.
+_TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "57P05", "53", "58")
+
+
+def _lost(exc: BaseException) -> Exception:
+    """The exception to raise for a psycopg2 error during streaming."""
+    code = getattr(exc, "pgcode", None)
+    if code and not code.startswith(_TRANSIENT_SQLSTATES):
+        return _ServerError(exc)
+    return _ConnectionLost(_primary(exc))
+
+
+class _ServerError(Exception):
+    """The server reported an error on the replication connection (not a lost one)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(_primary(exc))
+        self.original = exc
+
+
 class _Signals:
     """SIGINT/SIGTERM set a flag (first) or force an exit (second); the select loop wakes."""
 
@@ -678,6 +700,7 @@ class _Stream:
         self.state: OutputState | None = None
         self.pipe_fd = _is_pipe(out) if config.output is None else None
         self.stop_reason: StopReason | None = None
+        self.received_since_connect = False
         # the renderer writes into this buffer (in the reader thread); each batch's bytes
         # go to the writer thread
         self.buffer = io.BytesIO()
@@ -768,6 +791,7 @@ class _Stream:
             raise self._start_error(exc) from None
         self.feedback.reset_connection()
         self.last_data = time.monotonic()
+        self.received_since_connect = False
 
     def _create_slot(self, cur: Any, *, temporary: bool, if_missing: bool = False) -> bool:
         assert self.server is not None
@@ -803,7 +827,7 @@ class _Stream:
             raise SlotError(f"cannot create replication slot {self.slot!r}: {text}") from None
         return True
 
-    def _start_error(self, exc: psycopg2.Error) -> PgtailError:
+    def _start_error(self, exc: BaseException, during: str = "START_REPLICATION") -> PgtailError:
         text = _primary(exc)
         lower = text.lower()
         if "is active for pid" in lower:
@@ -816,6 +840,8 @@ class _Stream:
             return PublicationError(text)
         if "requested wal segment" in lower or "has been removed" in lower:
             return DataLossError(text)
+        if during == "streaming":
+            return ReplicationError(f"the server stopped the replication stream: {text}")
         return ReplicationError(f"START_REPLICATION failed: {text}")
 
     # ----------------------------------------------------------------- feedback
@@ -893,8 +919,8 @@ class _Stream:
         if last is None or now - last >= min(self.config.status_interval, 0.5):
             try:
                 self.send_feedback(force=True)
-            except psycopg2.Error:
-                raise _ConnectionLost() from None
+            except psycopg2.Error as exc:
+                raise _lost(exc) from None
 
     def stream_events(self) -> None:
         """Read, assemble, filter and hand events to the writer until told to stop."""
@@ -925,7 +951,7 @@ class _Stream:
             try:
                 return self.cursor.read_message()
             except psycopg2.Error as exc:
-                raise _ConnectionLost(_primary(exc)) from None
+                raise _lost(exc) from None
 
         while True:
             if self.signals.received is not None:
@@ -937,6 +963,7 @@ class _Stream:
                 self._idle_tick(assembler.open_transactions(), end_lsn)
                 continue
             self.last_data = time.monotonic()
+            self.received_since_connect = True
             for event in assembler.feed(msg.payload, msg.data_start):
                 cls = type(event)
                 if skipping:
@@ -1032,12 +1059,13 @@ class _Stream:
             try:
                 msg = self.cursor.read_message()
             except psycopg2.Error as exc:
-                raise _ConnectionLost(_primary(exc)) from None
+                raise _lost(exc) from None
             if msg is None:
                 flush_items()
                 self._idle_tick(in_tx or bool(streamed), end_lsn)
                 continue
             self.last_data = time.monotonic()
+            self.received_since_connect = True
             message = decoder.decode(msg.payload)
             if isinstance(message, po.Begin | po.BeginPrepare):
                 if end_lsn is not None and getattr(message, "final_lsn", 0) > end_lsn:
@@ -1077,7 +1105,7 @@ class _Stream:
         try:
             self.send_feedback()
         except psycopg2.Error as exc:
-            raise _ConnectionLost(_primary(exc)) from None
+            raise _lost(exc) from None
         writer = self.writer
         assert writer is not None
         if writer.failed:
@@ -1230,6 +1258,7 @@ def _run(stream: _Stream, out: BinaryIO, fsync: bool) -> StreamResult:
     stream.writer = writer
     reason: StopReason = "error"
     error: BaseException | None = None
+    attempt = 0
     try:
         stream.connect(first=True)
         writer.start()
@@ -1250,7 +1279,8 @@ def _run(stream: _Stream, out: BinaryIO, fsync: bool) -> StreamResult:
                         hint="use --slot NAME --create-slot for a slot that survives reconnects",
                     ) from None
                 stream.skip_upto = max(stream.skip_upto, stream.position)
-                attempt = 0
+                if stream.received_since_connect:
+                    attempt = 0  # it worked for a while: a fresh series of attempts
                 while True:
                     attempt += 1
                     if attempt > config.reconnect.attempts:
@@ -1277,13 +1307,15 @@ def _run(stream: _Stream, out: BinaryIO, fsync: bool) -> StreamResult:
                         continue
     except _Stop as stop:
         reason = stop.reason
+    except _ServerError as exc:
+        error = stream._start_error(exc.original, during="streaming")
     except BaseException as exc:
         error = exc
     finally:
-        if error is None or isinstance(error, PgtailError):
-            if writer.is_alive():
-                stream.wait_for_writer()
-            stream.final_feedback()
+        # whatever happened, what was read is written and what was written is confirmed
+        if writer.is_alive():
+            stream.wait_for_writer()
+        stream.final_feedback()
         stream.close_connection()
     if writer.error is not None and error is None:
         err = writer.error

@@ -65,6 +65,19 @@ def confirmed_flush(db: Any, slot: str) -> int:
     return parse_lsn(str(rows[0][0]))
 
 
+def wait_released(db: Any, slot: str) -> None:
+    """Wait until the walsender let go of the slot: it has processed our last feedback."""
+    import time
+
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        rows = db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+        if not rows or not rows[0][0]:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"slot {slot} still active")
+
+
 def workload(db: Any) -> list[tuple[str, str, Any]]:
     """Committed changes in commit order: (op, table, id) ('message', prefix, content)."""
     expected: list[tuple[str, str, Any]] = []
@@ -153,6 +166,8 @@ def stream_json(
     options.setdefault("status_interval", 1.0)
     config = StreamConfig(dsn=db.dsn, slot=slot, **options)
     result = run(config, out, install_signal_handlers=False)
+    if slot is not None:
+        wait_released(db, slot)
     lines = out.getvalue().splitlines()
     return [orjson.loads(line) for line in lines], result
 
@@ -705,6 +720,7 @@ def test_raw_format_with_streaming_large_transaction(db: Any) -> None:
         install_signal_handlers=False,
     )
     assert result.reason == "end"
+    wait_released(db, "s")
     kinds = [line.split()[1] for line in out.getvalue().decode().splitlines()]
     assert kinds.count("Insert") == 1500
     assert "StreamStart" in kinds and kinds[-1] == "StreamCommit"

@@ -479,3 +479,25 @@ def test_cli_options_env_publication_ops_table_redact(db: Any) -> None:
         assert db.execute("SELECT two_phase FROM pg_replication_slots WHERE slot_name='made'") == [
             (True,)
         ]
+
+
+def test_server_error_mid_stream_is_reported_not_retried(db15: Any) -> None:
+    db = db15
+    setup(db)
+    proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--format", "json")
+    try:
+        wait_active(db)
+        db.execute("INSERT INTO t VALUES (1, 'a')")
+        first = read_lines(proc.stdout, 1)
+        db.execute("DROP PUBLICATION pub")
+        db.execute("INSERT INTO t VALUES (2, 'b')")  # decoding it needs the publication
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [r["new"]["id"] for r in first] == [1]
+    assert proc.returncode == 1, err
+    text = err.decode()
+    assert "publication" in text and "does not exist" in text
+    assert "reconnect" not in text
+    assert len(text.strip().splitlines()) == 1
