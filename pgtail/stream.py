@@ -1,14 +1,31 @@
 """The replication loop: stream a slot with pgoutput, render every change, confirm progress.
 
 The only module that talks the replication protocol (psycopg2's
-``LogicalReplicationConnection``). The main thread reads and decodes; a writer thread
-renders into the output through a bounded queue, so a stalled consumer never stops
-the reader from keeping the walsender alive. The server is told an LSN is flushed only
-once every transaction up to it is written and flushed (fsync'd with ``--output``);
-`pgtail.feedback.Feedback` decides what that LSN is.
+``LogicalReplicationConnection``). Library entry point: ``run(StreamConfig(...), out)
+-> StreamResult`` (the CLI and the demo both call it).
 
-Library entry point: ``run(StreamConfig(...), out) -> StreamResult`` (the CLI and the
-demo both call it).
+Threads: the main thread reads, assembles, filters and renders into memory; a writer
+thread only writes those bytes to the output (and fsyncs with ``--output``) through a
+bounded queue. When the consumer stalls, the queue fills, the reader stops reading
+(back-pressure on the server) but keeps sending status updates, so the walsender's
+``wal_sender_timeout`` never fires.
+
+Feedback (`pgtail.feedback.Feedback` decides, this loop only reports facts to it):
+- the flush LSN sent is the end LSN of the last transaction whose output is written and
+  flushed -- never one that was only read;
+- when nothing read is unwritten and no transaction is open, it follows the server's WAL
+  end (``cursor.wal_end``, from keepalives), so an idle pgtail never holds WAL;
+- psycopg2 answers reply-requested keepalives itself, inside ``read_message``, with the
+  last flush LSN we gave it, and moves that LSN to a keepalive's WAL end only when
+  everything it handed us was confirmed -- both consistent with the rules above;
+- status updates also go out every ``status_interval`` (and every 0.5 s at most while
+  output is blocked or a large transaction is being rendered).
+
+Reconnects resume from the slot's confirmed position; transactions already handed to
+the writer are skipped when the server sends them again, so one run writes each
+transaction once. ``--output`` keeps ``FILE.pgtail-state`` (see `OutputState`) so a
+restart after kill -9 writes none twice either. A TEMPORARY slot (no ``--slot``) dies
+with its connection: a lost connection is then an error, not a reconnect.
 """
 
 from __future__ import annotations
@@ -37,7 +54,7 @@ from psycopg2.extensions import connection as PgConnection
 
 from pgtail import changes as ch
 from pgtail import pgoutput as po
-from pgtail.connection import describe_target, redact, resolve_dsn, translate_connect_error
+from pgtail.connection import redact, resolve_dsn, translate_connect_error
 from pgtail.errors import (
     ConfigurationError,
     ConnectionFailed,
@@ -1354,8 +1371,3 @@ def _sleep_unless_signalled(stream: _Stream, delay: float) -> bool:
         with contextlib.suppress(InterruptedError):
             select.select([stream.signals.fd], [], [], remaining)
         stream.signals.drain()
-
-
-def describe(config: StreamConfig) -> str:
-    """Where the stream connects, without passwords (for messages)."""
-    return describe_target(resolve_dsn(config.dsn))
