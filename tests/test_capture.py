@@ -7,6 +7,7 @@ pg_logical_slot_peek_binary_changes and fed through `Assembler`.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -304,7 +305,23 @@ def test_capture_decodes_exactly(capture: Capture, mode: Mode) -> None:
     else:
         assert not streamed[0].tx.streamed
         assert not raw_kinds & {"S", "E", "c", "A"}
-    assert [c.seq for c in streamed] == list(range(len(streamed)))
+
+    # a table first written inside the rolled-back savepoint, written again after it
+    late = changes_of(events, "late_rel")
+    assert sorted(c.seq for c in streamed + late) == list(range(len(streamed) + 1))
+    assert [(c.op, c.new) for c in late] == [("insert", {"id": 1000})]
+    assert late[0].tx == streamed[0].tx
+    if mode.streaming:
+        # the proof that the subtransaction abort was really exercised: changes of the
+        # rolled-back subtransaction were streamed before its Stream Abort arrived
+        payloads = [p for _, p in capture.payloads[mode.name]]
+        abort_at = next(i for i, p in enumerate(payloads) if p[:1] == b"A")
+        top_xid, sub_xid = struct.unpack_from("!II", payloads[abort_at], 1)
+        assert sub_xid != top_xid
+        streamed_before = [
+            p for p in payloads[:abort_at] if p[:1] == b"I" and p[1:5] == sub_xid.to_bytes(4, "big")
+        ]
+        assert len(streamed_before) > 100
 
 
 # --- across modes -------------------------------------------------------------------

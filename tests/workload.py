@@ -64,6 +64,8 @@ CREATE TABLE prepared (id int PRIMARY KEY, v text);
 
 CREATE TABLE streamed (id int PRIMARY KEY, v text);
 
+CREATE TABLE late_rel (id int PRIMARY KEY);  -- first written in the rolled-back savepoint
+
 CREATE PUBLICATION {PUBLICATION} FOR TABLES IN SCHEMA {SCHEMA};
 """
 
@@ -297,9 +299,12 @@ def run(conn: Any, tag: str) -> Info:
             "INSERT INTO streamed SELECT g, 'rolled back' FROM generate_series(%s, %s) g",
             (ROLLED_BACK.start, ROLLED_BACK.stop - 1),
         )
+        # a table first touched inside the savepoint, touched again after its rollback
+        cur.execute("INSERT INTO late_rel SELECT g FROM generate_series(1, 300) g")
         cur.execute("UPDATE streamed SET v = 'rolled back' WHERE id <= 10")
         cur.execute("SELECT pg_logical_emit_message(true, 'wl', 'in rolled back savepoint')")
         cur.execute("ROLLBACK TO SAVEPOINT s1")
+        cur.execute("INSERT INTO late_rel VALUES (1000)")
         cur.execute("INSERT INTO streamed SELECT g, 'after' FROM generate_series(3001, 4000) g")
         cur.execute("SAVEPOINT s2")
         cur.execute("INSERT INTO streamed SELECT g, 'released' FROM generate_series(4001, 4500) g")
