@@ -64,6 +64,8 @@ CREATE TABLE prepared (id int PRIMARY KEY, v text);
 
 CREATE TABLE streamed (id int PRIMARY KEY, v text);
 
+CREATE TABLE ddl_rollback (id int PRIMARY KEY);  -- altered in a streamed, aborted tx
+
 CREATE TABLE late_rel (id int PRIMARY KEY);  -- first written in the rolled-back savepoint
 
 CREATE PUBLICATION {PUBLICATION} FOR TABLES IN SCHEMA {SCHEMA};
@@ -311,6 +313,17 @@ def run(conn: Any, tag: str) -> Info:
         cur.execute("RELEASE SAVEPOINT s2")
         cur.execute("DELETE FROM streamed WHERE id = 1")
         cur.execute("COMMIT")
+
+        # a streamed transaction that changes a table's schema, then aborts: what follows
+        # must be decoded with the schema as it was
+        cur.execute("INSERT INTO ddl_rollback VALUES (1)")
+        cur.execute("BEGIN")
+        cur.execute("ALTER TABLE ddl_rollback ADD COLUMN extra text")
+        cur.execute(
+            "INSERT INTO ddl_rollback SELECT g, repeat('y', 100) FROM generate_series(2, 2001) g"
+        )
+        cur.execute("ROLLBACK")
+        cur.execute("INSERT INTO ddl_rollback VALUES (3000)")
         cur.execute("RESET search_path")
         cur.execute("RESET synchronous_commit")
     return Info(
