@@ -7,13 +7,16 @@ pg_logical_slot_peek_binary_changes and fed through `Assembler`.
 
 from __future__ import annotations
 
+import select
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import psycopg2
+import psycopg2.extras
 import pytest
 
 from pgtail.changes import (
@@ -428,3 +431,90 @@ def _exact(event: Event) -> Any:
             event.unchanged_toast,
         )
     return event
+
+
+# --- live replication: what the SQL interface cannot show ---------------------------------
+
+
+def _read_until(cursor: Any, payloads: list[bytes], done: Any, *, timeout: float = 60.0) -> None:
+    """Read replication messages into ``payloads`` until ``done(payloads)`` or timeout."""
+    deadline = time.monotonic() + timeout
+    while not done(payloads):
+        message = cursor.read_message()
+        if message is None:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"timed out; got {[p[:1] for p in payloads][-20:]}"
+            select.select([cursor.connection], [], [], min(remaining, 0.5))
+            continue
+        payloads.append(bytes(message.payload))
+        cursor.send_feedback(flush_lsn=message.data_start)
+
+
+def test_live_stream_schema_sent_inside_rolled_back_savepoint(db: Any) -> None:
+    """A live walsender streams the transaction while it is still open, so the rows and the
+    Relation of a table first written inside a savepoint (tagged with the savepoint's xid)
+    really arrive before the savepoint's Stream Abort; only the surviving rows remain."""
+    conn = db.connect()
+    with conn.cursor() as cur:
+        cur.execute(
+            "CREATE TABLE big (id int PRIMARY KEY, v text);"
+            "CREATE TABLE late (id int PRIMARY KEY, note text);"
+            "CREATE PUBLICATION live_pub FOR TABLE big, late;"
+        )
+        cur.execute(
+            "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (f"{db.name}_live",)
+        )
+    repl = psycopg2.connect(db.dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+    writer = db.connect()
+    try:
+        stream = repl.cursor()
+        stream.start_replication(
+            slot_name=f"{db.name}_live",
+            decode=False,
+            options={"proto_version": "2", "publication_names": "live_pub", "streaming": "on"},
+        )
+        payloads: list[bytes] = []
+        with writer.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute(
+                "INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 1000) g"
+            )
+            cur.execute("SAVEPOINT s")
+            cur.execute("INSERT INTO late SELECT g, 'rolled back' FROM generate_series(1, 50) g")
+            cur.execute(
+                "INSERT INTO big SELECT g, 'rolled back' FROM generate_series(1001, 3000) g"
+            )
+            cur.execute("SELECT txid_current()")
+            row = cur.fetchone()
+            assert row is not None
+            top_xid = int(row[0]) & 0xFFFFFFFF
+        # the walsender streams the open transaction once its WAL is flushed
+        _read_until(stream, payloads, lambda ps: any(p[:1] == b"R" and b"late\0" in p for p in ps))
+        late_relation = next(p for p in payloads if p[:1] == b"R" and b"late\0" in p)
+        sub_xid = struct.unpack_from("!I", late_relation, 1)[0]
+        assert sub_xid != top_xid  # the schema message carries the subtransaction's xid
+        with writer.cursor() as cur:
+            cur.execute("ROLLBACK TO SAVEPOINT s")
+            cur.execute("INSERT INTO late VALUES (1000, 'kept')")
+            cur.execute("INSERT INTO big VALUES (5000, 'kept')")
+            cur.execute("COMMIT")
+        _read_until(stream, payloads, lambda ps: any(p[:1] in (b"c", b"C") for p in ps))
+    finally:
+        writer.close()
+        repl.close()
+        conn.close()
+
+    kinds = [p[:1] for p in payloads]
+    assert b"A" in kinds and kinds.index(b"A") > payloads.index(late_relation)
+    aborted = [p for p in payloads if p[:1] == b"A"]
+    assert struct.unpack_from("!II", aborted[0], 1) == (top_xid, sub_xid)
+    rolled_back_rows = [p for p in payloads if p[:1] == b"I" and p[1:5] == aborted[0][5:9]]
+    assert len(rolled_back_rows) > 50  # they were streamed, so the assembler had to drop them
+
+    asm = Assembler(2)
+    events = [e for p in payloads for e in asm.feed(p)]
+    late = changes_of(events, "late")
+    big = changes_of(events, "big")
+    assert [c.new for c in late] == [{"id": 1000, "note": "kept"}]
+    assert [c.new["id"] for c in big if c.new] == [*range(1, 1001), 5000]
+    assert all(c.tx.streamed and c.tx.xid == top_xid for c in late + big)
