@@ -3,11 +3,13 @@ TOAST, truncate, logical messages, two-phase commit and a streamed transaction.
 
 Use it from any test that needs real pgoutput bytes::
 
+    from tests import workload
+
     conn = db.connect()
     workload.create_schema(conn)
-    slots = ...  # create slots *before* the workload so they see it
-    info = workload.run(conn, tag=db.name)
-    payloads = workload.peek(conn, slot, workload.options(proto_version=2, streaming="on"))
+    workload.create_slot(conn, slot)  # before the workload, so the slot sees it
+    info = workload.run(conn, tag=db.name)  # tag: GIDs are server-wide
+    payloads = workload.peek(conn, slot, workload.options(2, streaming="on"))
 
 `EXPECTED_*` below hold the values a test can assert exactly (JSON-ready, as
 `pgtail.values` represents them).
