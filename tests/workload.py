@@ -43,7 +43,7 @@ CREATE TABLE all_types (
     d date, tm time, ttz timetz, ts timestamp, tstz timestamptz, iv interval,
     ip inet, cd cidr, mac macaddr, m money, bt bit(4), vb varbit, tsv tsvector,
     ia int4[], ta text[], ia2 int4[][], tsa timestamptz[], na numeric[], ja jsonb[],
-    mo mood, moa mood[]
+    mo mood, moa mood[], fa float4[]
 );
 
 CREATE TABLE full_ident (id int, v text);
@@ -86,7 +86,7 @@ INSERT INTO all_types VALUES
  '192.168.0.1/24', '10.0.0.0/8', '08:00:2b:01:02:03', 12.34, B'1010', B'110', 'a fat:2 cat:1',
  '{1,2,3}', '{"a b","c,d","e\"f",NULL,""}', '{{1,2},{3,NULL}}',
  '{"2024-01-01 00:00:00+00",NULL}', '{1.50,NaN}', '{"{\"k\": 1}",null}',
- 'happy', '{sad,ok}'),
+ 'happy', '{sad,ok}', '{Infinity,-Infinity,NaN,0.1}'),
 (2, false, 0, -1, 0, 0,
  'NaN', '-Infinity', 'NaN', -0.001,
  '', 'x', 'abcde', '', '\',
@@ -95,11 +95,11 @@ INSERT INTO all_types VALUES
  'infinity', '-1 days',
  '::1', '2001:db8::/32', '00:00:00:00:00:00', -0.5, B'0000', B'', '',
  '{}', '{NULL}', '{{NULL,NULL}}',
- '{}', '{Infinity,-Infinity}', '{}',
- 'sad', '{}'),
+ '{-infinity,infinity}', '{Infinity,-Infinity}', '{}',
+ 'sad', '{}', '{{1.5},{NULL}}'),
 (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
- NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+ NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 """
 
 EXPECTED_ROW_1: dict[str, Any] = {
@@ -143,6 +143,7 @@ EXPECTED_ROW_1: dict[str, Any] = {
     "ja": [{"k": 1}, None],
     "mo": "happy",
     "moa": ["sad", "ok"],
+    "fa": ["Infinity", "-Infinity", "NaN", 0.1],
 }
 
 EXPECTED_ROW_2: dict[str, Any] = {
@@ -181,11 +182,12 @@ EXPECTED_ROW_2: dict[str, Any] = {
     "ia": [],
     "ta": [None],
     "ia2": [[None, None]],
-    "tsa": [],
+    "tsa": ["-infinity", "infinity"],
     "na": ["Infinity", "-Infinity"],
     "ja": [],
     "mo": "sad",
     "moa": [],
+    "fa": [[1.5], [None]],
 }
 
 # Enum columns are user-defined types: values.py gives their text form in text mode and
