@@ -118,6 +118,13 @@ def spark_run(
     commit_ts, key, before, after, unchanged_toast, origin, message); key,
     before and after are JSON objects. Restarting with the same --checkpoint
     continues exactly where the last committed batch ended.
+
+    \b
+    Examples:
+      pgtail spark run --slot app --publication app_pub \\
+          --output /data/changes --checkpoint /data/chk --trigger available-now
+      pgtail spark run --slot app --publication app_pub --output s3a://lake/changes \\
+          --checkpoint s3a://lake/chk --master spark://spark:7077 --trigger 30s
     """
     from pgtail.spark import require_pyspark
 
@@ -164,14 +171,24 @@ def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, .
     The latest change per replica identity key wins (ordered by commit_lsn, then
     seq); deletes remove a row; a truncate empties the table as of its position.
     Each table goes to OUTPUT/<schema>.<table>/.
+
+    \b
+    Examples:
+      pgtail spark materialize --changes /data/changes --output /data/current
+      pgtail spark materialize --changes /data/changes --output /data/current \\
+          --master local[4] --conf spark.driver.memory=4g
     """
     from pathlib import Path
 
-    if not Path(changes).exists():
+    from pgtail.spark import require_pyspark
+
+    require_pyspark()
+    from pgtail.spark.pipeline import is_local, materialize
+
+    if is_local(changes) and not Path(changes).exists():
         raise ConfigurationError(
             f"change log {changes!r} does not exist", hint="run pgtail spark run first"
         )
-    from pgtail.spark.pipeline import materialize
 
     spark = _session(master, _pairs(conf, "--conf"), "pgtail spark materialize")
     try:

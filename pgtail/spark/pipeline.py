@@ -128,7 +128,9 @@ def committed_offset(checkpoint: str | Path) -> dict[str, int] | None:
     """
     import json
 
-    root = Path(checkpoint)
+    if not is_local(checkpoint):
+        return None  # the next run of the query confirms it
+    root = Path(str(checkpoint).removeprefix("file://"))
     commits = [int(p.name) for p in (root / "commits").glob("*") if p.name.isdigit()]
     if not commits:
         return None
@@ -231,12 +233,17 @@ def read_changes(spark: Any, changes: str | Path) -> Any:
     """The change log as a DataFrame with the source schema (committed files only)."""
     from pgtail.spark.schema import SCHEMA
 
-    path = Path(changes)
-    if not path.exists():
+    if is_local(changes) and not Path(changes).exists():
         raise ConfigurationError(
-            f"change log {str(path)!r} does not exist", hint="run pgtail spark run first"
+            f"change log {str(changes)!r} does not exist", hint="run pgtail spark run first"
         )
-    return spark.read.schema(SCHEMA).parquet(str(path))
+    return spark.read.schema(SCHEMA).parquet(str(changes))
+
+
+def is_local(path: str | Path) -> bool:
+    """A plain local path (not s3a://, hdfs://, ...), which this process can look at."""
+    text = str(path)
+    return "://" not in text or text.startswith("file://")
 
 
 # --- materialize ---------------------------------------------------------------------
@@ -383,7 +390,7 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
             names = order + [f.name for f in inferred.fields if f.name not in order]
             table_state = state.where(mine).select(F.from_json("row", inferred).alias("r"))
             frame = table_state.select(*[F.col("r").getField(n).alias(n) for n in names])
-            target = Path(output) / f"{schema_name}.{table_name}"
+            target = f"{str(output).rstrip('/')}/{schema_name}.{table_name}"
             frame.write.mode("overwrite").parquet(str(target))
             counts[f"{schema_name}.{table_name}"] = spark.read.parquet(str(target)).count()
         state.unpersist()
