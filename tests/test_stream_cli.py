@@ -501,3 +501,58 @@ def test_server_error_mid_stream_is_reported_not_retried(db15: Any) -> None:
     assert "publication" in text and "does not exist" in text
     assert "reconnect" not in text
     assert len(text.strip().splitlines()) == 1
+
+
+def test_kill_9_inside_a_large_transaction_with_output_file(db: Any, tmp_path: Path) -> None:
+    """Killed while a multi-batch transaction is half written: the restart cuts the partial
+    transaction off the file and writes it whole, once."""
+    setup(db)
+    out = tmp_path / "big.jsonl"
+    proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--output", str(out))
+    try:
+        wait_active(db)
+        total = 30_000
+        db.execute(
+            "INSERT INTO t SELECT g, repeat('b', 300) FROM generate_series(0, %s) g",
+            (total - 1,),
+        )
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if out.exists() and out.stat().st_size > 1_500_000:
+                break
+            time.sleep(0.005)
+        proc.kill()
+        proc.wait()
+        partial = out.stat().st_size
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    wait_inactive(db)
+    db.execute("INSERT INTO t VALUES (%s, 'after')", (total,))
+    end = insert_lsn(db)
+    again = subprocess.run(
+        [
+            PY,
+            "-m",
+            "pgtail",
+            "stream",
+            "--dsn",
+            db.dsn,
+            "--slot",
+            "s",
+            "--publication",
+            "pub",
+            "--output",
+            str(out),
+            "--end",
+            f"{end >> 32:X}/{end & 0xFFFFFFFF:X}",
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    ids = [orjson.loads(x)["new"]["id"] for x in out.read_bytes().splitlines()]
+    assert ids == list(range(total + 1))
+    assert partial < out.stat().st_size
+    assert b"bytes of unconfirmed output" in again.stderr  # the partial tx was cut off
