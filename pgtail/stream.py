@@ -1231,17 +1231,20 @@ def run(
                 if not stream.temporary and config.format != "raw"
                 else None
             )
-            if state is not None:
-                state.load(logger)
-                stream.skip_upto = state.position
-                # the file holds (fsync'd) everything up to there: safe to confirm
-                stream.feedback.written(state.position)
             try:
+                open(config.output, "ab").close()  # noqa: SIM115 - can we write there at all?
+                if state is not None:
+                    state.load(logger)
+                # opened after load(): a cut tail must not leave the offset past the end
                 output_file = open(config.output, "ab", buffering=1 << 20)  # noqa: SIM115
             except OSError as exc:
                 raise ConfigurationError(
-                    f"cannot open --output {config.output}: {exc.strerror}"
+                    f"cannot write --output {config.output}: {exc.strerror or exc}"
                 ) from None
+            if state is not None:
+                stream.skip_upto = state.position
+                # the file holds (fsync'd) everything up to there: safe to confirm
+                stream.feedback.written(state.position)
             stream.state = state
             target = output_file
         return _run(stream, target, output_file is not None)
