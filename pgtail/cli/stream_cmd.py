@@ -119,7 +119,8 @@ def _log(message: str) -> None:
     "tables",
     multiple=True,
     metavar="GLOB",
-    help="Only these tables (schema.table glob, repeatable).",
+    help="Only these tables (schema.table glob, repeatable); with --create-publication,"
+    " the tables to publish.",
 )
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip these tables (glob).")
 @click.option(
