@@ -124,6 +124,18 @@ def workload(db: Any) -> list[tuple[str, str, Any]]:
     ca.execute("INSERT INTO outside VALUES (1)")
     ca.execute("COMMIT")
     expected += [("insert", "items", g) for g in range(1000, 2200)]
+    # large transactions that are streamed and then aborted, wholly or in part
+    ca.execute("BEGIN")
+    ca.execute("INSERT INTO items SELECT g, 'aborted' FROM generate_series(100000, 101499) g")
+    ca.execute("ROLLBACK")
+    ca.execute("BEGIN")
+    ca.execute("INSERT INTO items VALUES " + ROW, (800, "kept", 8))
+    ca.execute("SAVEPOINT big")
+    ca.execute("INSERT INTO items SELECT g, 'sub aborted' FROM generate_series(200000, 201499) g")
+    ca.execute("ROLLBACK TO SAVEPOINT big")
+    ca.execute("INSERT INTO items VALUES " + ROW, (801, "kept", 8))
+    ca.execute("COMMIT")
+    expected += [("insert", "items", 800), ("insert", "items", 801)]
     # REPLICA IDENTITY FULL table, then truncate
     ca.execute("INSERT INTO full_t VALUES (1, 'one')")
     ca.execute("UPDATE full_t SET v = 'uno' WHERE id = 1")
