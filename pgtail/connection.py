@@ -54,25 +54,36 @@ def translate_connect_error(exc: Exception, dsn: str) -> PgtailError:
             hint="check the user and password (PGPASSWORD, ~/.pgpass or the DSN)",
         )
     if "does not exist" in lower and "database" in lower:
-        return ConnectionFailed(f"{first} on {target}", hint="check dbname in the DSN or PGDATABASE")
-    if "must be superuser or replication role" in lower or (
-        "permission denied to start wal sender" in lower
-    ) or "replication" in lower and "pg_hba.conf" in lower and "no pg_hba.conf entry" in lower:
+        return ConnectionFailed(
+            f"{first} on {target}", hint="check dbname in the DSN or PGDATABASE"
+        )
+    refused_replication = "no pg_hba.conf entry for replication connection" in lower
+    if (
+        "must be superuser or replication role" in lower
+        or "permission denied to start wal sender" in lower
+        or refused_replication
+    ):
         return ServerCapabilityError(
             f"the role may not open a replication connection: {first}",
-            hint="ALTER ROLE <role> REPLICATION, and allow 'replication' connections in pg_hba.conf",
+            hint="ALTER ROLE <role> REPLICATION, and allow 'replication' in pg_hba.conf",
         )
     if "no pg_hba.conf entry" in lower:
-        return ConnectionFailed(f"the server refused the connection: {first}",
-                                hint="add a pg_hba.conf entry for this host/user/database")
-    if "could not connect" in lower or "connection refused" in lower or "timeout" in lower or (
-        "could not translate host name" in lower
+        return ConnectionFailed(
+            f"the server refused the connection: {first}",
+            hint="add a pg_hba.conf entry for this host/user/database",
+        )
+    if (
+        "could not connect" in lower
+        or "connection refused" in lower
+        or "timeout" in lower
+        or ("could not translate host name" in lower)
     ):
         return ConnectionFailed(
             f"cannot reach PostgreSQL at {target}: {first}",
             hint="is the server running and accepting TCP connections on that host and port?",
         )
-    if "invalid dsn" in lower or "missing \"=\"" in lower or "invalid connection option" in lower:
-        return ConnectionFailed(f"invalid connection string: {first}",
-                                hint="use key=value pairs or a postgresql:// URI")
+    if "invalid dsn" in lower or 'missing "="' in lower or "invalid connection option" in lower:
+        return ConnectionFailed(
+            f"invalid connection string: {first}", hint="use key=value pairs or a postgresql:// URI"
+        )
     return ConnectionFailed(f"cannot connect to {target}: {first}")

@@ -52,8 +52,12 @@ def embedded_bindir() -> Path | None:
 
 def debian_bindirs() -> list[Path]:
     """Debian/Ubuntu server installs, newest major first."""
-    found = [Path(p) for p in glob.glob("/usr/lib/postgresql/*/bin") if Path(p, "postgres").exists()]
-    return sorted(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, reverse=True)
+    found = [
+        Path(p) for p in glob.glob("/usr/lib/postgresql/*/bin") if Path(p, "postgres").exists()
+    ]
+    return sorted(
+        found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, reverse=True
+    )
 
 
 def path_bindir() -> Path | None:
@@ -177,8 +181,10 @@ class LocalServer:
         self._cmd(
             [
                 str(self.bindir / "initdb"),
-                "-D", str(self.datadir),
-                "-U", self.user,
+                "-D",
+                str(self.datadir),
+                "-U",
+                self.user,
                 "--auth=trust",
                 "--encoding=UTF8",
                 "--locale=C.UTF-8",
@@ -201,8 +207,17 @@ class LocalServer:
 
     def start(self) -> None:
         self._cmd(
-            [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.logfile),
-             "-w", "-t", "60", "start"]
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-l",
+                str(self.logfile),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
         )
         self._running = True
 

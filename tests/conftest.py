@@ -134,9 +134,7 @@ def _fresh_database(server: LocalServer) -> Iterator[Database]:
                 "WHERE database = %s",
                 (name,),
             )
-            cur.execute(
-                "SELECT gid FROM pg_prepared_xacts WHERE database = %s", (name,)
-            )
+            cur.execute("SELECT gid FROM pg_prepared_xacts WHERE database = %s", (name,))
             prepared = [r[0] for r in cur.fetchall()]
         if prepared:
             conn = psycopg2.connect(server.dsn(name))

@@ -37,6 +37,8 @@ def test_errors_are_picklable() -> None:
 
 
 def test_servers_run_with_logical_wal(db) -> None:  # type: ignore[no-untyped-def]
-    (row,) = db.execute("SELECT current_setting('wal_level'), current_setting('server_version_num')")
+    (row,) = db.execute(
+        "SELECT current_setting('wal_level'), current_setting('server_version_num')"
+    )
     assert row[0] == "logical"
     assert int(str(row[1])) // 10000 == db.major

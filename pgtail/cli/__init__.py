@@ -8,6 +8,7 @@ Command groups live in sibling modules and register themselves on `cli`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -132,10 +133,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _print_error(message: str) -> None:
-    try:
+    with contextlib.suppress(Exception):
         click.echo(f"pgtail: error: {message}", err=True)
-    except Exception:
-        pass
 
 
 def _quiet_broken_pipe() -> None:

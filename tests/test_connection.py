@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import pytest
+
+from pgtail.connection import describe_target, redact, resolve_dsn, translate_connect_error
+from pgtail.errors import ConnectionFailed, ServerCapabilityError
+
+
+def test_redact_key_value_and_uri() -> None:
+    assert redact("host=db password=s3cret user=x") == "host=db password=******** user=x"
+    assert redact("password='a b' x=1") == "password=******** x=1"
+    assert (
+        redact("postgresql://app:s3cret@db:5432/shop") == "postgresql://app:********@db:5432/shop"
+    )
+    assert "s3cret" not in redact("connect to postgres://u:s3cret@h/d failed")
+
+
+def test_resolve_dsn_falls_back_to_database_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u@h/d")
+    assert resolve_dsn(None) == "postgresql://u@h/d"
+    assert resolve_dsn("dbname=x") == "dbname=x"
+    monkeypatch.delenv("DATABASE_URL")
+    assert resolve_dsn(None) == ""
+
+
+def test_describe_target_hides_password() -> None:
+    text = describe_target("host=db port=6543 dbname=shop password=s3cret")
+    assert text == "db:6543/shop"
+
+
+@pytest.mark.parametrize(
+    ("server_text", "kind", "fragment"),
+    [
+        (
+            'FATAL:  password authentication failed for user "app"',
+            ConnectionFailed,
+            "authentication failed",
+        ),
+        ('FATAL:  database "nope" does not exist', ConnectionFailed, 'database "nope"'),
+        (
+            'FATAL:  no pg_hba.conf entry for replication connection from host "127.0.0.1", '
+            'user "app", no encryption',
+            ServerCapabilityError,
+            "may not open a replication connection",
+        ),
+        (
+            "FATAL:  must be superuser or replication role to start walsender",
+            ServerCapabilityError,
+            "may not open a replication connection",
+        ),
+        (
+            'FATAL:  no pg_hba.conf entry for host "127.0.0.1", user "app", database "x"',
+            ConnectionFailed,
+            "refused the connection",
+        ),
+        (
+            'connection to server at "127.0.0.1", port 1 failed: Connection refused',
+            ConnectionFailed,
+            "cannot reach PostgreSQL",
+        ),
+    ],
+)
+def test_translate_connect_error(server_text: str, kind: type, fragment: str) -> None:
+    err = translate_connect_error(Exception(server_text), "host=h dbname=d password=pw")
+    assert type(err) is kind
+    assert fragment in str(err)
+    assert "pw" not in str(err).replace("password", "")
