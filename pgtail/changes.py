@@ -8,12 +8,14 @@ CONTRACT (written first so renderers, the stream loop and Spark can be built
 against it): the event classes below are fixed; `Assembler` is filled in by the
 change-events work.
 
-Delivery model: the assembler holds the raw payloads of a transaction until its
-Commit / Stream Commit / Prepare arrives (in memory up to a bound, then in a
-temporary file), then decodes and yields ``TxBegin, <changes...>, TxCommit`` in one
-go. So every change already knows its transaction's commit LSN, end LSN and commit
-time, streamed transactions need no second mechanism, and aborted (sub)transactions
-are dropped before anything is rendered.
+Delivery model: the assembler holds each transaction until its Commit / Stream
+Commit / Prepare arrives, then yields ``TxBegin, <changes...>, TxCommit`` in one go.
+So every change already knows its transaction's commit LSN, end LSN and commit time,
+streamed transactions need no second mechanism, and aborted (sub)transactions are
+dropped before anything is rendered. Changes are decoded and converted as they
+arrive (while the server is still sending the rest of the transaction) up to a
+memory bound; past it the rest of the transaction is held as raw payloads, spilled
+to a temporary file, and decoded at the commit.
 """
 
 from __future__ import annotations
@@ -197,6 +199,11 @@ _XID = struct.Struct("!I")
 _NEW_TUPLE = ord("N")
 _RECORD_LEN = struct.Struct("!I")
 _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its list slot
+# A converted row (its Change, dicts and values) costs a few times its payload: measured
+# about 1,000 bytes for a 170-byte insert of eight mixed-type columns.
+_ROW_COST = 6  # bytes of converted row per payload byte
+_ROW_OVERHEAD = 256
+_RAW_SHARE = 8  # a raw part's in-memory buffer: this fraction of the bound
 _INFO_CACHE_SIZE = 4096  # distinct relation schemas kept for reuse
 _EMPTY: Iterator[Any] = iter(())  # exhausted for good: safe to hand out again and again
 
@@ -253,6 +260,10 @@ def _make_change_factory() -> Callable[..., Change]:
 
 
 _new_change = _make_change_factory()
+_SET_TX = _CHANGE_SETTERS["set_tx"]
+_SET_SEQ = _CHANGE_SETTERS["set_seq"]
+# The transaction of events converted before their Commit arrived; replaced at the Commit.
+_PENDING = Transaction(xid=0, commit_lsn=0, end_lsn=0, commit_time=datetime.min)
 
 
 class _TableInfo:
@@ -472,7 +483,7 @@ class _Held:
         kept: list[bytes] = []
         if index < self.file_count:
             assert self.file is not None
-            offset = self.marks[index]
+            offset = self.marks[index] if index else 0
             self.file.seek(offset)
             kept.extend(
                 p for p in _read_records(self.file, self.file_count - index) if p[0] in _SCHEMA
@@ -521,30 +532,91 @@ def _read_records(source: IO[bytes], count: int) -> Iterator[bytes]:
 
 
 class _Open:
-    """A transaction being held: Begin / Begin Prepare .. Commit / Prepare, or a streamed xid."""
+    """A transaction being held: Begin / Begin Prepare .. Commit / Prepare, or a streamed xid.
 
-    __slots__ = ("xid", "held", "undo", "type_undo", "origin", "origin_lsn", "subxacts", "begin")
+    Its changes are decoded and converted as they arrive, into ``rows`` (events whose
+    ``tx`` and ``seq`` are filled in at the commit), while their estimated size stays
+    under the bound. Past it the transaction goes ``raw``: the rest of it is held as
+    payloads in ``held`` (spilled to a file past a smaller bound) and decoded at the
+    commit with the relation cache as it was when it went raw (``raw_tables``), plus
+    the Relation / Type messages held in order with the payloads.
+    """
+
+    __slots__ = (
+        "xid",
+        "held",
+        "rows",
+        "rows_bytes",
+        "rows_limit",
+        "raw",
+        "raw_tables",
+        "raw_type_names",
+        "own",
+        "view",
+        "view_base",
+        "origin",
+        "origin_lsn",
+        "subxacts",
+        "begin",
+    )
 
     def __init__(self, xid: int, limit: int, begin: po.Begin | po.BeginPrepare | None) -> None:
         self.xid = xid
-        self.held = _Held(limit)
-        # Relation cache entries as they were before this transaction replaced them, so
-        # replay starts from the cache the transaction's first change saw.
-        self.undo: dict[int, _TableInfo | None] = {}
-        self.type_undo: dict[int, str | None] = {}
+        # converted rows and raw payloads share the bound: once rows fill it, the raw
+        # part only buffers its file writes
+        self.held = _Held(max(1, limit // _RAW_SHARE))
+        self.rows: list[Any] = []
+        self.rows_bytes = 0
+        self.rows_limit = limit
+        self.raw = False
+        self.raw_tables: dict[int, _TableInfo] = {}
+        self.raw_type_names: dict[int, str] = {}
+        # Relations this transaction received: they win over the shared cache, which
+        # another (streamed) transaction may have changed since (see `Assembler._view`)
+        self.own: dict[int, _TableInfo] = {}
+        self.view: dict[int, _TableInfo] = {}
+        self.view_base: dict[int, _TableInfo] | None = None
         self.origin: str | None = None
         self.origin_lsn: int | None = None
-        self.subxacts: dict[int, int] = {}  # streamed: subxid -> index of its first record
+        self.subxacts: dict[int, int] = {}  # streamed: subxid -> position of its first record
         self.begin = begin
+
+    def go_raw(self, tables: dict[int, _TableInfo], type_names: dict[int, str]) -> None:
+        self.raw = True
+        self.raw_tables = tables
+        self.raw_type_names = type_names
+
+    def mark(self) -> int:
+        """The position of the next record: rows first, then the raw payloads."""
+        if not self.raw:
+            return len(self.rows)
+        return len(self.rows) + self.held.mark()
+
+    def truncate(self, position: int) -> None:
+        """Drop every record from ``position`` on (schema messages stay, see _Held)."""
+        count = len(self.rows)
+        if position < count:
+            if count:
+                self.rows_bytes = self.rows_bytes * position // count
+            del self.rows[position:]
+            if self.raw:
+                self.held.truncate(0)
+        elif self.raw:
+            self.held.truncate(position - count)
+
+    def close(self) -> None:
+        self.held.close()
+        self.rows = []
 
 
 class Assembler:
     """pgoutput payloads in, change events out, one whole transaction at a time.
 
     ``feed(payload)`` returns an iterator of the events the payload completes: nothing
-    for a change inside a transaction (it is held), ``TxBegin, changes..., TxCommit``
-    for a Commit / Prepare / Stream Commit / Stream Prepare (decoded lazily from the
-    held payloads, so a huge transaction is never all in memory as events), one event
+    for a change inside a transaction (it is converted and held),
+    ``TxBegin, changes..., TxCommit`` for a Commit / Prepare / Stream Commit / Stream
+    Prepare (the part past the memory bound decoded lazily from held payloads, so a
+    huge transaction is never all in memory as events), one event
     for a non-transactional Message, Commit Prepared or Rollback Prepared. Each
     returned iterator may be consumed later; it does not depend on later feeds.
     """
@@ -577,8 +649,8 @@ class Assembler:
 
     def reset(self) -> None:
         """Forget held transactions (after a reconnect the server sends them again)."""
-        for held in self._all_open():
-            held.held.close()
+        for state in self._all_open():
+            state.close()
         self._current = None
         self._streams.clear()
         self._target = None
@@ -603,6 +675,22 @@ class Assembler:
                 )
             if self._in_stream:
                 self._note_subxact(target, payload)
+            if not target.raw:
+                # Decode and convert now, while the server is still sending the rest of
+                # the transaction; only tx and seq are left for the commit.
+                tables = self._tables if not target.own else self._view(target)
+                try:
+                    event = self._convert(payload, first, self._in_stream, tables)
+                except Exception:  # noqa: BLE001 - the commit-time decode raises it, if at all
+                    # decided at the commit, as before: the change may yet be dropped with
+                    # a rolled-back subtransaction, and the error is the same there
+                    target.go_raw(tables, self._type_names)
+                else:
+                    target.rows.append(event)
+                    target.rows_bytes += len(payload) * _ROW_COST + _ROW_OVERHEAD
+                    if target.rows_bytes > target.rows_limit:
+                        target.go_raw(tables, self._type_names)
+                    return _EMPTY
             held = target.held
             held.records.append(payload)
             held.mem_bytes += len(payload) + _RECORD_OVERHEAD
@@ -623,12 +711,20 @@ class Assembler:
             found.append(self._current)
         return found
 
+    def _view(self, target: _Open) -> dict[int, _TableInfo]:
+        """The relation cache as ``target`` sees it: the shared one under its own Relations."""
+        tables = self._tables
+        if target.view_base is not tables:
+            target.view = {**tables, **target.own}
+            target.view_base = tables
+        return target.view
+
     def _note_subxact(self, target: _Open, payload: bytes) -> None:
         if len(payload) < 5:
             raise DecodeError(f"{_NAME_OF_BYTE.get(payload[0], 'message')}.xid: truncated")
         (xid,) = _XID.unpack_from(payload, 1)
         if xid != target.xid and xid not in target.subxacts:
-            target.subxacts[xid] = target.held.mark()
+            target.subxacts[xid] = target.mark()
 
     def _on_begin(self, message: po.Begin | po.BeginPrepare, payload: bytes) -> Iterator[Event]:
         if self._current is not None:
@@ -685,9 +781,10 @@ class Assembler:
         rel_id = message.relation_id
         target = self._target
         if target is not None:
-            if rel_id not in target.undo:
-                target.undo[rel_id] = self._tables.get(rel_id)
-            target.held.append(payload)
+            target.own[rel_id] = info
+            target.view_base = None
+            if target.raw:
+                target.held.append(payload)
         tables = dict(self._tables)
         tables[rel_id] = info
         self._tables = tables
@@ -696,9 +793,7 @@ class Assembler:
     def _on_type(self, message: po.Type, payload: bytes) -> Iterator[Event]:
         name = f"{message.namespace}.{message.name}" if message.namespace else message.name
         target = self._target
-        if target is not None:
-            if message.type_oid not in target.type_undo:
-                target.type_undo[message.type_oid] = self._type_names.get(message.type_oid)
+        if target is not None and target.raw:
             target.held.append(payload)
         type_names = dict(self._type_names)
         type_names[message.type_oid] = name
@@ -710,7 +805,20 @@ class Assembler:
         if message.transactional and target is not None:
             if self._in_stream:
                 self._note_subxact(target, payload)
-            target.held.append(payload)
+            if target.raw:
+                target.held.append(payload)
+            else:
+                target.rows.append(
+                    Message(
+                        prefix=message.prefix,
+                        content=message.content,
+                        transactional=True,
+                        lsn=message.lsn,
+                        tx=_PENDING,
+                        seq=0,
+                    )
+                )
+                target.rows_bytes += len(payload) + _ROW_OVERHEAD
             return _EMPTY
         event = Message(
             prefix=message.prefix,
@@ -789,7 +897,7 @@ class Assembler:
             return _EMPTY
         if message.subxid == message.xid:
             del self._streams[message.xid]
-            state.held.close()
+            state.close()
             return _EMPTY
         # A rolled-back subtransaction. In a stream each change carries the xid of the
         # (sub)transaction that made it (pgoutput.c: "xid = change->txn->xid"), and the
@@ -799,7 +907,7 @@ class Assembler:
         # server will not send a Relation again in this transaction.
         start = state.subxacts.get(message.subxid)
         if start is not None:
-            state.held.truncate(start)
+            state.truncate(start)
             state.subxacts = {x: i for x, i in state.subxacts.items() if i < start}
         return _EMPTY
 
@@ -878,150 +986,158 @@ class Assembler:
         return info
 
     def _replay(self, state: _Open, tx: Transaction, *, in_stream: bool) -> Iterator[Event]:
-        # The cache as the transaction's first message saw it: the live one with this
-        # transaction's own Relation/Type replacements undone (they are replayed in order).
-        tables = self._tables
-        if state.undo:
-            tables = dict(tables)
-            for rel_id, old in state.undo.items():
-                if old is None:
-                    tables.pop(rel_id, None)
-                else:
-                    tables[rel_id] = old
-        type_names = self._type_names
-        if state.type_undo:
-            type_names = dict(type_names)
-            for type_oid, old_name in state.type_undo.items():
-                if old_name is None:
-                    type_names.pop(type_oid, None)
-                else:
-                    type_names[type_oid] = old_name
-        return self._events(state.held, tx, tables, type_names, in_stream)
+        return self._events(state, tx, in_stream)
 
-    def _events(
+    def _convert(
         self,
-        held: _Held,
-        tx: Transaction,
-        tables: dict[int, _TableInfo],
-        type_names: dict[int, str],
+        payload: bytes,
+        first: int,
         in_stream: bool,
-    ) -> Iterator[Event]:
-        parsers = po.PARSERS
-        parse_insert = parsers[_INSERT]
-        parse_update = parsers[_UPDATE]
-        parse_delete = parsers[_DELETE]
-        new_change = _new_change
-        decode_tuple = po.decode_tuple
-        unpack_uint32 = _XID.unpack_from
+        tables: dict[int, _TableInfo],
+        tx: Transaction = _PENDING,
+        seq: int = 0,
+    ) -> Change | Truncate | Message:
+        """One Insert / Update / Delete / Truncate / Message payload -> its event."""
         header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
-        tables_copied = types_copied = False
-        seq = 0
+        if first == _INSERT:
+            # The hot path: read the header here and let the decoder's decode_tuple do
+            # the row; anything unusual goes through the full parser, which raises the
+            # precise DecodeError.
+            try:
+                relation_id = _XID.unpack_from(payload, header)[0]
+                if payload[header + 4] != _NEW_TUPLE:
+                    raise _NotFast
+                tup, end = po.decode_tuple(payload, header + 5, "Insert.new_tuple")
+                if end != len(payload):
+                    raise _NotFast
+            except (struct.error, IndexError, DecodeError, _NotFast):
+                ins: po.Insert = po.PARSERS[_INSERT](payload, in_stream)  # type: ignore[assignment]
+                relation_id, tup = ins.relation_id, ins.new
+            info = tables.get(relation_id)
+            if info is None:
+                raise _unknown_relation("Insert", relation_id)
+            kinds = tup.kinds
+            if kinds == info.all_text:
+                return info.text_insert(tup.values, tx, seq)
+            if kinds == info.all_binary:
+                return info.binary_insert(tup.values, tx, seq)
+            new_row, toast = info.row(tup, "Insert.new")
+            return _new_change("insert", info.table, tx, seq, new_row, None, None, toast)
+        if first == _UPDATE:
+            upd: po.Update = po.PARSERS[_UPDATE](payload, in_stream)  # type: ignore[assignment]
+            info = tables.get(upd.relation_id)
+            if info is None:
+                raise _unknown_relation("Update", upd.relation_id)
+            new_row, toast = info.row(upd.new, "Update.new")
+            old_row: dict[str, Any] | None = None
+            old_kind: OldKind | None = None
+            if upd.old is not None:
+                if upd.old_kind == "K":
+                    old_row, _ = info.key_row(upd.old, "Update.old")
+                    old_kind = "key"
+                else:
+                    old_row, _ = info.row(upd.old, "Update.old")
+                    old_kind = "full"
+            return _new_change("update", info.table, tx, seq, new_row, old_row, old_kind, toast)
+        if first == _DELETE:
+            dele: po.Delete = po.PARSERS[_DELETE](payload, in_stream)  # type: ignore[assignment]
+            info = tables.get(dele.relation_id)
+            if info is None:
+                raise _unknown_relation("Delete", dele.relation_id)
+            if dele.old_kind == "K":
+                old_row, toast = info.key_row(dele.old, "Delete.old")
+                old_kind = "key"
+            else:
+                old_row, toast = info.row(dele.old, "Delete.old")
+                old_kind = "full"
+            return _new_change("delete", info.table, tx, seq, None, old_row, old_kind, toast)
+        if first == _TRUNCATE:
+            trunc: po.Truncate = po.PARSERS[_TRUNCATE](payload, in_stream)  # type: ignore[assignment]
+            truncated = []
+            for rel_id in trunc.relation_ids:
+                info = tables.get(rel_id)
+                if info is None:
+                    raise _unknown_relation("Truncate", rel_id)
+                truncated.append(info.table)
+            return Truncate(
+                tables=tuple(truncated),
+                cascade=trunc.cascade,
+                restart_identity=trunc.restart_identity,
+                tx=tx,
+                seq=seq,
+            )
+        if first == _MESSAGE:
+            msg: po.LogicalMessage = po.PARSERS[_MESSAGE](payload, in_stream)  # type: ignore[assignment]
+            return Message(
+                prefix=msg.prefix,
+                content=msg.content,
+                transactional=msg.transactional,
+                lsn=msg.lsn,
+                tx=tx,
+                seq=seq,
+            )
+        raise DecodeError(f"unexpected held message {bytes([first])!r}")  # pragma: no cover
+
+    def _events(self, state: _Open, tx: Transaction, in_stream: bool) -> Iterator[Event]:
+        held = state.held
         try:
             yield TxBegin(tx)
-            for payload in held:
-                first = payload[0]
-                if first == _INSERT:
-                    # The hot path: read the header here and let the decoder's
-                    # decode_tuple do the row; anything unusual goes through the full
-                    # parser, which raises the precise DecodeError.
-                    try:
-                        relation_id = unpack_uint32(payload, header)[0]
-                        if payload[header + 4] != _NEW_TUPLE:
-                            raise _NotFast
-                        tup, end = decode_tuple(payload, header + 5, "Insert.new_tuple")
-                        if end != len(payload):
-                            raise _NotFast
-                    except (struct.error, IndexError, DecodeError, _NotFast):
-                        ins: po.Insert = parse_insert(payload, in_stream)  # type: ignore[assignment]
-                        relation_id, tup = ins.relation_id, ins.new
-                    info = tables.get(relation_id)
-                    if info is None:
-                        raise _unknown_relation("Insert", relation_id)
-                    kinds = tup.kinds
-                    if kinds == info.all_text:
-                        yield info.text_insert(tup.values, tx, seq)
-                    elif kinds == info.all_binary:
-                        yield info.binary_insert(tup.values, tx, seq)
-                    else:
-                        new_row, toast = info.row(tup, "Insert.new")
-                        yield new_change("insert", info.table, tx, seq, new_row, None, None, toast)
-                elif first == _UPDATE:
-                    upd: po.Update = parse_update(payload, in_stream)  # type: ignore[assignment]
-                    info = tables.get(upd.relation_id)
-                    if info is None:
-                        raise _unknown_relation("Update", upd.relation_id)
-                    new_row, toast = info.row(upd.new, "Update.new")
-                    old_row: dict[str, Any] | None = None
-                    old_kind: OldKind | None = None
-                    if upd.old is not None:
-                        if upd.old_kind == "K":
-                            old_row, _ = info.key_row(upd.old, "Update.old")
-                            old_kind = "key"
-                        else:
-                            old_row, _ = info.row(upd.old, "Update.old")
-                            old_kind = "full"
-                    yield new_change(
-                        "update", info.table, tx, seq, new_row, old_row, old_kind, toast
-                    )
-                elif first == _DELETE:
-                    dele: po.Delete = parse_delete(payload, in_stream)  # type: ignore[assignment]
-                    info = tables.get(dele.relation_id)
-                    if info is None:
-                        raise _unknown_relation("Delete", dele.relation_id)
-                    if dele.old_kind == "K":
-                        old_row, toast = info.key_row(dele.old, "Delete.old")
-                        old_kind = "key"
-                    else:
-                        old_row, toast = info.row(dele.old, "Delete.old")
-                        old_kind = "full"
-                    yield new_change("delete", info.table, tx, seq, None, old_row, old_kind, toast)
-                elif first == _RELATION:
-                    rel: po.Relation = parsers[first](payload, in_stream)  # type: ignore[assignment]
-                    if not tables_copied:
-                        tables = dict(tables)
-                        tables_copied = True
-                    tables[rel.relation_id] = self._info_for(rel, type_names)
-                    continue
-                elif first == _TYPE:
-                    typ: po.Type = parsers[first](payload, in_stream)  # type: ignore[assignment]
-                    if not types_copied:
-                        type_names = dict(type_names)
-                        types_copied = True
-                    type_names[typ.type_oid] = (
-                        f"{typ.namespace}.{typ.name}" if typ.namespace else typ.name
-                    )
-                    continue
-                elif first == _TRUNCATE:
-                    trunc: po.Truncate = parsers[first](payload, in_stream)  # type: ignore[assignment]
-                    truncated = []
-                    for rel_id in trunc.relation_ids:
-                        info = tables.get(rel_id)
-                        if info is None:
-                            raise _unknown_relation("Truncate", rel_id)
-                        truncated.append(info.table)
-                    yield Truncate(
-                        tables=tuple(truncated),
-                        cascade=trunc.cascade,
-                        restart_identity=trunc.restart_identity,
-                        tx=tx,
-                        seq=seq,
-                    )
-                elif first == _MESSAGE:
-                    msg: po.LogicalMessage = parsers[first](payload, in_stream)  # type: ignore[assignment]
-                    yield Message(
-                        prefix=msg.prefix,
-                        content=msg.content,
-                        transactional=msg.transactional,
-                        lsn=msg.lsn,
-                        tx=tx,
-                        seq=seq,
-                    )
-                else:  # pragma: no cover - feed holds nothing else
-                    raise DecodeError(f"unexpected held message {bytes([first])!r}")
+            # The rows converted on arrival: their events only lack the transaction
+            # (unknown until now) and their position (a rolled-back subtransaction
+            # may have dropped rows before them). Nobody has seen these events yet,
+            # so setting the two fields of the frozen objects here is safe.
+            set_tx = _SET_TX
+            set_seq = _SET_SEQ
+            set_field = object.__setattr__
+            seq = 0
+            rows = state.rows
+            state.rows = []
+            for event in rows:
+                if type(event) is Change:
+                    set_tx(event, tx)
+                    set_seq(event, seq)
+                else:
+                    set_field(event, "tx", tx)
+                    set_field(event, "seq", seq)
+                yield event
                 seq += 1
+            del rows
+            if state.raw:
+                yield from self._raw_events(state, tx, in_stream, seq)
             yield TxCommit(tx)
         finally:
             held.close()
+            state.rows = []
+
+    def _raw_events(
+        self, state: _Open, tx: Transaction, in_stream: bool, seq: int
+    ) -> Iterator[Event]:
+        """The payloads held after the transaction went raw, decoded in order."""
+        tables = state.raw_tables
+        type_names = state.raw_type_names
+        tables_copied = types_copied = False
+        parsers = po.PARSERS
+        convert = self._convert
+        for payload in state.held:
+            first = payload[0]
+            if first == _RELATION:
+                rel: po.Relation = parsers[first](payload, in_stream)  # type: ignore[assignment]
+                if not tables_copied:
+                    tables = dict(tables)
+                    tables_copied = True
+                tables[rel.relation_id] = self._info_for(rel, type_names)
+                continue
+            if first == _TYPE:
+                typ: po.Type = parsers[first](payload, in_stream)  # type: ignore[assignment]
+                if not types_copied:
+                    type_names = dict(type_names)
+                    types_copied = True
+                type_names[typ.type_oid] = (
+                    f"{typ.namespace}.{typ.name}" if typ.namespace else typ.name
+                )
+                continue
+            yield convert(payload, first, in_stream, tables, tx, seq)
+            seq += 1
 
 
 def _unknown_relation(what: str, relation_id: int) -> DecodeError:

@@ -826,3 +826,99 @@ def test_any_sequence_decodes_or_raises_decode_error(payloads: list[bytes], spil
     except DecodeError:
         pass
     asm.reset()
+
+
+# --- conversion on arrival ------------------------------------------------------------------
+
+
+def test_rows_are_converted_on_arrival_with_the_schema_of_that_moment() -> None:
+    """A Relation in the middle of a transaction applies to the rows after it only."""
+    wide = pb.relation(
+        16384,
+        "public",
+        "items",
+        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False), ("n", INT4, False)],
+    )
+    payloads = [
+        ITEMS,
+        *tx_block(
+            1,
+            [
+                pb.insert(16384, [b"1", b"a", b"b"]),
+                wide,
+                pb.insert(16384, [b"2", b"c", b"d", b"4"]),
+                pb.update(16384, [b"2", b"e", "u", b"5"], old=[b"2", None, None, None]),
+            ],
+        ),
+    ]
+    asm = Assembler(1)
+    seen: list[Event] = []
+    for payload in payloads[:-1]:
+        seen.extend(asm.feed(payload))
+    assert seen == []
+    held = asm._current
+    assert held is not None and not held.raw and len(held.rows) == 3
+    events = list(asm.feed(payloads[-1]))
+    assert rows(events) == [
+        ("insert", {"id": 1, "name": "a", "body": "b"}, None),
+        ("insert", {"id": 2, "name": "c", "body": "d", "n": 4}, None),
+        ("update", {"id": 2, "name": "e", "n": 5}, {"id": 2}),
+    ]
+    changes_ = [e for e in events if isinstance(e, Change)]
+    assert [c.seq for c in changes_] == [0, 1, 2]
+    assert {c.tx for c in changes_} == {events[0].tx}  # type: ignore[union-attr]
+    assert events[0].tx.end_lsn == 0x1010  # type: ignore[union-attr]
+    assert [len(c.table.columns) for c in changes_] == [3, 4, 4]
+    # the same when the transaction goes raw at every possible point
+    for spill_bytes in (1, 700, 1500, 2500):
+        assert run(Assembler(1, spill_bytes=spill_bytes), payloads) == events
+
+
+def test_going_raw_mid_transaction_keeps_order_tx_and_seq() -> None:
+    body = [pb.insert(16384, [str(i).encode(), b"n", b"b"]) for i in range(50)]
+    body.insert(10, pb.message("m", b"ten", 0x20))
+    body.insert(20, pb.truncate([16384]))
+    expected = run(Assembler(1), [ITEMS, *tx_block(3, body)])
+    asm = Assembler(1, spill_bytes=4000)
+    events = run(asm, [ITEMS, *tx_block(3, body)])
+    assert events == expected
+    assert [getattr(e, "seq", None) for e in events[1:-1]] == list(range(51 + 1))
+    assert isinstance(events[11], Message) and events[11].tx == events[0].tx  # type: ignore[union-attr]
+    assert isinstance(events[21], Truncate) and events[21].seq == 20
+
+
+def test_bad_value_in_a_rolled_back_subtransaction_is_never_decoded() -> None:
+    """Converting on arrival must not fail on a change that a Stream Abort drops later."""
+    bad = pb.insert(16384, [b"1", b"a"], xid=801)  # 2 columns for a 3-column relation
+    payloads = [
+        ITEMS,
+        *streamed(800, [pb.insert(16384, [b"1", b"top", b"x"], xid=800), bad]),
+        pb.stream_abort(800, 801),
+        *streamed(800, [pb.insert(16384, [b"2", b"after", b"y"], xid=800)], first=False),
+        pb.stream_commit(800, 0x3000, 0x3010, T0),
+    ]
+    events = run(Assembler(2), payloads)
+    assert [r[1]["id"] for r in rows(events)] == [1, 2]
+    assert [e.seq for e in events if isinstance(e, Change)] == [0, 1]
+    # not rolled back: the error comes at the commit, as it always did
+    asm = Assembler(2)
+    run(asm, [ITEMS, *streamed(800, [bad])])
+    with pytest.raises(DecodeError, match="2 columns for public.items"):
+        run(asm, [pb.stream_commit(800, 0x3000, 0x3010, T0)])
+
+
+def test_memory_bound_sends_the_rest_of_a_transaction_raw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counter = _CountingTempFiles(monkeypatch)
+    body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * 100]) for i in range(2000)]
+    asm = Assembler(1, spill_bytes=100_000)
+    run(asm, [ITEMS, *tx_block(4, body[:-1])[:-1]])
+    held = asm._current
+    assert held is not None and held.raw
+    assert 0 < len(held.rows) < 1000  # the converted part stopped at the bound
+    assert held.rows_bytes <= 100_000 + 2000
+    assert counter.opened == 1  # the raw rest went to a file
+    events = run(asm, [body[-1], pb.commit(0x1000, 0x1010, T0)])
+    assert [r[1]["id"] for r in rows(events)] == list(range(2000))
+    assert [e.seq for e in events if isinstance(e, Change)] == list(range(2000))
