@@ -111,6 +111,9 @@ class JsonLinesRenderer:
         self._key_names: dict[int, tuple[Table, tuple[str, ...]]] = {}
         # (op, id(table)) -> (table, serialized head of a change line) for the current tx
         self._heads: dict[tuple[str, int], tuple[Table, bytes]] = {}
+        # the (tx, table, op) of the last change line and what it needs: a transaction's
+        # changes mostly come in runs of one table and operation
+        self._last: tuple[Transaction, Table, str, bytes, tuple[str, ...]] | None = None
 
     def _fields(self, tx: Transaction) -> dict[str, Any]:
         if tx is not self._tx:
@@ -119,41 +122,74 @@ class JsonLinesRenderer:
             self._heads = {}
         return self._tx_fields
 
+    def _line_parts(
+        self, tx: Transaction, table: Table, op: str
+    ) -> tuple[Transaction, Table, str, bytes, tuple[str, ...]]:
+        fields = self._fields(tx)
+        head_key = (op, id(table))
+        head = self._heads.get(head_key)
+        if head is None or head[0] is not table:
+            prefix = {"op": op, "schema": table.schema, "table": table.name, **fields}
+            head = (table, dumps(prefix)[:-1] + b",")
+            self._heads[head_key] = head
+        last = (tx, table, op, head[1], self._key_names_of(table))
+        self._last = last
+        return last
+
     def change_line(self, change: Change) -> bytes:
         """The line for a change: the same object as `record`, serialized faster.
 
         Everything up to ``seq`` is the same for every change of one table and operation
-        in one transaction, so it is serialized once per transaction.
+        in one transaction, so it is serialized once per transaction; this runs once per
+        row, so it also inlines `_key`.
         """
-        fields = self._fields(change.tx)
+        tx = change.tx
         table = change.table
-        head_key = (change.op, id(table))
-        head = self._heads.get(head_key)
-        if head is None or head[0] is not table:
-            prefix = {"op": change.op, "schema": table.schema, "table": table.name, **fields}
-            head = (table, dumps(prefix)[:-1] + b",")
-            self._heads[head_key] = head
+        op = change.op
+        last = self._last
+        if last is None or last[0] is not tx or last[1] is not table or last[2] != op:
+            last = self._line_parts(tx, table, op)
+        names = last[4]
+        old = change.old
+        old_kind = change.old_kind
+        new = change.new
+        key: dict[str, Any] | None
+        if not names:
+            key = None
+        elif old is not None and old_kind == "key":
+            key = old
+        else:
+            row = old if old is not None else new
+            if row is None:
+                key = None
+            elif len(names) == 1:
+                name = names[0]
+                key = {name: row[name]} if name in row else {}
+            else:
+                key = {n: row[n] for n in names if n in row}
         body = dumps(
             {
                 "seq": change.seq,
                 "replica_identity": table.replica_identity,
-                "key": self._key(change),
-                "old": change.old,
-                "old_kind": change.old_kind,
-                "new": change.new,
-                "unchanged_toast": list(change.unchanged_toast),
+                "key": key,
+                "old": old,
+                "old_kind": old_kind,
+                "new": new,
+                "unchanged_toast": change.unchanged_toast,  # a tuple is a JSON array too
             }
         )
-        return head[1] + body[1:] + b"\n"
+        return last[3] + body[1:] + b"\n"
 
-    def _key(self, change: Change) -> dict[str, Any] | None:
-        """Same as ``change.key``; the key column names are cached per table."""
-        table = change.table
+    def _key_names_of(self, table: Table) -> tuple[str, ...]:
         entry = self._key_names.get(id(table))
         if entry is None or entry[0] is not table:
             entry = (table, table.key_columns)
             self._key_names[id(table)] = entry
-        names = entry[1]
+        return entry[1]
+
+    def _key(self, change: Change) -> dict[str, Any] | None:
+        """Same as ``change.key``; the key column names are cached per table."""
+        names = self._key_names_of(change.table)
         if not names:
             return None
         old = change.old
