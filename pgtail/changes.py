@@ -260,10 +260,8 @@ def _make_change_factory() -> Callable[..., Change]:
 
 
 _new_change = _make_change_factory()
-_SET_TX = _CHANGE_SETTERS["set_tx"]
-_SET_SEQ = _CHANGE_SETTERS["set_seq"]
-# The transaction of events converted before their Commit arrived; replaced at the Commit.
-_PENDING = Transaction(xid=0, commit_lsn=0, end_lsn=0, commit_time=datetime.min)
+_decode_tuple = po.decode_tuple
+_TX_FIELDS = tuple(f.name for f in dataclasses.fields(Transaction))
 
 
 class _TableInfo:
@@ -534,12 +532,13 @@ def _read_records(source: IO[bytes], count: int) -> Iterator[bytes]:
 class _Open:
     """A transaction being held: Begin / Begin Prepare .. Commit / Prepare, or a streamed xid.
 
-    Its changes are decoded and converted as they arrive, into ``rows`` (events whose
-    ``tx`` and ``seq`` are filled in at the commit), while their estimated size stays
-    under the bound. Past it the transaction goes ``raw``: the rest of it is held as
-    payloads in ``held`` (spilled to a file past a smaller bound) and decoded at the
-    commit with the relation cache as it was when it went raw (``raw_tables``), plus
-    the Relation / Type messages held in order with the payloads.
+    Its changes are decoded and converted as they arrive, into ``rows`` (events of
+    ``tx``, whose fields the commit fills in; ``seq`` is the row's index, which stays
+    right because a rolled-back subtransaction only ever drops the tail), while their
+    estimated size stays under the bound. Past it the transaction goes ``raw``: the rest
+    of it is held as payloads in ``held`` (spilled to a file past a smaller bound) and
+    decoded at the commit with the relation cache as it was when it went raw
+    (``raw_tables``), plus the Relation / Type messages held in order with the payloads.
     """
 
     __slots__ = (
@@ -558,6 +557,7 @@ class _Open:
         "origin_lsn",
         "subxacts",
         "begin",
+        "tx",
     )
 
     def __init__(self, xid: int, limit: int, begin: po.Begin | po.BeginPrepare | None) -> None:
@@ -580,6 +580,9 @@ class _Open:
         self.origin_lsn: int | None = None
         self.subxacts: dict[int, int] = {}  # streamed: subxid -> position of its first record
         self.begin = begin
+        # The Transaction of every event converted on arrival; its fields are only known
+        # at the commit, which fills them in (see `Assembler._replay`).
+        self.tx = Transaction(xid=xid, commit_lsn=0, end_lsn=0, commit_time=datetime.min)
 
     def go_raw(self, tables: dict[int, _TableInfo], type_names: dict[int, str]) -> None:
         self.raw = True
@@ -673,20 +676,39 @@ class Assembler:
                     f"{_NAME_OF_BYTE[first]} outside a transaction (no Begin or Stream Start "
                     "before it)"
                 )
-            if self._in_stream:
+            in_stream = self._in_stream
+            if in_stream:
                 self._note_subxact(target, payload)
             if not target.raw:
                 # Decode and convert now, while the server is still sending the rest of
-                # the transaction; only tx and seq are left for the commit.
-                tables = self._tables if not target.own else self._view(target)
+                # the transaction; only the transaction's fields are left for the commit.
+                tables = self._tables
+                if target.own:
+                    tables = target.view if target.view_base is tables else self._view(target)
+                rows = target.rows
                 try:
-                    event = self._convert(payload, first, self._in_stream, tables)
+                    event: Any = None
+                    if first == _INSERT:  # the hot path, inlined; _convert does the rest
+                        header = 5 if in_stream else 1
+                        tup, end = _decode_tuple(payload, header + 5, "Insert.new_tuple")
+                        if end == len(payload) and payload[header + 4] == _NEW_TUPLE:
+                            info = tables.get(_XID.unpack_from(payload, header)[0])
+                            if info is not None:
+                                kinds = tup.kinds
+                                if kinds == info.all_text:
+                                    event = info.text_insert(tup.values, target.tx, len(rows))
+                                elif kinds == info.all_binary:
+                                    event = info.binary_insert(tup.values, target.tx, len(rows))
+                    if event is None:
+                        event = self._convert(
+                            payload, first, in_stream, tables, target.tx, len(rows)
+                        )
                 except Exception:  # noqa: BLE001 - the commit-time decode raises it, if at all
                     # decided at the commit, as before: the change may yet be dropped with
                     # a rolled-back subtransaction, and the error is the same there
                     target.go_raw(tables, self._type_names)
                 else:
-                    target.rows.append(event)
+                    rows.append(event)
                     target.rows_bytes += len(payload) * _ROW_COST + _ROW_OVERHEAD
                     if target.rows_bytes > target.rows_limit:
                         target.go_raw(tables, self._type_names)
@@ -814,8 +836,8 @@ class Assembler:
                         content=message.content,
                         transactional=True,
                         lsn=message.lsn,
-                        tx=_PENDING,
-                        seq=0,
+                        tx=target.tx,
+                        seq=len(target.rows),
                     )
                 )
                 target.rows_bytes += len(payload) + _ROW_OVERHEAD
@@ -986,7 +1008,18 @@ class Assembler:
         return info
 
     def _replay(self, state: _Open, tx: Transaction, *, in_stream: bool) -> Iterator[Event]:
-        return self._events(state, tx, in_stream)
+        # The events converted on arrival hold state.tx: give it the fields only the
+        # commit knows. Nothing outside has seen it yet, so doing this to a frozen
+        # object is safe, and it costs nothing per row.
+        settled = state.tx
+        set_field = object.__setattr__
+        for name in _TX_FIELDS:
+            set_field(settled, name, getattr(tx, name))
+        if not state.raw:
+            rows = state.rows
+            state.close()
+            return itertools.chain((TxBegin(settled),), rows, (TxCommit(settled),))
+        return self._events(state, settled, in_stream)
 
     def _convert(
         self,
@@ -994,8 +1027,8 @@ class Assembler:
         first: int,
         in_stream: bool,
         tables: dict[int, _TableInfo],
-        tx: Transaction = _PENDING,
-        seq: int = 0,
+        tx: Transaction,
+        seq: int,
     ) -> Change | Truncate | Message:
         """One Insert / Update / Delete / Truncate / Message payload -> its event."""
         header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
@@ -1079,35 +1112,18 @@ class Assembler:
         raise DecodeError(f"unexpected held message {bytes([first])!r}")  # pragma: no cover
 
     def _events(self, state: _Open, tx: Transaction, in_stream: bool) -> Iterator[Event]:
-        held = state.held
+        """The rows converted on arrival, then the raw part decoded now."""
         try:
             yield TxBegin(tx)
-            # The rows converted on arrival: their events only lack the transaction
-            # (unknown until now) and their position (a rolled-back subtransaction
-            # may have dropped rows before them). Nobody has seen these events yet,
-            # so setting the two fields of the frozen objects here is safe.
-            set_tx = _SET_TX
-            set_seq = _SET_SEQ
-            set_field = object.__setattr__
-            seq = 0
             rows = state.rows
             state.rows = []
-            for event in rows:
-                if type(event) is Change:
-                    set_tx(event, tx)
-                    set_seq(event, seq)
-                else:
-                    set_field(event, "tx", tx)
-                    set_field(event, "seq", seq)
-                yield event
-                seq += 1
+            seq = len(rows)
+            yield from rows
             del rows
-            if state.raw:
-                yield from self._raw_events(state, tx, in_stream, seq)
+            yield from self._raw_events(state, tx, in_stream, seq)
             yield TxCommit(tx)
         finally:
-            held.close()
-            state.rows = []
+            state.close()
 
     def _raw_events(
         self, state: _Open, tx: Transaction, in_stream: bool, seq: int
