@@ -303,7 +303,58 @@ def _digit_struct(count: int) -> struct.Struct:
     return struct.Struct(f">{max(count, 0)}H")
 
 
+_NUMERIC_1 = struct.Struct(">hhHHH").unpack
+_NUMERIC_2 = struct.Struct(">hhHHHH").unpack
+_NUMERIC_3 = struct.Struct(">hhHHHHH").unpack
+_NUMERIC_4 = struct.Struct(">hhHHHHHH").unpack
+_POW10 = [10**n for n in range(64)]
+# ".0" ... ".999": the fraction of a small dscale, ready to append.
+_NUMERIC_FRACTIONS = [[""]] + [[f".{n:0{scale}d}" for n in range(10**scale)] for scale in (1, 2, 3)]
+_NUMERIC_FORMATS = ["%d"] + [f"%d.%0{scale}d" for scale in range(1, 64)]
+
+
 def _numeric_binary(value: bytes) -> str:
+    # Up to 4 base-10000 digits (16 decimal digits: most stored amounts): one unpack, the
+    # digits as one integer scaled to dscale decimal digits, then the point put in.
+    text: str
+    size = len(value)
+    if size == 12:
+        ndigits, weight, sign, dscale, high, low = _NUMERIC_2(value)
+        number = high * 10000 + low
+        shift = dscale + 4 * weight - 4
+    elif size == 10:
+        ndigits, weight, sign, dscale, number = _NUMERIC_1(value)
+        shift = dscale + 4 * weight
+    elif size == 14:
+        ndigits, weight, sign, dscale, high, middle, low = _NUMERIC_3(value)
+        number = (high * 10000 + middle) * 10000 + low
+        shift = dscale + 4 * weight - 8
+    elif size == 16:
+        ndigits, weight, sign, dscale, high, upper, lower, low = _NUMERIC_4(value)
+        number = ((high * 10000 + upper) * 10000 + lower) * 10000 + low
+        shift = dscale + 4 * weight - 12
+    else:
+        return _numeric_binary_general(value)
+    if 2 * ndigits + 8 != size or dscale > 63 or not -64 < shift < 64:
+        return _numeric_binary_general(value)
+    if shift >= 0:
+        number *= _POW10[shift]
+    else:
+        number //= _POW10[-shift]
+    if dscale < 4:
+        if dscale:
+            whole, fraction = divmod(number, _POW10[dscale])
+            text = str(whole) + _NUMERIC_FRACTIONS[dscale][fraction]
+        else:
+            text = str(number)
+    else:
+        text = _NUMERIC_FORMATS[dscale] % divmod(number, _POW10[dscale])
+    if sign:
+        return "-" + text if sign == _NUMERIC_NEG else _numeric_binary_general(value)
+    return text
+
+
+def _numeric_binary_general(value: bytes) -> str:
     ndigits: int
     weight: int
     sign: int
@@ -318,7 +369,7 @@ def _numeric_binary(value: bytes) -> str:
         return special
     if ndigits == 0:
         return "0." + "0" * dscale if dscale else "0"
-    if ndigits <= 8:
+    if ndigits <= 8 and dscale <= 256 and -64 <= weight <= 64:  # str() of huge ints: limited
         # Small values: one integer scaled to dscale digits (the digits past dscale are
         # zeros), then the point put in.
         number = 0
@@ -565,8 +616,6 @@ _PG_EPOCH = datetime(2000, 1, 1)
 _PG_EPOCH_ORDINAL = date(2000, 1, 1).toordinal()
 _FAST_DAYS_MIN = 1 - _PG_EPOCH_ORDINAL  # 0001-01-01
 _FAST_DAYS_MAX = date(9999, 12, 31).toordinal() - _PG_EPOCH_ORDINAL
-_FAST_USECS_MIN = _FAST_DAYS_MIN * _USECS_PER_DAY
-_FAST_USECS_MAX = (_FAST_DAYS_MAX + 1) * _USECS_PER_DAY - 1
 
 
 def _j2date(jd: int) -> tuple[int, int, int]:
@@ -624,17 +673,40 @@ def _time_text(usecs: int) -> str:
 _MINUTE_HEADS: dict[int, str] = {}
 
 
+def _minute_head(minute: int) -> str | None:
+    """The "YYYY-MM-DDTHH:MM:" of a minute since 2000-01-01 in years 1..9999 (cached), or None."""
+    if not _FAST_DAYS_MIN * 1440 <= minute <= _FAST_DAYS_MAX * 1440 + 1439:
+        return None
+    head = (_PG_EPOCH + timedelta(0, minute * 60)).isoformat()[:17]
+    if len(_MINUTE_HEADS) >= 4096:
+        _MINUTE_HEADS.clear()
+    _MINUTE_HEADS[minute] = head
+    return head
+
+
+def _make_tails(zone: str) -> tuple[dict[int, str], Callable[[int], str]]:
+    """A cache of "SS[.fff]<zone>" per millisecond of a minute (at most 60,000 entries)."""
+    tails: dict[int, str] = {}
+
+    def tail(millis: int) -> str:
+        second, milli = divmod(millis, 1000)
+        text = f"{second:02d}.{milli:03d}".rstrip("0") if milli else f"{second:02d}"
+        tails[millis] = text = text + zone
+        return text
+
+    return tails, tail
+
+
+_TAILS, _tail = _make_tails("")
+_TAILS_TZ, _tail_tz = _make_tails("+00:00")
+
+
 def _timestamp_format(usecs: int, zone: str) -> str:
     """Microseconds since 2000-01-01 -> ISO 8601 with 'T', then `zone`, then " BC" if BC."""
-    if _FAST_USECS_MIN <= usecs <= _FAST_USECS_MAX:
-        # Rows of a stream are mostly close in time: cache "YYYY-MM-DDTHH:MM:" per minute.
-        minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
-        head = _MINUTE_HEADS.get(minute)
-        if head is None:
-            head = (_PG_EPOCH + timedelta(0, minute * 60)).isoformat()[:17]
-            if len(_MINUTE_HEADS) >= 4096:
-                _MINUTE_HEADS.clear()
-            _MINUTE_HEADS[minute] = head
+    minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
+    head = _MINUTE_HEADS.get(minute) or _minute_head(minute)
+    if head is not None:
+        # Rows of a stream are mostly close in time: "YYYY-MM-DDTHH:MM:" is cached per minute.
         second, fraction = divmod(usec_of_minute, _USECS_PER_SEC)
         if fraction:
             return f"{head}{second:02d}.{fraction:06d}".rstrip("0") + zone
@@ -682,16 +754,31 @@ def _timetz_binary(value: bytes) -> str:
 
 def _timestamp_binary(value: bytes) -> str:
     try:
-        return _timestamp_format(_I64.unpack(value)[0], "")
+        (usecs,) = _I64.unpack(value)
     except struct.error:
         return _hex(value)
+    # Whole milliseconds in a cached minute (the common case): two lookups and a concat.
+    minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
+    head = _MINUTE_HEADS.get(minute)
+    if head is not None:
+        millis, micros = divmod(usec_of_minute, 1000)
+        if not micros:
+            return head + (_TAILS.get(millis) or _tail(millis))
+    return _timestamp_format(usecs, "")
 
 
 def _timestamptz_binary(value: bytes) -> str:
     try:
-        return _timestamp_format(_I64.unpack(value)[0], "+00:00")
+        (usecs,) = _I64.unpack(value)
     except struct.error:
         return _hex(value)
+    minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
+    head = _MINUTE_HEADS.get(minute)
+    if head is not None:
+        millis, micros = divmod(usec_of_minute, 1000)
+        if not micros:
+            return head + (_TAILS_TZ.get(millis) or _tail_tz(millis))
+    return _timestamp_format(usecs, "+00:00")
 
 
 def _timestamp_str(text: str) -> str:
@@ -949,11 +1036,52 @@ def _make_text_array(element: StrConverter) -> Converter:
 _ARRAY_BOUNDS = [struct.Struct(f">{2 * n}i") for n in range(7)]  # up to MAXDIM = 6
 
 
+_ARRAY_HEAD_1D = struct.Struct(">iiIii")  # ndim, has nulls, element type, size, lower bound
+_ARRAY_ERRORS = (ValueError, IndexError, KeyError, OverflowError, struct.error)
+
+
 def _array_binary(value: bytes) -> list[Any] | str:
     try:
-        return _array_items(value)
-    except (ValueError, IndexError, KeyError, OverflowError, struct.error):
+        ndim, _flags, element_oid, size, _lower = _ARRAY_HEAD_1D.unpack_from(value)
+    except struct.error:
+        ndim = 0  # shorter than one dimension's header: empty or malformed
+    if ndim != 1:
+        try:
+            return _array_items(value)
+        except _ARRAY_ERRORS:
+            return _hex(value)
+    # One dimension, the common case: no dimension bookkeeping, text elements decoded inline.
+    pos = 20
+    end = len(value)
+    if size * 4 > end - pos:
         return _hex(value)
+    element = _binary_converter(element_oid)
+    unpack = _I32.unpack_from
+    items: list[Any] = []
+    append = items.append
+    try:
+        if element is _decode:
+            for _ in range(size):
+                (length,) = unpack(value, pos)
+                pos += 4
+                if length < 0:
+                    append(None)
+                else:
+                    append(value[pos : pos + length].decode("utf-8", "replace"))
+                    pos += length
+        else:
+            for _ in range(size):
+                (length,) = unpack(value, pos)
+                pos += 4
+                if length < 0:
+                    append(None)
+                else:
+                    append(element(value[pos : pos + length]))
+                    pos += length
+    except _ARRAY_ERRORS:
+        return _hex(value)
+    # A length past the end shows here: slices stop at the end, positions do not.
+    return items if pos == end else _hex(value)
 
 
 def _array_items(value: bytes) -> list[Any]:
