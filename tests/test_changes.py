@@ -690,7 +690,7 @@ class _CountingTempFiles:
             self.opened += 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(changes.tempfile, "TemporaryFile", counting)
+        monkeypatch.setattr(tempfile, "TemporaryFile", counting)
 
 
 def _big_mixed_workload() -> list[bytes]:
@@ -754,7 +754,7 @@ def test_held_file_is_closed_after_replay(monkeypatch: pytest.MonkeyPatch) -> No
         files.append(handle)
         return handle
 
-    monkeypatch.setattr(changes.tempfile, "TemporaryFile", keep)
+    monkeypatch.setattr(tempfile, "TemporaryFile", keep)
     run(Assembler(2, spill_bytes=1), _big_mixed_workload())
     assert files and all(f.closed for f in files)
 
@@ -922,3 +922,35 @@ def test_memory_bound_sends_the_rest_of_a_transaction_raw(
     events = run(asm, [body[-1], pb.commit(0x1000, 0x1010, T0)])
     assert [r[1]["id"] for r in rows(events)] == list(range(2000))
     assert [e.seq for e in events if isinstance(e, Change)] == list(range(2000))
+
+
+def test_every_raw_boundary_gives_the_same_streamed_events() -> None:
+    """Going raw before, inside or after a rolled-back subtransaction changes nothing."""
+    expected = run(Assembler(2), [ITEMS, *_subxact_stream()])
+    converted = set()
+    for spill_bytes in range(1, 4000, 50):
+        asm = Assembler(2, spill_bytes=spill_bytes)
+        events = run(asm, [ITEMS, *_subxact_stream()][:-1])
+        state = asm._streams[700]
+        converted.add((len(state.rows), len(state.held)))
+        events += run(asm, [_subxact_stream()[-1]])
+        assert events == expected, spill_bytes
+    assert len(converted) >= 3  # the raw boundary fell at several places
+    big = _big_mixed_workload()
+    expected = run(Assembler(2), big)
+    for spill_bytes in (2_000, 9_000, 30_000, 60_000, 100_000):
+        assert run(Assembler(2, spill_bytes=spill_bytes), big) == expected, spill_bytes
+
+
+def test_converted_events_share_their_transaction_which_later_commits_leave_alone() -> None:
+    asm = Assembler(1)
+    first = run(asm, [ITEMS, *tx_block(1, [pb.insert(16384, [b"1", b"a", b"b"])], 0x10, 0x20)])
+    second = run(asm, tx_block(2, [pb.insert(16384, [b"2", b"c", b"d"])], 0x30, 0x40))
+    for events, (xid, commit_lsn, end_lsn) in ((first, (1, 0x10, 0x20)), (second, (2, 0x30, 0x40))):
+        begin, change, commit = events
+        assert isinstance(begin, TxBegin) and isinstance(change, Change)
+        assert isinstance(commit, TxCommit)
+        assert change.tx is begin.tx is commit.tx
+        assert (begin.tx.xid, begin.tx.commit_lsn, begin.tx.end_lsn) == (xid, commit_lsn, end_lsn)
+        assert begin.tx.commit_time == T0 and hash(begin.tx) == hash(change.tx)
+    assert first[0].tx != second[0].tx  # type: ignore[union-attr]
