@@ -199,9 +199,10 @@ _XID = struct.Struct("!I")
 _NEW_TUPLE = ord("N")
 _RECORD_LEN = struct.Struct("!I")
 _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its list slot
-# A converted row (its Change, dicts and values) costs a few times its payload: measured
-# about 1,000 bytes for a 170-byte insert of eight mixed-type columns.
-_ROW_COST = 6  # bytes of converted row per payload byte
+# A converted row costs its payload's bytes plus, per column, a dict slot and a Python
+# object's header, plus its Change: measured (tracemalloc) 1,000 bytes for a 170-byte
+# insert of eight mixed-type columns, 990 for a 190-byte insert of ten.
+_COLUMN_COST = 72
 _ROW_OVERHEAD = 256
 _RAW_SHARE = 8  # a raw part's in-memory buffer: this fraction of the bound
 _INFO_CACHE_SIZE = 4096  # distinct relation schemas kept for reuse
@@ -276,6 +277,7 @@ class _TableInfo:
         "all_text",
         "all_binary",
         "key_positions",
+        "row_cost",
         "text_row",
         "binary_row",
         "text_insert",
@@ -312,6 +314,7 @@ class _TableInfo:
             self.table, self.names, binary_converters
         )
         self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
+        self.row_cost = _ROW_OVERHEAD + _COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
         """TupleData -> (column name -> value, names of unchanged-TOAST columns)."""
@@ -697,19 +700,22 @@ class Assembler:
                                 kinds = tup.kinds
                                 if kinds == info.all_text:
                                     event = info.text_insert(tup.values, target.tx, len(rows))
+                                    cost = info.row_cost
                                 elif kinds == info.all_binary:
                                     event = info.binary_insert(tup.values, target.tx, len(rows))
+                                    cost = info.row_cost
                     if event is None:
                         event = self._convert(
                             payload, first, in_stream, tables, target.tx, len(rows)
                         )
+                        cost = _event_cost(event)
                 except Exception:  # noqa: BLE001 - the commit-time decode raises it, if at all
                     # decided at the commit, as before: the change may yet be dropped with
                     # a rolled-back subtransaction, and the error is the same there
                     target.go_raw(tables, self._type_names)
                 else:
                     rows.append(event)
-                    target.rows_bytes += len(payload) * _ROW_COST + _ROW_OVERHEAD
+                    target.rows_bytes += len(payload) + cost
                     if target.rows_bytes > target.rows_limit:
                         target.go_raw(tables, self._type_names)
                     return _EMPTY
@@ -1154,6 +1160,14 @@ class Assembler:
                 continue
             yield convert(payload, first, in_stream, tables, tx, seq)
             seq += 1
+
+
+def _event_cost(event: Change | Truncate | Message) -> int:
+    """Estimated bytes of an event converted on arrival, besides its payload's."""
+    if type(event) is not Change:
+        return _ROW_OVERHEAD
+    rows = (event.new is not None) + (event.old is not None)
+    return _ROW_OVERHEAD + _COLUMN_COST * len(event.table.columns) * rows
 
 
 def _unknown_relation(what: str, relation_id: int) -> DecodeError:
