@@ -212,8 +212,21 @@ _BOOL_TEXT: dict[bytes | str, bool] = {b"t": True, b"f": False, "t": True, "f": 
 _BOOL_BINARY: dict[bytes, bool] = {b"\x01": True, b"\x00": False}
 
 
-def _int_binary(value: bytes) -> int:
-    return int.from_bytes(value, "big", signed=True)
+def _make_int_binary(unpack: Callable[[bytes], tuple[int]]) -> Converter:
+    # A struct unpack of the usual width is faster than int.from_bytes; any other width
+    # (the server never sends one) still gives int.from_bytes's answer rather than raising.
+    def convert(value: bytes) -> int:
+        try:
+            return unpack(value)[0]
+        except struct.error:
+            return int.from_bytes(value, "big", signed=True)
+
+    return convert
+
+
+_int2_binary = _make_int_binary(struct.Struct(">h").unpack)
+_int4_binary = _make_int_binary(struct.Struct(">i").unpack)
+_int8_binary = _make_int_binary(struct.Struct(">q").unpack)
 
 
 def _uint_binary(value: bytes) -> int:
@@ -1022,6 +1035,51 @@ def _parse_array(text: str, element: StrConverter) -> list[Any]:
     return root
 
 
+def _plain_items(segment: str) -> list[str | None]:
+    if "NULL" in segment:
+        return [None if item == "NULL" else item for item in segment.split(",")]
+    return segment.split(",")  # type: ignore[return-value]  # list is invariant
+
+
+def _flat_strings(text: str) -> list[str | None] | None:
+    """A one-dimensional array of strings without backslashes, or None for any other.
+
+    Without a backslash no element holds a '"' (array_out escapes it), so splitting on '"'
+    leaves the quoted elements at odd positions and comma-separated plain ones between.
+    """
+    if text[:1] != "{" or text[-1:] != "}" or text[1:2] == "{" or "\\" in text:
+        return None
+    inner = text[1:-1]
+    if '"' not in inner:
+        return _plain_items(inner) if inner else []
+    if ",," in inner or inner[0] == "," or inner[-1] == ",":
+        return None  # an empty unquoted element (never printed) or a comma inside quotes
+    pieces = inner.split('"')
+    count = len(pieces)
+    if not count & 1:
+        return None
+    items: list[str | None] = []
+    head = pieces[0]
+    if head:  # plain elements, then the comma before the first quote
+        if head[-1] != ",":
+            return None
+        items = _plain_items(head[:-1])
+    for i in range(1, count, 2):
+        items.append(pieces[i])
+        between = pieces[i + 1]
+        if i + 2 < count:  # ',' or ',plain,...,' up to the next quoted element
+            if between == ",":
+                continue
+            if len(between) < 3 or between[0] != "," or between[-1] != ",":
+                return None
+            items += _plain_items(between[1:-1])
+        elif between:  # after the last quoted element: ',plain,...'
+            if len(between) < 2 or between[0] != ",":
+                return None
+            items += _plain_items(between[1:])
+    return items
+
+
 def _make_text_array(element: StrConverter) -> Converter:
     def convert(value: bytes) -> list[Any] | str:
         text = value.decode("utf-8", "replace")
@@ -1030,7 +1088,20 @@ def _make_text_array(element: StrConverter) -> Converter:
         except (ValueError, IndexError, KeyError, OverflowError, struct.error):
             return text
 
-    return convert
+    if element is not _identity:
+        return convert
+
+    def convert_strings(value: bytes) -> list[Any] | str:
+        text = value.decode("utf-8", "replace")
+        items = _flat_strings(text)
+        if items is not None:
+            return items
+        try:
+            return _parse_array(text, _identity)
+        except (ValueError, IndexError, KeyError, OverflowError, struct.error):
+            return text
+
+    return convert_strings
 
 
 _ARRAY_BOUNDS = [struct.Struct(f">{2 * n}i") for n in range(7)]  # up to MAXDIM = 6
@@ -1038,11 +1109,12 @@ _ARRAY_BOUNDS = [struct.Struct(f">{2 * n}i") for n in range(7)]  # up to MAXDIM 
 
 _ARRAY_HEAD_1D = struct.Struct(">iiIii")  # ndim, has nulls, element type, size, lower bound
 _ARRAY_ERRORS = (ValueError, IndexError, KeyError, OverflowError, struct.error)
+_U32_FROM = _U32.unpack_from
 
 
 def _array_binary(value: bytes) -> list[Any] | str:
     try:
-        ndim, _flags, element_oid, size, _lower = _ARRAY_HEAD_1D.unpack_from(value)
+        ndim, has_nulls, element_oid, size, _lower = _ARRAY_HEAD_1D.unpack_from(value)
     except struct.error:
         ndim = 0  # shorter than one dimension's header: empty or malformed
     if ndim != 1:
@@ -1050,26 +1122,31 @@ def _array_binary(value: bytes) -> list[Any] | str:
             return _array_items(value)
         except _ARRAY_ERRORS:
             return _hex(value)
-    # One dimension, the common case: no dimension bookkeeping, text elements decoded inline.
+    # One dimension, the common case: no dimension bookkeeping, strings sliced inline.
     pos = 20
     end = len(value)
     if size * 4 > end - pos:
         return _hex(value)
     element = _binary_converter(element_oid)
-    unpack = _I32.unpack_from
     items: list[Any] = []
     append = items.append
     try:
-        if element is _decode:
-            for _ in range(size):
-                (length,) = unpack(value, pos)
-                pos += 4
-                if length < 0:
-                    append(None)
-                else:
-                    append(value[pos : pos + length].decode("utf-8", "replace"))
-                    pos += length
+        if element is _decode and not has_nulls:
+            # No NULLs: every length is >= 0 (read unsigned, a bad one overshoots the end).
+            # All-ASCII bytes (lengths < 128 too) decode once; the elements are str slices.
+            if value.isascii():
+                text = value.decode("ascii")
+                for _ in range(size):
+                    start = pos + 4
+                    pos = start + _U32_FROM(value, pos)[0]
+                    append(text[start:pos])
+            else:
+                for _ in range(size):
+                    start = pos + 4
+                    pos = start + _U32_FROM(value, pos)[0]
+                    append(value[start:pos].decode("utf-8", "replace"))
         else:
+            unpack = _I32.unpack_from
             for _ in range(size):
                 (length,) = unpack(value, pos)
                 pos += 4
@@ -1180,9 +1257,9 @@ _TYPES: dict[int, _Type] = {
         _BOOL_TEXT.__getitem__,
         _BOOL_BINARY.__getitem__,
     ),
-    INT2: _Type("smallint", INT2_ARRAY, int, int, _int_binary),
-    INT4: _Type("integer", INT4_ARRAY, int, int, _int_binary),
-    INT8: _Type("bigint", INT8_ARRAY, int, int, _int_binary),
+    INT2: _Type("smallint", INT2_ARRAY, int, int, _int2_binary),
+    INT4: _Type("integer", INT4_ARRAY, int, int, _int4_binary),
+    INT8: _Type("bigint", INT8_ARRAY, int, int, _int8_binary),
     OID: _Type("oid", OID_ARRAY, int, int, _uint_binary),
     XID: _Type("xid", XID_ARRAY, int, int, _uint_binary),
     CID: _Type("cid", CID_ARRAY, int, int, _uint_binary),
@@ -1205,9 +1282,7 @@ _TYPES: dict[int, _Type] = {
     BYTEA: _type("bytea", BYTEA_ARRAY, _bytea_str, _hex, _bytea_text),
     UUID: _type("uuid", UUID_ARRAY, _identity, _uuid_binary, _decode),
     JSON: _type("json", JSON_ARRAY, _json_str, _json_text, _json_text),
-    JSONB: _Type(
-        "jsonb", JSONB_ARRAY, orjson.Fragment, orjson.Fragment, _safe_binary(_jsonb_binary)
-    ),
+    JSONB: _Type("jsonb", JSONB_ARRAY, orjson.Fragment, orjson.Fragment, _jsonb_binary),
     INET: _type("inet", INET_ARRAY, _identity, _make_inet_binary(False), _decode),
     CIDR: _type("cidr", CIDR_ARRAY, _identity, _make_inet_binary(True), _decode),
     MACADDR: _type("macaddr", MACADDR_ARRAY, _identity, _mac_binary, _decode),
