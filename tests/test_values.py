@@ -700,3 +700,151 @@ def test_binary_converters_survive_arbitrary_bytes(oid: int, raw: bytes) -> None
 def test_text_converters_survive_arbitrary_bytes(oid: int, raw: bytes) -> None:
     from_text, _ = converters(oid)
     assert _json_ready(from_text(raw))
+
+
+# Edge cases of the fast paths (binary timestamps, small numerics, one-dimensional arrays,
+# text[] split on quotes): both wire formats must agree, twice (the second time through warm
+# caches), and the value must read back as the original.
+FAST_PATH_EDGES: dict[str, list[str]] = {
+    "timestamp": [
+        "2024-01-01 00:00:00",
+        "2024-01-01 00:00:00.001",
+        "2024-01-01 00:00:00.0015",
+        "2024-01-01 00:00:00.000001",
+        "2024-01-01 00:00:30.5",
+        "2024-01-01 00:00:59.999",
+        "2024-01-01 00:00:59.999999",
+        "2024-01-01 00:01:00",
+        "1999-12-31 23:59:59.999",
+        "1969-07-20 20:17:40.123",
+        "0001-01-01 00:00:00",
+        "0001-01-01 00:00:00.001",
+        "9999-12-31 23:59:59.999",
+        "10000-01-01 00:00:00.001",
+        "0044-03-15 12:00:00.5 BC",
+        "0001-12-31 23:59:59.999 BC",
+        "infinity",
+        "-infinity",
+    ],
+    "numeric": [
+        "0",
+        "0.00",
+        "1",
+        "-1",
+        "9999",
+        "10000",
+        "0.0001",
+        "0.001",
+        "-0.01",
+        "0.5",
+        "123.45",
+        "-99999999.99",
+        "12345678.1234",
+        "1234567890123456",
+        "12345678901234567",
+        "0.000000001",
+        "3.14159265358979323846",
+        "1e300",
+        "-1.1e-20",
+        "1e-1000",
+        "-12.3e-998",
+    ],
+    "numeric(10,4)": ["1.5", "-0.0001", "999999.9999", "0"],
+    "numeric(30,10)": ["1.5", "-12345678901234567890.0000000001"],
+    "text[]": [
+        "{}",
+        "{NULL}",
+        "{a,NULL,b}",
+        '{""}',
+        '{"",""}',
+        '{"a b",c}',
+        '{a,"b c"}',
+        '{"x,y",z}',
+        '{a,"b",c,"d"}',
+        '{"NULL",NULL,null}',
+        '{"back\\\\slash","q\\"uote"}',
+        '{héllo,"wörld x"}',
+        "{" + "x" * 200 + ",y}",
+        '{"' + "é" * 70 + ' ",NULL}',
+        "{{a,b},{c,NULL}}",
+        "[0:1]={a,b}",
+        '{"{",","}',
+    ],
+    "character varying[]": ['{"",a}', "{b,NULL}"],
+    "character(3)[]": ["{a,bb}", '{"a b"}'],
+    "name[]": ["{n1,n2}"],
+    "integer[]": ["{}", "{1,NULL,-2147483648}", "{{1,2},{3,4}}"],
+    "bigint[]": ["{9223372036854775807,-1}"],
+    "numeric[]": ["{1.5,NULL,-0.001}"],
+    "timestamptz[]": ['{"2024-01-01 00:00:00.001+00",NULL,infinity}'],
+    "boolean[]": ["{t,f,NULL}"],
+}
+
+
+def test_fast_path_edges_agree_with_the_server(db: Any) -> None:
+    rng = random.Random(3)
+    stamps = FAST_PATH_EDGES["timestamp"] + [
+        # many values within a few minutes: cached minute heads and millisecond tails
+        f"2031-05-0{rng.randint(1, 2)} 10:0{rng.randint(0, 2)}:{rng.randint(0, 59):02d}"
+        f".{rng.choice([rng.randint(0, 999) * 1000, rng.randint(0, 999999)]):06d}"
+        for _ in range(300)
+    ]
+    conn = db.connect()
+    with conn.cursor() as cur:
+        cases = dict(FAST_PATH_EDGES, timestamp=stamps)
+        for zone in ("UTC", "Asia/Kolkata"):
+            cur.execute("SET TimeZone = %s", (zone,))
+            for sql_type, literals in [*cases.items(), ("timestamptz", stamps)]:
+                rows = _fetch_many(cur, sql_type, literals)
+                got = _assert_agree(rows, literals)
+                assert _assert_agree(rows, literals) == got  # warm caches: the same again
+                cast = f"::{sql_type}"
+                cur.execute(
+                    f"SELECT count(*) FROM unnest(%s::text[], %s::text[]) AS u(a, b) "
+                    f"WHERE a{cast} IS DISTINCT FROM b{cast}",
+                    ([to_text(v) for v in got], literals),
+                )
+                assert cur.fetchone()[0] == (1 if "[0:1]={a,b}" in literals else 0), sql_type
+    conn.close()
+
+
+def test_fast_path_expected_values() -> None:
+    """A few exact values, and malformed binary arrays falling back to hex."""
+    ts = converters(values.TIMESTAMPTZ)[1]
+    micros = struct.Struct(">q").pack
+    assert ts(micros(0)) == "2000-01-01T00:00:00+00:00"
+    assert ts(micros(1_000)) == "2000-01-01T00:00:00.001+00:00"
+    assert ts(micros(59_999_000)) == "2000-01-01T00:00:59.999+00:00"
+    assert ts(micros(-1)) == "1999-12-31T23:59:59.999999+00:00"
+    assert ts(micros(-1_000)) == "1999-12-31T23:59:59.999+00:00"
+    assert ts(micros(2**63 - 1)) == "infinity"
+    assert ts(micros(-(2**63))) == "-infinity"
+    assert converters(values.TIMESTAMP)[1](micros(120_500)) == "2000-01-01T00:00:00.1205"
+    numeric = converters(values.NUMERIC)[1]
+    head = struct.Struct(">hhHH")
+    assert numeric(head.pack(1, -1, 0, 2) + struct.pack(">H", 600)) == "0.06"
+    assert numeric(head.pack(2, 0, 0x4000, 2) + struct.pack(">2H", 123, 4500)) == "-123.45"
+    assert numeric(head.pack(1, 2, 0, 0) + struct.pack(">H", 7)) == "700000000"
+    assert numeric(head.pack(1, 0, 0xC000, 0) + struct.pack(">H", 7)) == "NaN"
+    # dscale 16383 (the most PostgreSQL allows): a plain string, no int-to-str limit
+    tiny = numeric(head.pack(1, -4095, 0, 16383) + struct.pack(">H", 1))
+    assert tiny.startswith("0.000") and len(tiny) == 16385 and Decimal(tiny) == Decimal("1e-16380")
+    array = converters(values.TEXT_ARRAY)[1]
+    one_dim = struct.Struct(">iiIii")
+
+    def text_array(has_nulls: int, *elements: bytes) -> bytes:
+        return one_dim.pack(1, has_nulls, values.TEXT, len(elements), 1) + b"".join(elements)
+
+    assert array(text_array(0)) == []
+    assert array(text_array(0, b"\x00\x00\x00\x02ab", b"\x00\x00\x00\x00")) == ["ab", ""]
+    assert array(text_array(1, b"\xff\xff\xff\xff", b"\x00\x00\x00\x02\xc3\xa9")) == [None, "é"]
+    # a NULL in an array claiming none, a length past the end, missing or extra bytes: hex
+    for bad in (
+        text_array(0, b"\xff\xff\xff\xff"),
+        text_array(0, b"\x00\x00\x00\x05ab"),
+        text_array(0, b"\x00\x00\x00\x02a"),
+        text_array(0, b"\x00\x00\x00\x01ab"),
+        text_array(1, b"\x00\x00\x00\x01"),
+        one_dim.pack(1, 0, values.TEXT, 2**31 - 1, 1),
+    ):
+        assert array(bad) == values._hex(bad), bad
