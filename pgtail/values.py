@@ -1122,31 +1122,67 @@ def _array_binary(value: bytes) -> list[Any] | str:
             return _array_items(value)
         except _ARRAY_ERRORS:
             return _hex(value)
-    # One dimension, the common case: no dimension bookkeeping, strings sliced inline.
-    pos = 20
+    # One dimension, the common case: no dimension bookkeeping.
     end = len(value)
-    if size * 4 > end - pos:
+    if size * 4 > end - 20:
         return _hex(value)
-    element = _binary_converter(element_oid)
-    items: list[Any] = []
-    append = items.append
+    element = _ELEMENT_BINARY.get(element_oid) or _binary_converter(element_oid)
     try:
-        if element is _decode and not has_nulls:
-            # No NULLs: every length is >= 0 (read unsigned, a bad one overshoots the end).
-            # All-ASCII bytes (lengths < 128 too) decode once; the elements are str slices.
-            if value.isascii():
-                text = value.decode("ascii")
-                for _ in range(size):
-                    start = pos + 4
-                    pos = start + _U32_FROM(value, pos)[0]
-                    append(text[start:pos])
-            else:
-                for _ in range(size):
-                    start = pos + 4
-                    pos = start + _U32_FROM(value, pos)[0]
-                    append(value[start:pos].decode("utf-8", "replace"))
+        if element is _decode and not has_nulls and value.isascii():
+            # Strings, no NULL (so every length is >= 0; read unsigned, a bad one overshoots
+            # the end), all ASCII (str offsets are byte offsets): decode once, slice elements.
+            # Small arrays, the usual case, are unrolled: a loop costs more than the slicing.
+            text = value.decode("ascii")
+            unpack = _U32_FROM
+            if size == 1:
+                end1 = 24 + unpack(value, 20)[0]
+                return [text[24:end1]] if end1 == end else _hex(value)
+            if size == 2:
+                end1 = 24 + unpack(value, 20)[0]
+                end2 = end1 + 4 + unpack(value, end1)[0]
+                return [text[24:end1], text[end1 + 4 : end2]] if end2 == end else _hex(value)
+            if size == 3:
+                end1 = 24 + unpack(value, 20)[0]
+                end2 = end1 + 4 + unpack(value, end1)[0]
+                end3 = end2 + 4 + unpack(value, end2)[0]
+                if end3 != end:
+                    return _hex(value)
+                return [text[24:end1], text[end1 + 4 : end2], text[end2 + 4 : end3]]
+            if size == 4:
+                end1 = 24 + unpack(value, 20)[0]
+                end2 = end1 + 4 + unpack(value, end1)[0]
+                end3 = end2 + 4 + unpack(value, end2)[0]
+                end4 = end3 + 4 + unpack(value, end3)[0]
+                if end4 != end:
+                    return _hex(value)
+                return [
+                    text[24:end1],
+                    text[end1 + 4 : end2],
+                    text[end2 + 4 : end3],
+                    text[end3 + 4 : end4],
+                ]
+            strings: list[Any] = []
+            append = strings.append
+            pos = 20
+            for _ in range(size):
+                start = pos + 4
+                pos = start + unpack(value, pos)[0]
+                append(text[start:pos])
+            return strings if pos == end else _hex(value)
+        items: list[Any] = []
+        append = items.append
+        pos = 20
+        unpack = _I32.unpack_from
+        if element is _decode:
+            for _ in range(size):
+                (length,) = unpack(value, pos)
+                pos += 4
+                if length < 0:
+                    append(None)
+                else:
+                    append(value[pos : pos + length].decode("utf-8", "replace"))
+                    pos += length
         else:
-            unpack = _I32.unpack_from
             for _ in range(size):
                 (length,) = unpack(value, pos)
                 pos += 4
@@ -1500,6 +1536,8 @@ INT4RANGE, INT8RANGE, NUMRANGE, DATERANGE, TSRANGE, TSTZRANGE = (r[0] for r in _
 
 # Array OID -> element OID.
 _ARRAYS: dict[int, int] = {t.array_oid: oid for oid, t in _TYPES.items() if t.array_oid}
+# Element OID -> its binary converter (for arrays; arrays of arrays are not listed).
+_ELEMENT_BINARY: dict[int, Converter] = {oid: t.binary for oid, t in _TYPES.items()}
 
 
 def _binary_converter(type_oid: int) -> Converter:
