@@ -1129,8 +1129,8 @@ def _array_binary(value: bytes) -> list[Any] | str:
     element = _ELEMENT_BINARY.get(element_oid) or _binary_converter(element_oid)
     try:
         if element is _decode and not has_nulls and value.isascii():
-            # Strings, no NULL (so every length is >= 0; read unsigned, a bad one overshoots
-            # the end), all ASCII (str offsets are byte offsets): decode once, slice elements.
+            # Strings, no NULL, all ASCII (so every length is >= 0, and str offsets are byte
+            # offsets): decode once and slice the elements.
             # Small arrays, the usual case, are unrolled: a loop costs more than the slicing.
             text = value.decode("ascii")
             unpack = _U32_FROM

@@ -838,9 +838,9 @@ def test_fast_path_expected_values() -> None:
     assert array(text_array(0)) == []
     assert array(text_array(0, b"\x00\x00\x00\x02ab", b"\x00\x00\x00\x00")) == ["ab", ""]
     assert array(text_array(1, b"\xff\xff\xff\xff", b"\x00\x00\x00\x02\xc3\xa9")) == [None, "é"]
-    # a NULL in an array claiming none, a length past the end, missing or extra bytes: hex
+    assert array(text_array(0, b"\xff\xff\xff\xff")) == [None]  # has_nulls understated
+    # a length past the end, missing or extra bytes, an impossible size: hex
     for bad in (
-        text_array(0, b"\xff\xff\xff\xff"),
         text_array(0, b"\x00\x00\x00\x05ab"),
         text_array(0, b"\x00\x00\x00\x02a"),
         text_array(0, b"\x00\x00\x00\x01ab"),
