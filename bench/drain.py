@@ -109,11 +109,11 @@ def drain(proc: subprocess.Popen[bytes], counter: list[float], lines: int) -> No
             counter[1] = time.perf_counter()
 
 
-def wait_child(proc: subprocess.Popen[bytes]) -> tuple[int, int]:
-    """(exit status, peak RSS in KiB) of this one child."""
+def wait_child(proc: subprocess.Popen[bytes]) -> tuple[int, int, float]:
+    """(exit status, peak RSS in KiB, CPU seconds) of this one child."""
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, int(usage.ru_maxrss)
+    return proc.returncode, int(usage.ru_maxrss), usage.ru_utime + usage.ru_stime
 
 
 def run_bare(server: LocalServer, rows: int, proto: int) -> float:
@@ -133,7 +133,9 @@ def run_bare(server: LocalServer, rows: int, proto: int) -> float:
     return done - committed
 
 
-def run_pgtail(server: LocalServer, rows: int, fmt: str, extra: list[str]) -> tuple[float, int]:
+def run_pgtail(
+    server: LocalServer, rows: int, fmt: str, extra: list[str]
+) -> tuple[float, int, float]:
     admin = psycopg2.connect(server.dsn("bench"))
     admin.autocommit = True
     fresh_slot(admin, "pgtail")
@@ -163,7 +165,7 @@ def run_pgtail(server: LocalServer, rows: int, fmt: str, extra: list[str]) -> tu
     reader.start()
     wait_active(admin, "pgtail")
     committed = commit_rows(server, rows)
-    code, rss = wait_child(proc)
+    code, rss, cpu = wait_child(proc)
     done = time.perf_counter()
     reader.join()
     if code != 0:
@@ -173,7 +175,7 @@ def run_pgtail(server: LocalServer, rows: int, fmt: str, extra: list[str]) -> tu
         if counter[0] != rows:
             raise RuntimeError(f"pgtail wrote {counter[0]:.0f} lines, expected {rows}")
         done = counter[1]  # the last JSON line, not the process exit
-    return done - committed, rss
+    return done - committed, rss, cpu
 
 
 def main() -> None:
@@ -206,10 +208,14 @@ def main() -> None:
         print(f"bare psycopg2 consumer: {bare:6.2f} s  ({args.rows / bare:10,.0f} rows/s)")
         results = [run_pgtail(server, args.rows, args.format, extra) for _ in range(args.repeat)]
         ours = min(r[0] for r in results)
-        print(f"pgtail stream:          {ours:6.2f} s  ({args.rows / ours:10,.0f} rows/s)")
+        cpu = min(r[2] for r in results)
+        print(
+            f"pgtail stream:          {ours:6.2f} s  ({args.rows / ours:10,.0f} rows/s;"
+            f" process CPU {cpu:.2f} s, startup included)"
+        )
         print(f"ratio pgtail / bare:    {ours / bare:6.2f}x  (goal: <= 1.25x)")
         if args.rss_rows:
-            elapsed, rss = run_pgtail(server, args.rss_rows, args.format, extra)
+            elapsed, rss, _ = run_pgtail(server, args.rss_rows, args.format, extra)
             print(
                 f"peak RSS streaming {args.rss_rows:,} rows: {rss / 1024:6.1f} MB"
                 f"  ({elapsed:.1f} s; goal: < 150 MB)"
