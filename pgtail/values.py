@@ -518,9 +518,12 @@ def _json_str(value: str) -> orjson.Fragment:
 
 
 def _jsonb_binary(value: bytes) -> orjson.Fragment | str:
-    if value[:1] != b"\x01":
-        return _hex(value)
-    return orjson.Fragment(value[1:])
+    try:
+        if value[0] == 1:  # jsonb's binary format version
+            return orjson.Fragment(value[1:])
+    except IndexError:
+        pass
+    return _hex(value)
 
 
 # --- inet --------------------------------------------------------------------------------
