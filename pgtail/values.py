@@ -700,21 +700,11 @@ def _minute_head(minute: int) -> str | None:
     return head
 
 
-def _make_tails(zone: str) -> tuple[dict[int, str], Callable[[int], str]]:
-    """A cache of "SS[.fff]<zone>" per millisecond of a minute (at most 60,000 entries)."""
-    tails: dict[int, str] = {}
-
-    def tail(millis: int) -> str:
-        second, milli = divmod(millis, 1000)
-        text = f"{second:02d}.{milli:03d}".rstrip("0") if milli else f"{second:02d}"
-        tails[millis] = text = text + zone
-        return text
-
-    return tails, tail
-
-
-_TAILS, _tail = _make_tails("")
-_TAILS_TZ, _tail_tz = _make_tails("+00:00")
+# "SS" per second and ".fff" (trailing zeros dropped) per millisecond, the zone appended:
+# whole-millisecond timestamps (the common case) join three cached strings.
+_SECONDS = [f"{second:02d}" for second in range(60)]
+_MILLIS = [f".{milli:03d}".rstrip("0") if milli else "" for milli in range(1000)]
+_MILLIS_TZ = [text + "+00:00" for text in _MILLIS]
 
 
 def _timestamp_format(usecs: int, zone: str) -> str:
@@ -769,21 +759,24 @@ def _timetz_binary(value: bytes) -> str:
 
 
 def _timestamp_binary(value: bytes) -> str:
+    usecs: int
     try:
         (usecs,) = _I64.unpack(value)
     except struct.error:
         return _hex(value)
-    # Whole milliseconds in a cached minute (the common case): two lookups and a concat.
+    # Whole milliseconds in a cached minute (the common case): only lookups and a concat.
     minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
     head = _MINUTE_HEADS.get(minute)
     if head is not None:
         millis, micros = divmod(usec_of_minute, 1000)
         if not micros:
-            return head + (_TAILS.get(millis) or _tail(millis))
+            second, milli = divmod(millis, 1000)
+            return head + _SECONDS[second] + _MILLIS[milli]
     return _timestamp_format(usecs, "")
 
 
 def _timestamptz_binary(value: bytes) -> str:
+    usecs: int
     try:
         (usecs,) = _I64.unpack(value)
     except struct.error:
@@ -793,7 +786,8 @@ def _timestamptz_binary(value: bytes) -> str:
     if head is not None:
         millis, micros = divmod(usec_of_minute, 1000)
         if not micros:
-            return head + (_TAILS_TZ.get(millis) or _tail_tz(millis))
+            second, milli = divmod(millis, 1000)
+            return head + _SECONDS[second] + _MILLIS_TZ[milli]
     return _timestamp_format(usecs, "+00:00")
 
 
