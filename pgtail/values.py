@@ -764,14 +764,14 @@ def _timestamp_binary(value: bytes) -> str:
         (usecs,) = _I64.unpack(value)
     except struct.error:
         return _hex(value)
-    # Whole milliseconds in a cached minute (the common case): only lookups and a concat.
+    # A cached minute (the common case): the rest is table lookups for whole milliseconds.
     minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
     head = _MINUTE_HEADS.get(minute)
     if head is not None:
-        millis, micros = divmod(usec_of_minute, 1000)
-        if not micros:
-            second, milli = divmod(millis, 1000)
-            return head + _SECONDS[second] + _MILLIS[milli]
+        second, fraction = divmod(usec_of_minute, _USECS_PER_SEC)
+        if fraction % 1000:
+            return head + _SECONDS[second] + f".{fraction:06d}".rstrip("0")
+        return head + _SECONDS[second] + _MILLIS[fraction // 1000]
     return _timestamp_format(usecs, "")
 
 
@@ -784,10 +784,10 @@ def _timestamptz_binary(value: bytes) -> str:
     minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
     head = _MINUTE_HEADS.get(minute)
     if head is not None:
-        millis, micros = divmod(usec_of_minute, 1000)
-        if not micros:
-            second, milli = divmod(millis, 1000)
-            return head + _SECONDS[second] + _MILLIS_TZ[milli]
+        second, fraction = divmod(usec_of_minute, _USECS_PER_SEC)
+        if fraction % 1000:
+            return head + _SECONDS[second] + f".{fraction:06d}".rstrip("0") + "+00:00"
+        return head + _SECONDS[second] + _MILLIS_TZ[fraction // 1000]
     return _timestamp_format(usecs, "+00:00")
 
 
