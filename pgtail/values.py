@@ -44,6 +44,7 @@ bare SQL names would mean length 1).
 
 from __future__ import annotations
 
+import csv
 import re
 import struct
 from collections.abc import Callable
@@ -1032,6 +1033,9 @@ def _parse_array(text: str, element: StrConverter) -> list[Any]:
     return root
 
 
+_csv_reader = csv.reader
+
+
 def _plain_items(segment: str) -> list[str | None]:
     if "NULL" in segment:
         return [None if item == "NULL" else item for item in segment.split(",")]
@@ -1090,9 +1094,20 @@ def _make_text_array(element: StrConverter) -> Converter:
 
     def convert_strings(value: bytes) -> list[Any] | str:
         text = value.decode("utf-8", "replace")
-        items = _flat_strings(text)
-        if items is not None:
-            return items
+        if text[:1] == "{" and text[-1:] == "}" and text[1:2] != "{" and "\\" not in text:
+            inner = text[1:-1]
+            if '"' not in inner:
+                return _plain_items(inner) if inner else []
+            # Without a backslash no quoted element holds a '"', so this is CSV; without
+            # "NULL" anywhere no element is NULL (csv would not tell NULL from "NULL").
+            if "NULL" not in inner and ",," not in inner and inner[0] != "," != inner[-1]:
+                try:
+                    return next(_csv_reader((inner,)))
+                except csv.Error:  # a field past csv's size limit
+                    pass
+            items = _flat_strings(text)
+            if items is not None:
+                return items
         try:
             return _parse_array(text, _identity)
         except (ValueError, IndexError, KeyError, OverflowError, struct.error):

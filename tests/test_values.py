@@ -769,6 +769,8 @@ FAST_PATH_EDGES: dict[str, list[str]] = {
         "{{a,b},{c,NULL}}",
         "[0:1]={a,b}",
         '{"{",","}',
+        '{"' + "x y" * 50000 + '",a}',  # a quoted element past csv's field size limit
+        '{"new\nline","tab\there",\'q\'}',
     ],
     "character varying[]": ['{"",a}', "{b,NULL}"],
     "character(3)[]": ["{a,bb}", '{"a b"}'],
