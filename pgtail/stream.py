@@ -1265,17 +1265,27 @@ def run(
 # about a tenth of the CPU of draining a large transaction (bench/drain.py). They form
 # no cycles, so while streaming the collector runs less often.
 _GC_FIRST_GENERATION = 50_000
+_gc_lock = threading.Lock()
+_gc_streams = 0  # streams running in this process (threads may run several)
+_gc_before: tuple[int, ...] = ()
 
 
 @contextlib.contextmanager
 def _fewer_collections() -> Iterator[None]:
-    before = gc.get_threshold()
-    if 0 < before[0] < _GC_FIRST_GENERATION:
-        gc.set_threshold(_GC_FIRST_GENERATION, *before[1:])
+    global _gc_streams, _gc_before
+    with _gc_lock:
+        if not _gc_streams:
+            _gc_before = gc.get_threshold()
+            if 0 < _gc_before[0] < _GC_FIRST_GENERATION:
+                gc.set_threshold(_GC_FIRST_GENERATION, *_gc_before[1:])
+        _gc_streams += 1
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        with _gc_lock:
+            _gc_streams -= 1
+            if not _gc_streams:
+                gc.set_threshold(*_gc_before)
 
 
 def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], None], Any]:
