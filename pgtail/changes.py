@@ -205,6 +205,11 @@ _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its l
 _COLUMN_COST = 72
 _ROW_OVERHEAD = 256
 _RAW_SHARE = 8  # a raw part's in-memory buffer: this fraction of the bound
+# A plain transaction is converted on arrival only once it has this many changes. A
+# smaller one takes the server a few milliseconds to send, so converting early gains
+# nothing, while its converted rows, held until the commit, would cost the cyclic
+# garbage collector work (they are container objects) that raw payloads do not.
+_DEFERRED_ROWS = 4096
 _INFO_CACHE_SIZE = 4096  # distinct relation schemas kept for reuse
 _EMPTY: Iterator[Any] = iter(())  # exhausted for good: safe to hand out again and again
 
@@ -561,6 +566,7 @@ class _Open:
         "subxacts",
         "begin",
         "tx",
+        "deferred",
     )
 
     def __init__(self, xid: int, limit: int, begin: po.Begin | po.BeginPrepare | None) -> None:
@@ -586,8 +592,10 @@ class _Open:
         # The Transaction of every event converted on arrival; its fields are only known
         # at the commit, which fills them in (see `Assembler._replay`).
         self.tx = Transaction(xid=xid, commit_lsn=0, end_lsn=0, commit_time=datetime.min)
+        self.deferred = False  # raw only until it is large enough (see _DEFERRED_ROWS)
 
     def go_raw(self, tables: dict[int, _TableInfo], type_names: dict[int, str]) -> None:
+        self.deferred = False
         self.raw = True
         self.raw_tables = tables
         self.raw_type_names = type_names
@@ -724,6 +732,8 @@ class Assembler:
             held.mem_bytes += len(payload) + _RECORD_OVERHEAD
             if held.mem_bytes > held.limit:
                 held.spill()
+            if target.deferred and len(held) >= _DEFERRED_ROWS:
+                self._catch_up(target)
             return _EMPTY
         message = self.decoder.decode(payload)
         handler = self._handlers.get(type(message))
@@ -738,6 +748,22 @@ class Assembler:
         if self._current is not None:
             found.append(self._current)
         return found
+
+    def _catch_up(self, target: _Open) -> None:
+        """A deferred transaction grew large: convert what it holds, then the rest on arrival."""
+        target.deferred = False
+        try:
+            rows = list(self._raw_events(target, target.tx, False, 0))
+        except Exception:  # noqa: BLE001 - it stays raw; the commit raises the same error
+            return
+        held = target.held
+        target.rows = rows
+        target.rows_bytes = held.mem_bytes + sum(map(_event_cost, rows))
+        target.held = _Held(held.limit)
+        held.close()
+        target.raw = False
+        if target.rows_bytes > target.rows_limit:
+            target.go_raw(self._view(target), self._type_names)
 
     def _view(self, target: _Open) -> dict[int, _TableInfo]:
         """The relation cache as ``target`` sees it: the shared one under its own Relations."""
@@ -762,7 +788,11 @@ class Assembler:
             )
         if self._in_stream:
             raise DecodeError(f"{type(message).__name__} inside a streamed transaction block")
-        self._current = self._target = _Open(message.xid, self.spill_bytes, message)
+        state = self._current = self._target = _Open(message.xid, self.spill_bytes, message)
+        # A small transaction is sent at once, so converting it early would gain nothing;
+        # it stays raw, as it costs the least held that way (see _DEFERRED_ROWS).
+        state.go_raw(self._tables, self._type_names)
+        state.deferred = True
         return _EMPTY
 
     def _on_commit(self, message: po.Commit, payload: bytes) -> Iterator[Event]:
@@ -1133,15 +1163,38 @@ class Assembler:
 
     def _raw_events(
         self, state: _Open, tx: Transaction, in_stream: bool, seq: int
-    ) -> Iterator[Event]:
+    ) -> Iterator[Change | Truncate | Message]:
         """The payloads held after the transaction went raw, decoded in order."""
         tables = state.raw_tables
         type_names = state.raw_type_names
         tables_copied = types_copied = False
         parsers = po.PARSERS
         convert = self._convert
+        decode_tuple = _decode_tuple
+        unpack_uint32 = _XID.unpack_from
+        header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
         for payload in state.held:
             first = payload[0]
+            if first == _INSERT:
+                # the hot path, inlined (as in feed); _convert does the rest
+                try:
+                    info = tables.get(unpack_uint32(payload, header)[0])
+                    tup, end = decode_tuple(payload, header + 5, "Insert.new_tuple")
+                except (struct.error, IndexError, DecodeError):
+                    info = None
+                if info is not None and end == len(payload) and payload[header + 4] == _NEW_TUPLE:
+                    kinds = tup.kinds
+                    if kinds == info.all_text:
+                        yield info.text_insert(tup.values, tx, seq)
+                        seq += 1
+                        continue
+                    if kinds == info.all_binary:
+                        yield info.binary_insert(tup.values, tx, seq)
+                        seq += 1
+                        continue
+                yield convert(payload, first, in_stream, tables, tx, seq)
+                seq += 1
+                continue
             if first == _RELATION:
                 rel: po.Relation = parsers[first](payload, in_stream)  # type: ignore[assignment]
                 if not tables_copied:

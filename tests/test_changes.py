@@ -831,8 +831,16 @@ def test_any_sequence_decodes_or_raises_decode_error(payloads: list[bytes], spil
 # --- conversion on arrival ------------------------------------------------------------------
 
 
-def test_rows_are_converted_on_arrival_with_the_schema_of_that_moment() -> None:
-    """A Relation in the middle of a transaction applies to the rows after it only."""
+@pytest.mark.parametrize("deferred_rows", [0, 2])
+def test_rows_are_converted_on_arrival_with_the_schema_of_that_moment(
+    deferred_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Relation in the middle of a transaction applies to the rows after it only.
+
+    With ``deferred_rows`` 2 the first row and the Relation are held raw and converted
+    when the second row arrives; the update after them is converted on arrival.
+    """
+    monkeypatch.setattr(changes, "_DEFERRED_ROWS", deferred_rows)
     wide = pb.relation(
         16384,
         "public",
@@ -857,7 +865,8 @@ def test_rows_are_converted_on_arrival_with_the_schema_of_that_moment() -> None:
         seen.extend(asm.feed(payload))
     assert seen == []
     held = asm._current
-    assert held is not None and not held.raw and len(held.rows) == 3
+    assert held is not None and not held.raw and not held.deferred and len(held.rows) == 3
+    assert len(held.held) == 0
     events = list(asm.feed(payloads[-1]))
     assert rows(events) == [
         ("insert", {"id": 1, "name": "a", "body": "b"}, None),
@@ -910,6 +919,7 @@ def test_bad_value_in_a_rolled_back_subtransaction_is_never_decoded() -> None:
 def test_memory_bound_sends_the_rest_of_a_transaction_raw(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
     counter = _CountingTempFiles(monkeypatch)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * 100]) for i in range(2000)]
     asm = Assembler(1, spill_bytes=100_000)
@@ -954,3 +964,29 @@ def test_converted_events_share_their_transaction_which_later_commits_leave_alon
         assert (begin.tx.xid, begin.tx.commit_lsn, begin.tx.end_lsn) == (xid, commit_lsn, end_lsn)
         assert begin.tx.commit_time == T0 and hash(begin.tx) == hash(change.tx)
     assert first[0].tx != second[0].tx  # type: ignore[union-attr]
+
+
+def test_small_transaction_stays_raw_until_its_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 5)
+    body = [pb.insert(16384, [str(i).encode(), b"n", b"b"]) for i in range(8)]
+    expected = run(Assembler(1), [ITEMS, *tx_block(9, body)])
+    asm = Assembler(1)
+    run(asm, [ITEMS, *tx_block(9, body[:4])[:-1]])
+    held = asm._current
+    assert held is not None and held.raw and held.deferred and not held.rows
+    run(asm, body[4:5])  # the fifth change: converted from here on
+    assert not held.raw and not held.deferred and len(held.rows) == 5
+    run(asm, body[5:])
+    assert len(held.rows) == 8
+    assert run(asm, [pb.commit(0x1000, 0x1010, T0)]) == expected
+    assert [r[1]["id"] for r in rows(expected)] == list(range(8))
+
+
+@pytest.mark.parametrize("spill_bytes", [1, 3_000, 30_000, 10**9])
+def test_catch_up_at_any_point_gives_the_same_events(spill_bytes: int) -> None:
+    big = _big_mixed_workload()
+    expected = run(Assembler(2), big)
+    for deferred_rows in (0, 1, 7, 100, 10_000):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(changes, "_DEFERRED_ROWS", deferred_rows)
+            assert run(Assembler(2, spill_bytes=spill_bytes), big) == expected, deferred_rows
