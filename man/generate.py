@@ -154,7 +154,9 @@ def click_help(text: str | None) -> list[str]:
 def _context(
     command: click.Command, path: list[str], parent: click.Context | None
 ) -> click.Context:
-    return click.Context(command, info_name=path[-1], parent=parent)
+    # the command's own context_settings (e.g. ``-h`` as a help option), as click's
+    # main() would apply them: the page must not depend on whether main() ran before
+    return click.Context(command, info_name=path[-1], parent=parent, **command.context_settings)
 
 
 def synopsis(command: click.Command, path: list[str], ctx: click.Context) -> str:

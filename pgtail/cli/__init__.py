@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn every outcome into an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
-    _register_commands()
     try:
+        _register_commands()
         # with standalone_mode=False, click returns ctx.exit()'s code instead of exiting
         result = cli.main(args=args, prog_name="pgtail", standalone_mode=False)
     except click.exceptions.Abort:
