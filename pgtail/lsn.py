@@ -25,7 +25,7 @@ def parse_lsn(text: str) -> int:
         or not _is_hex(low)
     ):
         raise ConfigurationError(
-            f"invalid LSN {text!r}", hint="an LSN looks like 16/B374D848 (two hex numbers)"
+            f"invalid LSN {text!r}", hint="an LSN is two hex numbers, like 16/B374D848"
         )
     return (int(high, 16) << 32) | int(low, 16)
 
