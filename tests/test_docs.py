@@ -224,7 +224,7 @@ TROUBLESHOOTING = [
     "has no publication",
     "choose with --publication",
     "pgoutput protocol version",
-    "an LSN looks like 16/B374D848",
+    "an LSN is two hex numbers, like 16/B374D848",
     "the temporary slot went",
     "could not",
     "needs PostgreSQL server binaries and found none",
