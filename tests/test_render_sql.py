@@ -321,3 +321,80 @@ def test_table_replaced_by_a_new_relation_message_is_picked_up() -> None:
     assert text == (
         "INSERT INTO public.users (id) VALUES (1);\nINSERT INTO public.people (id) VALUES (2);\n"
     )
+
+
+# --- generated INSERT builders agree with the literal functions ------------------------
+
+BUILDER_CASES: list[tuple[Any, int]] = [
+    (None, 20),
+    (7, 20),
+    ("7", 23),
+    (True, 16),
+    (False, 16),
+    (None, 16),
+    ("t", 16),
+    ("1.50", 1700),
+    ("1e5", 1700),
+    (3, 1700),
+    (None, 1700),
+    ("plain", 25),
+    ("", 25),
+    ("it's", 25),
+    ("back\\slash", 25),
+    ("line\nbreak", 25),
+    ("tab\there", 25),
+    ("del\x7f", 25),
+    ("line\u2028sep", 25),  # not printable, but no escape needed
+    ("ünïcödé", 25),
+    (12, 25),
+    (None, 25),
+    ("2026-11-21T23:55:34+00:00", 1184),
+    ("it's\r", 1184),
+    (1.5, 701),
+    (float("nan"), 701),
+    (orjson.Fragment(b'{"a": "it\'s"}'), 3802),
+    (orjson.Fragment(b'{"a": "x\\ny"}'), 3802),
+    (orjson.Fragment(b'{"a": "\xe2\x80\xa8"}'), 114),
+    ("{}", 3802),
+    (None, 3802),
+    (["a", "b c", "", "NULL", "null", "Null", 'q"', "x\\y", "é", "a,b", "{x}"], 1009),
+    (["line\nbreak", "it's"], 1009),
+    ([1, None, 2], 1007),
+    ([[1, 2], [3, None]], 1007),
+    ([1.5, 2.0], 1022),
+    ([True, None], 1000),
+    ([], 1009),
+    ("{a,b}", 1009),
+    (None, 1009),
+    ("happy", 90001),
+    ("ab  ", 1042),
+    ("101", 1560),
+]
+
+
+@pytest.mark.parametrize(("value", "oid"), BUILDER_CASES)
+def test_insert_builder_writes_what_the_literal_functions_write(value: Any, oid: int) -> None:
+    table = Table(50, "public", "t", "default", (col("a", oid), col("b", oid)))
+    expected = literal(value, col("a", oid))
+    insert = change("insert", table, {"a": value, "b": value})
+    assert render(insert, insert) == (
+        f"INSERT INTO public.t (a, b) VALUES ({expected}, {expected});\n" * 2
+    )
+
+
+def test_insert_builder_mixed_row_and_many_column_sets() -> None:
+    # more distinct column sets than the builder cache holds: the rest take the slow path
+    columns = tuple(col(f"c{i}", oid) for i, (_, oid) in enumerate(BUILDER_CASES))
+    table = Table(51, "public", "wide", "default", columns)
+    row = {f"c{i}": value for i, (value, _) in enumerate(BUILDER_CASES)}
+    events = []
+    expected = []
+    for n in range(len(BUILDER_CASES) + 30):
+        names = [f"c{i}" for i in range(len(BUILDER_CASES)) if i != n % len(BUILDER_CASES)]
+        if n >= len(BUILDER_CASES):
+            names.reverse()
+        events.append(change("insert", table, {k: row[k] for k in names}))
+        values = ", ".join(literal(row[k], columns[int(k[1:])]) for k in names)
+        expected.append(f"INSERT INTO public.wide ({', '.join(names)}) VALUES ({values});\n")
+    assert render(*events) == "".join(expected)
+    assert render(change("insert", table, {})) == "INSERT INTO public.wide () VALUES ();\n"

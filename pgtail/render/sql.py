@@ -362,7 +362,23 @@ def _numeric_literal(value: Any) -> str:
     return quote_literal(to_text(value)) + "::numeric"
 
 
+# one literal function per cast (a bounded set of built-in type names), so the INSERT
+# builders below can recognise them and inline their common case
+_CAST_LITERALS: dict[str, Literal] = {}
+_CAST_SUFFIX: dict[Literal, str] = {}
+_ARRAY_LITERALS: dict[str, Literal] = {}
+_ARRAY_FNS: set[Literal] = set()
+
+
 def _cast_literal(cast: str) -> Literal:
+    found = _CAST_LITERALS.get(cast)
+    if found is None:
+        found = _CAST_LITERALS[cast] = _make_cast_literal(cast)
+        _CAST_SUFFIX[found] = "::" + cast
+    return found
+
+
+def _make_cast_literal(cast: str) -> Literal:
     suffix = "::" + cast
 
     def literal(value: Any) -> str:
@@ -388,25 +404,49 @@ def _cast_literal(cast: str) -> Literal:
 _PLAIN_ELEMENT = re.compile(r'[^{}",\\\s]+\Z')
 
 
+class _NotFlat(Exception):
+    """An array element that is not a str, int or None (see `_array_text`)."""
+
+
+def _array_element(element: Any) -> str:
+    kind = type(element)
+    if kind is str:
+        text: str = element
+        if _PLAIN_ELEMENT.match(text) is None or text.upper() == "NULL":
+            return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return text
+    if kind is int:
+        return str(element)
+    if element is None:
+        return "NULL"
+    raise _NotFlat
+
+
 def _array_text(value: list[Any]) -> str:
     """``values.to_text`` of a list, with a fast path for flat lists of str / int."""
-    parts = []
-    for element in value:
-        kind = type(element)
-        if kind is str:
-            if _PLAIN_ELEMENT.match(element) is None or element.upper() == "NULL":
-                element = '"' + element.replace("\\", "\\\\").replace('"', '\\"') + '"'
-            parts.append(element)
-        elif kind is int:
-            parts.append(str(element))
-        elif element is None:
-            parts.append("NULL")
-        else:
-            return to_text(value)
+    try:
+        # isalnum: non-empty and none of {}",\\ or white space, so _PLAIN_ELEMENT matches
+        parts = [
+            element
+            if type(element) is str and element.isalnum() and element.upper() != "NULL"
+            else _array_element(element)
+            for element in value
+        ]
+    except _NotFlat:
+        return to_text(value)
     return "{" + ",".join(parts) + "}"
 
 
 def _array_literal(cast: str) -> Literal:
+    found = _ARRAY_LITERALS.get(cast)
+    if found is None:
+        found = _ARRAY_LITERALS[cast] = _make_array_literal(cast)
+        _CAST_SUFFIX[found] = "::" + cast
+        _ARRAY_FNS.add(found)
+    return found
+
+
+def _make_array_literal(cast: str) -> Literal:
     suffix = "::" + cast
 
     def literal(value: Any) -> str:
@@ -443,6 +483,70 @@ def literal(value: Any, column: Column) -> str:
     return column_literal(column)(value)
 
 
+# --- INSERT builders ------------------------------------------------------------
+
+# Inline forms of the literal functions' common case, for the generated builders
+# below; each falls back to the function itself (``L{i}``), so the text is the same.
+# A str needs no escape string when it holds no backslash and isprintable() (which is
+# False for every control character, _NEEDS_ESCAPE's other members).
+_PLAIN_STR = "type({x}) is str and BS not in {x} and {x}.isprintable()"
+_INLINE: dict[Literal, str] = {
+    _int_literal: "str({x}) if type({x}) is int else L{i}({x})",
+    _bool_literal: "T if {x} is True else F if {x} is False else L{i}({x})",
+    _text_literal: f"Q + {{x}}.replace(Q, QQ) + Q if {_PLAIN_STR} else L{{i}}({{x}})",
+    _numeric_literal: "{x} if type({x}) is str and NUM({x}) else L{i}({x})",
+}
+_INLINE_CAST = (
+    f"Q + {{x}}.replace(Q, QQ) + Q + S{{i}} if {_PLAIN_STR} else "
+    "Q + t{i}.replace(Q, QQ) + Q + S{i} if type({x}) is FRAG"
+    " and BS not in (t{i} := DUMPS({x}).decode()) and t{i}.isprintable() else L{i}({x})"
+)
+_INLINE_ARRAY = (
+    "Q + t{i}.replace(Q, QQ) + Q + S{i} if type({x}) is list"
+    " and BS not in (t{i} := ARRAY({x})) and t{i}.isprintable() else L{i}({x})"
+)
+
+
+def _insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
+    """A function of a row's ``values()`` giving the INSERT statement: ``head``, the
+    literal of each value by ``fns``, ``);``. Generated so that the common cases take
+    no call per value; its source holds only indexes and names bound below, never a
+    column name or value."""
+    namespace: dict[str, Any] = {
+        "HEAD": head,
+        "BS": "\\",
+        "Q": "'",
+        "QQ": "''",
+        "T": "true",
+        "F": "false",
+        "NUM": _PLAIN_NUMERIC.match,
+        "FRAG": _Fragment,
+        "DUMPS": _dumps,
+        "ARRAY": _array_text,
+    }
+    lines = []
+    for i, fn in enumerate(fns):
+        namespace[f"L{i}"] = fn
+        template = _INLINE.get(fn)
+        suffix = _CAST_SUFFIX.get(fn)
+        if template is None and suffix is not None:
+            namespace[f"S{i}"] = suffix
+            template = _INLINE_ARRAY if fn in _ARRAY_FNS else _INLINE_CAST
+        if template is None:
+            template = "L{i}({x})"
+        lines.append(f"    v{i} = " + template.format(x=f"x{i}", i=i))
+    args = "".join(f"x{i}, " for i in range(len(fns)))
+    values = ", ".join(f"{{v{i}}}" for i in range(len(fns)))
+    source = (
+        f"def build(values):\n    ({args}) = values\n"
+        + "".join(line + "\n" for line in lines)
+        + f"    return f'{{HEAD}}{values});\\n'\n"
+    )
+    exec(compile(source, "<pgtail.render.sql insert>", "exec"), namespace)  # noqa: S102
+    build: Callable[[Any], str] = namespace["build"]
+    return build
+
+
 # --- per-table plans ------------------------------------------------------------
 
 
@@ -459,7 +563,7 @@ class _Plan:
         self.compare_as = {
             c.name: _COMPARE_AS[c.type_oid] for c in table.columns if c.type_oid in _COMPARE_AS
         }
-        self.insert_heads: dict[tuple[str, ...], tuple[str, list[Literal]]] = {}
+        self.insert_heads: dict[tuple[str, ...], Callable[[Any], str]] = {}
 
     def ident(self, name: str) -> str:
         found = self.idents.get(name)
@@ -471,17 +575,19 @@ class _Plan:
             return "NULL" if value is None else quote_literal(to_text(value))
         return fn(value)
 
-    def insert_head(self, names: tuple[str, ...]) -> tuple[str, list[Literal]]:
-        """``INSERT INTO t (names) VALUES (`` and the literal function of each name."""
-        found = self.insert_heads.get(names)
-        if found is None:
-            cols = ", ".join(self.ident(n) for n in names)
-            head = f"INSERT INTO {self.name} ({cols}) VALUES ("
-            fns = [self.literals.get(n, _text_literal) for n in names]
-            found = (head, fns)
-            if len(self.insert_heads) < 64:
-                self.insert_heads[names] = found
-        return found
+    def insert_sql(self, new: Mapping[str, Any]) -> str:
+        """``INSERT INTO t (names) VALUES (…);`` and a newline for the row ``new``."""
+        names = tuple(new)
+        build = self.insert_heads.get(names)
+        if build is not None:
+            return build(new.values())
+        cols = ", ".join(self.ident(n) for n in names)
+        head = f"INSERT INTO {self.name} ({cols}) VALUES ("
+        fns = [self.literals.get(n, _text_literal) for n in names]
+        if len(self.insert_heads) < 64:
+            build = self.insert_heads[names] = _insert_builder(head, fns)
+            return build(new.values())
+        return head + ", ".join(map(_call, fns, new.values())) + ");\n"
 
     def key_condition(self, row: Mapping[str, Any], names: Iterable[str]) -> str:
         parts = []
@@ -590,9 +696,7 @@ class SqlRenderer:
             plan = self._plan(change.table)
         op = change.op
         if op == "insert":
-            new = change.new or {}
-            head, fns = plan.insert_head(tuple(new))
-            return head + ", ".join(map(_call, fns, new.values())) + ");\n"
+            return plan.insert_sql(change.new or {})
         old = change.old
         table = change.table
         where: str | None = None
