@@ -521,10 +521,6 @@ _ROLLBACK_PREPARED = _Layout(
     ("rollback_time", "q"),
     ("xid", "I"),
 )
-# Hot-path unpackers, looked up once.
-_INSERT_UNPACK, _INSERT_STREAM_UNPACK = _INSERT[0].unpack_from, _INSERT[1].unpack_from
-_UPDATE_UNPACK, _UPDATE_STREAM_UNPACK = _UPDATE[0].unpack_from, _UPDATE[1].unpack_from
-_DELETE_UNPACK, _DELETE_STREAM_UNPACK = _DELETE[0].unpack_from, _DELETE[1].unpack_from
 _UINT32 = struct.Struct("!I").unpack_from
 
 
@@ -800,20 +796,25 @@ def _type(buf: bytes, in_stream: bool) -> Type:
     return Type(xid, type_oid, namespace, name)
 
 
-def _insert_careful(buf: bytes, in_stream: bool) -> Insert:
+def _row_head(
+    buf: bytes, in_stream: bool, layouts: tuple[_Layout, _Layout]
+) -> tuple[int | None, int, int, int]:
+    """Insert/Update/Delete head: xid (in a stream only), relation OID, tuple marker,
+    and the offset after them; ``layouts`` is the message's (plain, in-stream) pair."""
+    layout = layouts[1] if in_stream else layouts[0]
+    try:
+        fields = layout.unpack_from(buf, 1)
+    except struct.error:
+        raise layout.truncated(buf, 1) from None
     if in_stream:
-        try:
-            xid, relation_id, marker = _INSERT_STREAM_UNPACK(buf, 1)
-        except struct.error:
-            raise _INSERT[1].truncated(buf, 1) from None
-        pos = 10
-    else:
-        xid = None
-        try:
-            relation_id, marker = _INSERT_UNPACK(buf, 1)
-        except struct.error:
-            raise _INSERT[0].truncated(buf, 1) from None
-        pos = 6
+        xid, relation_id, marker = fields
+        return xid, relation_id, marker, 10
+    relation_id, marker = fields
+    return None, relation_id, marker, 6
+
+
+def _insert_careful(buf: bytes, in_stream: bool) -> Insert:
+    xid, relation_id, marker, pos = _row_head(buf, in_stream, _INSERT)
     if marker != TUPLE_NEW:
         raise _marker_error("Insert", marker, pos - 1, "N")
     new, pos = decode_tuple(buf, pos, "Insert.new_tuple")
@@ -823,19 +824,7 @@ def _insert_careful(buf: bytes, in_stream: bool) -> Insert:
 
 
 def _update_careful(buf: bytes, in_stream: bool) -> Update:
-    if in_stream:
-        try:
-            xid, relation_id, marker = _UPDATE_STREAM_UNPACK(buf, 1)
-        except struct.error:
-            raise _UPDATE[1].truncated(buf, 1) from None
-        pos = 10
-    else:
-        xid = None
-        try:
-            relation_id, marker = _UPDATE_UNPACK(buf, 1)
-        except struct.error:
-            raise _UPDATE[0].truncated(buf, 1) from None
-        pos = 6
+    xid, relation_id, marker, pos = _row_head(buf, in_stream, _UPDATE)
     old: TupleData | None
     if marker == TUPLE_NEW:
         old_kind = None
@@ -856,19 +845,7 @@ def _update_careful(buf: bytes, in_stream: bool) -> Update:
 
 
 def _delete_careful(buf: bytes, in_stream: bool) -> Delete:
-    if in_stream:
-        try:
-            xid, relation_id, marker = _DELETE_STREAM_UNPACK(buf, 1)
-        except struct.error:
-            raise _DELETE[1].truncated(buf, 1) from None
-        pos = 10
-    else:
-        xid = None
-        try:
-            relation_id, marker = _DELETE_UNPACK(buf, 1)
-        except struct.error:
-            raise _DELETE[0].truncated(buf, 1) from None
-        pos = 6
+    xid, relation_id, marker, pos = _row_head(buf, in_stream, _DELETE)
     if marker == TUPLE_KEY:
         old_kind = "K"
     elif marker == TUPLE_OLD:
