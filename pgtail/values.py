@@ -50,7 +50,7 @@ import struct
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import orjson
 
@@ -173,38 +173,33 @@ def _identity(value: str) -> str:
     return value
 
 
-def _safe_text(convert: Converter) -> Converter:
-    """A text converter that falls back to the text str instead of raising."""
+# what a converter raises on bytes it cannot parse (never on what a server sends)
+_UNPARSABLE = (ValueError, IndexError, KeyError, OverflowError, struct.error)
 
-    def safe(value: bytes) -> Any:
+
+def _with_fallback(convert: Callable[[Any], Any], fallback: Callable[[Any], Any]) -> Any:
+    def safe(value: Any) -> Any:
         try:
             return convert(value)
-        except (ValueError, IndexError, KeyError, OverflowError, struct.error):
-            return _decode(value)
+        except _UNPARSABLE:
+            return fallback(value)
 
     return safe
+
+
+def _safe_text(convert: Converter) -> Converter:
+    """A text converter that falls back to the text str instead of raising."""
+    return cast(Converter, _with_fallback(convert, _decode))
 
 
 def _safe_str(convert: StrConverter) -> StrConverter:
-    def safe(value: str) -> Any:
-        try:
-            return convert(value)
-        except (ValueError, IndexError, KeyError, OverflowError, struct.error):
-            return value
-
-    return safe
+    """A str converter that falls back to the str itself instead of raising."""
+    return cast(StrConverter, _with_fallback(convert, _identity))
 
 
 def _safe_binary(convert: Converter) -> Converter:
     """A binary converter that falls back to the hex string instead of raising."""
-
-    def safe(value: bytes) -> Any:
-        try:
-            return convert(value)
-        except (ValueError, IndexError, KeyError, OverflowError, struct.error):
-            return _hex(value)
-
-    return safe
+    return cast(Converter, _with_fallback(convert, _hex))
 
 
 # --- bool, integers ----------------------------------------------------------------------
