@@ -584,15 +584,12 @@ def stream_demo(demo: Demo, *, fmt: str, duration: float | None) -> int:
     ``--duration`` ends the stream the same way Ctrl-C does: a timer sends this process
     SIGINT, and the result is told apart from a user's Ctrl-C by the timer's flag.
     """
-    from pgtail.render import RenderOptions
+    from pgtail.render import RenderOptions, terminal_style
     from pgtail.stream import StreamConfig, run
 
     out = sys.stdout.buffer
-    tty = out.isatty()
-    options = RenderOptions(
-        color=tty and not os.environ.get("NO_COLOR"),
-        width=shutil.get_terminal_size().columns if tty else None,
-    )
+    color, width = terminal_style(out.isatty())
+    options = RenderOptions(color=color, width=width)
     config = StreamConfig(
         dsn=demo.dsn,
         slot=demo.slot,

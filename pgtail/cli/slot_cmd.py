@@ -6,7 +6,6 @@ rich table on a terminal, aligned plain text when piped, JSON with ``--json``.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -404,20 +403,14 @@ def slot_peek(
     """
     from pgtail import catalog
     from pgtail.changes import Assembler
-    from pgtail.render import RenderOptions, make_renderer
+    from pgtail.render import RenderOptions, make_renderer, terminal_style
 
     if fmt is None:
         fmt = "table" if stdout_is_terminal() else "json"
     _names, changes = catalog.peek_changes(dsn, name, publications, limit=limit)
     sys.stdout.flush()
     out = sys.stdout.buffer
-    terminal = stdout_is_terminal()
-    color = terminal and not os.environ.get("NO_COLOR")
-    width = None
-    if terminal:
-        import shutil
-
-        width = shutil.get_terminal_size().columns
+    color, width = terminal_style(stdout_is_terminal())
     renderer = make_renderer(fmt, out, RenderOptions(color=color, width=width))
     assembler = Assembler(1)
     try:

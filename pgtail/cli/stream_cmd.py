@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import sys
 from typing import Any
@@ -19,20 +18,12 @@ from pgtail.cli import ExitCode, cli
 from pgtail.errors import ConfigurationError
 from pgtail.filters import EventFilter, parse_ops
 from pgtail.lsn import format_lsn, parse_lsn
-from pgtail.render import RenderOptions
+from pgtail.render import RenderOptions, terminal_style
 from pgtail.stream import ReconnectPolicy, StreamConfig, run
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p.strip() for v in values for p in v.split(",") if p.strip())
-
-
-def _use_color(choice: str, is_tty: bool) -> bool:
-    if choice == "always":
-        return True
-    if choice == "never":
-        return False
-    return is_tty and not os.environ.get("NO_COLOR")
 
 
 def _log(message: str) -> None:
@@ -214,7 +205,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     start = parse_lsn(opts["start"]) if opts["start"] else None
     end = parse_lsn(opts["end"]) if opts["end"] else None
     tables = tuple(opts["tables"])
-    width = shutil.get_terminal_size((100, 24)).columns if is_tty else None
+    color, width = terminal_style(is_tty, opts["color"])
     config = StreamConfig(
         dsn=opts["dsn"] or opts["dsn_arg"],
         slot=opts["slot"],
@@ -235,7 +226,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         idle_exit=opts["idle_exit"],
         format=fmt,
         render_options=RenderOptions(
-            color=_use_color(opts["color"], is_tty),
+            color=color,
             width=width,
             tx_lines=opts["tx_lines"],
             changed_only=opts["changed_only"],
