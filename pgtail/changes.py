@@ -145,6 +145,32 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class EncodedInserts:
+    """Consecutive inserts into one table, written by a renderer's encoder on arrival.
+
+    Only an `Assembler` given an ``encoder`` makes these, and only the renderer that
+    supplied the encoder can render them: ``lines`` holds ``count`` lines, one per insert,
+    each ending in a newline, with ``seq`` from ``first_seq`` on; what else a line needs
+    (for JSON lines: the fields before ``seq``) the renderer adds.
+    """
+
+    table: Table
+    tx: Transaction
+    first_seq: int
+    count: int
+    lines: bytes
+
+    def head(self, count: int) -> EncodedInserts:
+        """The first ``count`` of these inserts."""
+        if count >= self.count:
+            return self
+        end = -1
+        for _ in range(count):
+            end = self.lines.index(b"\n", end + 1)
+        return EncodedInserts(self.table, self.tx, self.first_seq, count, self.lines[: end + 1])
+
+
+@dataclass(frozen=True, slots=True)
 class CommitPrepared:
     xid: int
     gid: str
@@ -163,7 +189,18 @@ class RollbackPrepared:
     rollback_time: datetime
 
 
-Event = TxBegin | TxCommit | Change | Truncate | Message | CommitPrepared | RollbackPrepared
+Event = (
+    TxBegin
+    | TxCommit
+    | Change
+    | EncodedInserts
+    | Truncate
+    | Message
+    | CommitPrepared
+    | RollbackPrepared
+)
+# encode(values, seq) -> one line of an EncodedInserts, for an all-text insert (see Assembler)
+InsertEncoder = Callable[[tuple[bytes | None, ...], int], bytes]
 
 
 # --- Assembler ----------------------------------------------------------------
@@ -204,6 +241,8 @@ _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its l
 # insert of eight mixed-type columns, 990 for a 190-byte insert of ten.
 _COLUMN_COST = 72
 _ROW_OVERHEAD = 256
+_LINE_OVERHEAD = 8  # an encoded insert's line: its bytes, joined, plus a list slot until then
+_RUN_LINES = 1024  # encoded inserts per EncodedInserts: joined on arrival, a chunk at a time
 _RAW_SHARE = 8  # a raw part's in-memory buffer: this fraction of the bound
 # A plain transaction is converted on arrival only once it has this many changes. A
 # smaller one takes the server a few milliseconds to send, so converting early gains
@@ -287,6 +326,7 @@ class _TableInfo:
         "binary_row",
         "text_insert",
         "binary_insert",
+        "text_encode",
     )
 
     def __init__(self, relation: po.Relation, type_names: dict[int, str]) -> None:
@@ -319,6 +359,7 @@ class _TableInfo:
             self.table, self.names, binary_converters
         )
         self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
+        self.text_encode: InsertEncoder | None = None  # set by an Assembler with an encoder
         self.row_cost = _ROW_OVERHEAD + _COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -567,6 +608,10 @@ class _Open:
         "begin",
         "tx",
         "deferred",
+        "count",
+        "run",
+        "run_info",
+        "run_seq",
     )
 
     def __init__(self, xid: int, limit: int, begin: po.Begin | po.BeginPrepare | None) -> None:
@@ -593,6 +638,31 @@ class _Open:
         # at the commit, which fills them in (see `Assembler._replay`).
         self.tx = Transaction(xid=xid, commit_lsn=0, end_lsn=0, commit_time=datetime.min)
         self.deferred = False  # raw only until it is large enough (see _DEFERRED_ROWS)
+        self.count = 0  # events in rows (an EncodedInserts counts its inserts): the next seq
+        # encoded inserts not yet in rows: their lines, their table's info, the first seq
+        self.run: list[bytes] = []
+        self.run_info: _TableInfo | None = None
+        self.run_seq = 0
+
+    def close_run(self) -> None:
+        """Put the encoded inserts collected so far into rows, as one EncodedInserts."""
+        run = self.run
+        if run:
+            info = self.run_info
+            assert info is not None
+            self.rows.append(
+                EncodedInserts(info.table, self.tx, self.run_seq, len(run), b"".join(run))
+            )
+            self.run = []
+        self.run_info = None
+
+    def add(self, event: Any, cost: int) -> None:
+        """Hold a converted event (seq ``self.count``) of ``cost`` estimated bytes."""
+        if self.run:
+            self.close_run()
+        self.rows.append(event)
+        self.count += 1
+        self.rows_bytes += cost
 
     def go_raw(self, tables: dict[int, _TableInfo], type_names: dict[int, str]) -> None:
         self.deferred = False
@@ -608,11 +678,12 @@ class _Open:
 
     def truncate(self, position: int) -> None:
         """Drop every record from ``position`` on (schema messages stay, see _Held)."""
-        count = len(self.rows)
+        count = len(self.rows)  # a stream's rows are one event each (never encoded)
         if position < count:
             if count:
                 self.rows_bytes = self.rows_bytes * position // count
             del self.rows[position:]
+            self.count = position
             if self.raw:
                 self.held.truncate(0)
         elif self.raw:
@@ -621,6 +692,7 @@ class _Open:
     def close(self) -> None:
         self.held.close()
         self.rows = []
+        self.run = []
 
 
 class Assembler:
@@ -636,11 +708,19 @@ class Assembler:
     """
 
     def __init__(
-        self, protocol_version: int, *, binary: bool = False, spill_bytes: int = DEFAULT_SPILL_BYTES
+        self,
+        protocol_version: int,
+        *,
+        binary: bool = False,
+        spill_bytes: int = DEFAULT_SPILL_BYTES,
+        encoder: Callable[[Table], InsertEncoder | None] | None = None,
     ) -> None:
         self.protocol_version = protocol_version
         self.binary = binary
         self.spill_bytes = spill_bytes
+        # A renderer's fast path: inserts of a plain (not streamed) transaction whose
+        # columns all arrived as text become lines of EncodedInserts instead of Changes.
+        self.encoder = encoder
         self.decoder = po.Decoder(protocol_version)
         # relation id -> info; replaced, never mutated, so a pending replay keeps its view
         self._tables: dict[int, _TableInfo] = {}
@@ -696,7 +776,7 @@ class Assembler:
                 tables = self._tables
                 if target.own:
                     tables = target.view if target.view_base is tables else self._view(target)
-                rows = target.rows
+                seq = target.count
                 try:
                     event: Any = None
                     if first == _INSERT:  # the hot path, inlined; _convert does the rest
@@ -707,24 +787,46 @@ class Assembler:
                             if info is not None:
                                 kinds = tup.kinds
                                 if kinds == info.all_text:
-                                    event = info.text_insert(tup.values, target.tx, len(rows))
+                                    encode = info.text_encode
+                                    if encode is not None and not in_stream:
+                                        try:
+                                            line = encode(tup.values, seq)
+                                        except Exception:  # noqa: BLE001 - general path
+                                            pass
+                                        else:
+                                            run = target.run
+                                            if (
+                                                target.run_info is not info
+                                                or len(run) >= _RUN_LINES
+                                            ):
+                                                target.close_run()
+                                                target.run_info = info
+                                                target.run_seq = seq
+                                                run = target.run
+                                            run.append(line)
+                                            target.count = seq + 1
+                                            target.rows_bytes += len(line) + _LINE_OVERHEAD
+                                            if target.rows_bytes > target.rows_limit:
+                                                target.close_run()
+                                                target.go_raw(tables, self._type_names)
+                                            return _EMPTY
+                                    event = info.text_insert(tup.values, target.tx, seq)
                                     cost = info.row_cost
                                 elif kinds == info.all_binary:
-                                    event = info.binary_insert(tup.values, target.tx, len(rows))
+                                    event = info.binary_insert(tup.values, target.tx, seq)
                                     cost = info.row_cost
                     if event is None:
-                        event = self._convert(
-                            payload, first, in_stream, tables, target.tx, len(rows)
-                        )
+                        event = self._convert(payload, first, in_stream, tables, target.tx, seq)
                         cost = _event_cost(event)
                 except Exception:  # noqa: BLE001 - the commit-time decode raises it, if at all
                     # decided at the commit, as before: the change may yet be dropped with
                     # a rolled-back subtransaction, and the error is the same there
+                    target.close_run()
                     target.go_raw(tables, self._type_names)
                 else:
-                    rows.append(event)
-                    target.rows_bytes += len(payload) + cost
+                    target.add(event, len(payload) + cost)
                     if target.rows_bytes > target.rows_limit:
+                        target.close_run()
                         target.go_raw(tables, self._type_names)
                     return _EMPTY
             held = target.held
@@ -758,6 +860,7 @@ class Assembler:
             return
         held = target.held
         target.rows = rows
+        target.count = sum(e.count if type(e) is EncodedInserts else 1 for e in rows)
         target.rows_bytes = held.mem_bytes + sum(map(_event_cost, rows))
         target.held = _Held(held.limit)
         held.close()
@@ -866,17 +969,15 @@ class Assembler:
             if target.raw:
                 target.held.append(payload)
             else:
-                target.rows.append(
-                    Message(
-                        prefix=message.prefix,
-                        content=message.content,
-                        transactional=True,
-                        lsn=message.lsn,
-                        tx=target.tx,
-                        seq=len(target.rows),
-                    )
+                event = Message(
+                    prefix=message.prefix,
+                    content=message.content,
+                    transactional=True,
+                    lsn=message.lsn,
+                    tx=target.tx,
+                    seq=target.count,
                 )
-                target.rows_bytes += len(payload) + _ROW_OVERHEAD
+                target.add(event, len(payload) + _ROW_OVERHEAD)
             return _EMPTY
         event = Message(
             prefix=message.prefix,
@@ -1038,6 +1139,8 @@ class Assembler:
         info = self._infos.get(key)
         if info is None:
             info = _TableInfo(relation, type_names)
+            if self.encoder is not None:
+                info.text_encode = self.encoder(info.table)
             if len(self._infos) >= _INFO_CACHE_SIZE:
                 self._infos.clear()
             self._infos[key] = info
@@ -1051,6 +1154,7 @@ class Assembler:
         set_field = object.__setattr__
         for name in _TX_FIELDS:
             set_field(settled, name, getattr(tx, name))
+        state.close_run()
         if not state.raw:
             rows = state.rows
             state.close()
@@ -1153,7 +1257,7 @@ class Assembler:
             yield TxBegin(tx)
             rows = state.rows
             state.rows = []
-            seq = len(rows)
+            seq = state.count
             yield from rows
             del rows
             yield from self._raw_events(state, tx, in_stream, seq)
@@ -1163,7 +1267,7 @@ class Assembler:
 
     def _raw_events(
         self, state: _Open, tx: Transaction, in_stream: bool, seq: int
-    ) -> Iterator[Change | Truncate | Message]:
+    ) -> Iterator[Change | EncodedInserts | Truncate | Message]:
         """The payloads held after the transaction went raw, decoded in order."""
         tables = state.raw_tables
         type_names = state.raw_type_names
@@ -1173,8 +1277,13 @@ class Assembler:
         decode_tuple = _decode_tuple
         unpack_uint32 = _XID.unpack_from
         header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
+        encoding = self.encoder is not None and not in_stream
+        run: list[bytes] = []  # encoded inserts not yet yielded: from run_seq, of run_table
+        run_table: Any = None  # a Table whenever run is not empty
+        run_seq = 0
         for payload in state.held:
             first = payload[0]
+            event: Change | Truncate | Message
             if first == _INSERT:
                 # the hot path, inlined (as in feed); _convert does the rest
                 try:
@@ -1185,24 +1294,43 @@ class Assembler:
                 if info is not None and end == len(payload) and payload[header + 4] == _NEW_TUPLE:
                     kinds = tup.kinds
                     if kinds == info.all_text:
-                        yield info.text_insert(tup.values, tx, seq)
-                        seq += 1
-                        continue
-                    if kinds == info.all_binary:
-                        yield info.binary_insert(tup.values, tx, seq)
-                        seq += 1
-                        continue
-                yield convert(payload, first, in_stream, tables, tx, seq)
-                seq += 1
-                continue
-            if first == _RELATION:
+                        encode = info.text_encode
+                        if encoding and encode is not None:
+                            try:
+                                line = encode(tup.values, seq)
+                            except Exception:  # noqa: BLE001 - the general path below
+                                pass
+                            else:
+                                if run_table is not info.table or len(run) >= _RUN_LINES:
+                                    if run:
+                                        yield EncodedInserts(
+                                            run_table,
+                                            tx,
+                                            run_seq,
+                                            len(run),
+                                            b"".join(run),
+                                        )
+                                    run = []
+                                    run_table = info.table
+                                    run_seq = seq
+                                run.append(line)
+                                seq += 1
+                                continue
+                        event = info.text_insert(tup.values, tx, seq)
+                    elif kinds == info.all_binary:
+                        event = info.binary_insert(tup.values, tx, seq)
+                    else:
+                        event = convert(payload, first, in_stream, tables, tx, seq)
+                else:
+                    event = convert(payload, first, in_stream, tables, tx, seq)
+            elif first == _RELATION:
                 rel: po.Relation = parsers[first](payload, in_stream)  # type: ignore[assignment]
                 if not tables_copied:
                     tables = dict(tables)
                     tables_copied = True
                 tables[rel.relation_id] = self._info_for(rel, type_names)
                 continue
-            if first == _TYPE:
+            elif first == _TYPE:
                 typ: po.Type = parsers[first](payload, in_stream)  # type: ignore[assignment]
                 if not types_copied:
                     type_names = dict(type_names)
@@ -1211,12 +1339,22 @@ class Assembler:
                     f"{typ.namespace}.{typ.name}" if typ.namespace else typ.name
                 )
                 continue
-            yield convert(payload, first, in_stream, tables, tx, seq)
+            else:
+                event = convert(payload, first, in_stream, tables, tx, seq)
+            if run:
+                yield EncodedInserts(run_table, tx, run_seq, len(run), b"".join(run))
+                run = []
+                run_table = None
+            yield event
             seq += 1
+        if run:
+            yield EncodedInserts(run_table, tx, run_seq, len(run), b"".join(run))
 
 
-def _event_cost(event: Change | Truncate | Message) -> int:
+def _event_cost(event: Change | EncodedInserts | Truncate | Message) -> int:
     """Estimated bytes of an event converted on arrival, besides its payload's."""
+    if type(event) is EncodedInserts:
+        return len(event.lines) + _LINE_OVERHEAD * event.count
     if type(event) is not Change:
         return _ROW_OVERHEAD
     rows = (event.new is not None) + (event.old is not None)

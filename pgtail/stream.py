@@ -945,7 +945,12 @@ class _Stream:
         from pgtail.changes import Assembler
 
         cfg = self.config
-        assembler = Assembler(self.proto_version, binary=cfg.binary)
+        encoder = None
+        if cfg.format == "json" and not cfg.filter.redact:
+            from pgtail.render.jsonl import insert_encoder
+
+            encoder = insert_encoder
+        assembler = Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
         flt = None if cfg.filter.is_noop else cfg.filter
         end_lsn = cfg.end_lsn
         max_changes = cfg.max_changes
@@ -957,6 +962,7 @@ class _Stream:
         nchanges = 0
         skipping = False
         Change, Truncate, Message = ch.Change, ch.Truncate, ch.Message
+        EncodedInserts = ch.EncodedInserts
         TxBegin, TxCommit = ch.TxBegin, ch.TxCommit
 
         def flush_items() -> None:
@@ -1041,6 +1047,21 @@ class _Stream:
                     if kept is None:
                         continue
                     event = kept
+                if cls is EncodedInserts:
+                    inserts: ch.EncodedInserts = event  # type: ignore[assignment]
+                    count = inserts.count
+                    if max_changes is not None and self.changes_seen + count >= max_changes:
+                        inserts = inserts.head(max_changes - self.changes_seen)
+                        count = inserts.count
+                    items.append(inserts)
+                    nchanges += count
+                    self.changes_seen += count
+                    if max_changes is not None and self.changes_seen >= max_changes:
+                        flush_items()
+                        raise _Stop("max_changes")
+                    if nchanges >= _BATCH:
+                        flush_items()
+                    continue
                 items.append(event)
                 if cls is Change or cls is Truncate or cls is Message:
                     nchanges += 1

@@ -50,14 +50,16 @@ import struct
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Any, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, cast
 
 import orjson
 
 __all__ = [
     "Converter",
     "converters",
+    "JSON_ESCAPES",
     "dumps",
+    "text_json",
     "to_text",
     "type_name",
 ]
@@ -1283,7 +1285,7 @@ def _type(
         binary = _safe_binary(binary)
     if text is None:
         text = _from_str(text_str)
-    elif safe:
+    elif safe and text is not _decode:  # _decode never raises; text_json recognises it
         text = _safe_text(text)
     return _Type(name, array_oid, text, text_str, binary)
 
@@ -1575,6 +1577,90 @@ def converters(type_oid: int, type_modifier: int = -1) -> tuple[Converter, Conve
         pair = (_decode, _hex)
     _cache[key] = pair
     return pair
+
+
+# --- text straight to JSON ---------------------------------------------------------------
+# The JSON lines renderer's fast path for plain inserts (see pgtail.render.jsonl) writes a
+# text-format value as JSON bytes without building the Python value first. Each writer
+# here returns exactly dumps(converter(value)), or raises, and the caller then takes the
+# general path; tests compare the two on arbitrary bytes.
+
+JsonWriter = Callable[[bytes], bytes]
+JsonKind = Literal["int", "string", "raw", "call"]
+
+# what JSON escapes in a string (orjson leaves DEL and non-ASCII as they are)
+JSON_ESCAPES = re.compile(rb'[\x00-\x1f"\\]')
+_BOOL_JSON: dict[bytes, bytes] = {b"t": b"true", b"f": b"false"}
+
+
+def _json_bytes(value: bytes) -> bytes:
+    # what _json_text's Fragment embeds
+    if b"\n" in value or b"\r" in value:
+        value = value.replace(b"\n", b" ").replace(b"\r", b" ")
+    return value
+
+
+def _timestamptz_json(value: bytes) -> bytes:
+    # _timestamptz_text's UTC case, on bytes: nothing in it needs a JSON escape
+    if value[-3:] == b"+00" and value.isascii() and JSON_ESCAPES.search(value) is None:
+        return b'"' + value[:-3].replace(b" ", b"T", 1) + b'+00:00"'
+    return dumps(_timestamptz_text(value))
+
+
+def _string_array_json(value: bytes) -> bytes:
+    # convert_strings' first case ("{a,b}": no quotes, backslashes or NULL), on bytes
+    if (
+        value[:1] == b"{"
+        and value[-1:] == b"}"
+        and value[1:2] != b"{"
+        and value.isascii()
+        and JSON_ESCAPES.search(value) is None
+        and b"NULL" not in value
+    ):
+        inner = value[1:-1]
+        return b'["' + inner.replace(b",", b'","') + b'"]' if inner else b"[]"
+    return dumps(_STRING_ARRAY(value))
+
+
+_STRING_ARRAY = _make_text_array(_identity)
+_INT_TEXT = frozenset((INT2, INT4, INT8, OID))
+_JSON_WRITERS: dict[int, tuple[JsonKind, JsonWriter]] = {
+    BOOL: ("call", _BOOL_JSON.__getitem__),
+    JSONB: ("raw", bytes),  # jsonb prints no line breaks: the Fragment embeds it as it is
+    JSON: ("call", _json_bytes),
+    TIMESTAMPTZ: ("call", _timestamptz_json),
+}
+
+
+def text_json(type_oid: int, type_modifier: int = -1) -> tuple[JsonKind, JsonWriter]:
+    """How a text-format value of this type goes straight to JSON bytes.
+
+    The result is always ``dumps(converter(value))`` for the type's text converter:
+    - ``("int", w)``: ``b"%d" % int(value)``;
+    - ``("string", w)``: the text as a JSON string (``b'"' + value + b'"'``) when the value
+      is ASCII with nothing JSON escapes, otherwise ``w(value)``;
+    - ``("raw", w)``: the value's bytes as they are;
+    - ``("call", w)``: ``w(value)``.
+    ``w`` may raise on bytes no server sends; the caller then takes the general path.
+    """
+    text, _ = converters(type_oid, type_modifier)
+    if type_oid in _INT_TEXT:
+        return "int", _writer(text)
+    special = _JSON_WRITERS.get(type_oid)
+    if special is not None:
+        return special
+    if text is _decode or text is _numeric_text:
+        return "string", _writer(text)
+    if type_oid in _ARRAYS and _TYPES[_ARRAYS[type_oid]].text_str is _identity:
+        return "call", _string_array_json  # its converter is _make_text_array's convert_strings
+    return "call", _writer(text)
+
+
+def _writer(convert: Converter) -> JsonWriter:
+    def write(value: bytes) -> bytes:
+        return dumps(convert(value))
+
+    return write
 
 
 def type_name(type_oid: int) -> str | None:

@@ -7,6 +7,7 @@ pg_logical_slot_peek_binary_changes and fed through `Assembler`.
 
 from __future__ import annotations
 
+import io
 import select
 import struct
 import time
@@ -19,18 +20,23 @@ import psycopg2
 import psycopg2.extras
 import pytest
 
+from pgtail import changes
 from pgtail.changes import (
     Assembler,
     Change,
     CommitPrepared,
+    EncodedInserts,
     Event,
     Message,
     RollbackPrepared,
+    Table,
     Transaction,
     Truncate,
     TxBegin,
     TxCommit,
 )
+from pgtail.render import RenderOptions
+from pgtail.render.jsonl import JsonLinesRenderer, insert_encoder
 from pgtail.server import LocalServer
 from pgtail.values import dumps
 from tests import workload as wl
@@ -415,6 +421,63 @@ def test_tiny_spill_bound_gives_the_same_events(capture: Capture) -> None:
     got = [e for lsn, payload in payloads for e in asm.feed(payload, lsn)]
     assert [_exact(e) for e in got] == [_exact(e) for e in expected]
     assert len(got) > 3500
+
+
+def _json_lines(events: list[Event]) -> bytes:
+    out = io.BytesIO()
+    renderer = JsonLinesRenderer(out, RenderOptions(tx_lines=True))
+    for event in events:
+        renderer.render(event)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("deferred", "spill_bytes"),
+    [(None, None), (10, None), (10, 20_000)],
+    ids=["at-commit", "on-arrival", "on-arrival-then-raw"],
+)
+def test_json_fast_path_writes_the_same_bytes(
+    capture: Capture, monkeypatch: pytest.MonkeyPatch, deferred: int | None, spill_bytes: int | None
+) -> None:
+    """Inserts encoded straight to JSON (insert_encoder) render byte for byte as Changes do.
+
+    In every mode, whether the encoding happens at the commit (a transaction small enough
+    to stay raw), on arrival, or on arrival until the memory bound and then at the commit.
+    """
+    if deferred is not None:
+        monkeypatch.setattr(changes, "_DEFERRED_ROWS", deferred)
+    bound = {"spill_bytes": spill_bytes} if spill_bytes else {}
+    encoded_somewhere = False
+    failures: list[str] = []
+
+    def strict_encoder(table: Table) -> Any:
+        # the fast path falls back to the general one on any exception; a real server's
+        # rows must never need that (a broken encoder would otherwise hide behind it)
+        encode = insert_encoder(table)
+        assert encode is not None, table.qualified_name
+
+        def checked(values: tuple[bytes | None, ...], seq: int) -> bytes:
+            try:
+                return encode(values, seq)
+            except Exception as exc:
+                failures.append(f"{table.qualified_name}: {exc!r}")
+                raise
+
+        return checked
+
+    for mode in MODES:
+        if mode.min_major() > capture.major:
+            continue
+        payloads = capture.payloads[mode.name]
+        fast = Assembler(mode.proto, binary=mode.binary, encoder=strict_encoder, **bound)
+        fast_events = [e for lsn, payload in payloads for e in fast.feed(payload, lsn)]
+        encoded = [e for e in fast_events if isinstance(e, EncodedInserts)]
+        if not mode.binary:
+            assert encoded, mode.name  # the fast path did run
+            encoded_somewhere = True
+        assert _json_lines(fast_events) == _json_lines(_decode(mode, payloads)), mode.name
+    assert encoded_somewhere
+    assert not failures, failures[:5]
 
 
 def _exact(event: Event) -> Any:

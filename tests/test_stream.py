@@ -353,6 +353,42 @@ def test_max_changes_confirms_only_whole_transactions(db: Any) -> None:
     assert [r["new"]["id"] for r in again] == [10, 11, 12, 13, 14]
 
 
+def test_large_insert_transactions_through_the_json_fast_path(db: Any) -> None:
+    """Plain all-text inserts take the encoded path: cut exactly by --max-changes, filtered
+    by --table / --ops, and --redact (which needs the values) still masks."""
+    setup_schema(db)
+    create_slot(db, "s")
+    rows = 6000  # past the size at which a transaction is converted on arrival
+    db.execute(
+        "INSERT INTO items SELECT g, 'name ' || g, g, 12.5, ARRAY['a','b c'], '{\"k\": 1}',"
+        " '2024-01-02 03:04:05+00', '\\xbeef', 1.25, g % 2 = 0"
+        f" FROM generate_series(1, {rows}) g"
+    )
+    db.execute("INSERT INTO full_t SELECT g, 'v' FROM generate_series(1, 3) g")
+    records, result = stream_json(db, max_changes=4500)
+    assert result.reason == "max_changes"
+    assert [r["seq"] for r in records] == list(range(4500))
+    assert [r["new"]["id"] for r in records] == list(range(1, 4501))
+    assert records[4499]["key"] == {"id": 4500}
+    assert records[4499]["new"]["tags"] == ["a", "b c"]
+    assert records[4499]["new"]["at"] == "2024-01-02T03:04:05+00:00"
+    # nothing confirmed: the transaction was not finished, so all of it comes again
+    end = current_lsn(db)
+    only_full, _ = stream_json(db, end_lsn=end, filter=EventFilter(tables=("full_t",)))
+    assert [(r["table"], r["new"]["id"]) for r in only_full] == [("full_t", g) for g in (1, 2, 3)]
+    create_slot(db, "t")
+    no_inserts, _ = stream_json(
+        db, slot="t", end_lsn=end, filter=EventFilter(ops=frozenset({"delete"}))
+    )
+    assert no_inserts == []
+    create_slot(db, "u")
+    db.execute("INSERT INTO items VALUES " + ROW, (rows + 1, rows + 1, 1))
+    masked, _ = stream_json(
+        db, slot="u", end_lsn=current_lsn(db), filter=EventFilter(redact=("name",))
+    )
+    assert [r["new"]["name"] for r in masked] == ["***"]
+
+
 def test_end_is_transaction_aware(db: Any) -> None:
     setup_schema(db)
     create_slot(db, "s")

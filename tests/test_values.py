@@ -852,3 +852,104 @@ def test_fast_path_expected_values() -> None:
         one_dim.pack(1, 0, values.TEXT, 2**31 - 1, 1),
     ):
         assert array(bad) == values._hex(bad), bad
+
+
+# --- text straight to JSON (the JSON lines fast path) ----------------------------------
+
+_JSON_TEXT_ALPHABET = st.one_of(
+    st.sampled_from(
+        [
+            *"0123456789",
+            *"-+.:, {}",
+            "NULL",
+            "+00",
+            "T",
+            "a",
+            "é",
+            '"',
+            "\\",
+            "\x7f",
+            "2024-05-06 07:08:09.123456",
+            "infinity",
+        ]
+    ),
+    st.characters(max_codepoint=0x1F),  # every control character
+)
+_json_text_pieces = st.lists(_JSON_TEXT_ALPHABET, max_size=12).map("".join)
+_json_text_values = st.one_of(
+    st.binary(max_size=48),
+    _json_text_pieces.map(str.encode),
+    # array-shaped, for the text[] fast path
+    st.lists(_json_text_pieces, max_size=5).map(
+        lambda items: ("{" + ",".join(items) + "}").encode()
+    ),
+    # timestamptz-shaped, for its fast path
+    _json_text_pieces.map(lambda text: f"2024-05-06 {text}+00".encode()),
+)
+# the types text_json does not just hand to dumps(converter(value))
+_JSON_FAST_OIDS = [
+    oid
+    for oid in [*_ALL_OIDS, 16_384]
+    if values.text_json(oid)[0] != "call"
+    or oid
+    in (values.BOOL, values.JSON, values.TIMESTAMPTZ, values.TEXT_ARRAY, values.VARCHAR_ARRAY)
+]
+
+
+def _fast_json(oid: int, raw: bytes) -> bytes:
+    kind, write = values.text_json(oid)
+    if kind == "int":
+        return b"%d" % int(raw)
+    if kind == "string":
+        if raw.isascii() and values.JSON_ESCAPES.search(raw) is None:
+            return b'"' + raw + b'"'
+        return write(raw)
+    if kind == "raw":
+        return raw
+    return write(raw)
+
+
+@settings(max_examples=4000, deadline=None)
+@given(
+    oid=st.one_of(st.sampled_from([*_ALL_OIDS, 16_384]), st.sampled_from(_JSON_FAST_OIDS)),
+    raw=_json_text_values,
+)
+def test_text_json_writes_what_dumps_of_the_converter_writes(oid: int, raw: bytes) -> None:
+    """The JSON lines fast path: the same bytes as the general path, or it raises.
+
+    (It may raise only where the general path's converter trusts the server: bool and
+    integers. When the general path itself fails, the fast path must still write valid
+    JSON or raise.)
+    """
+    from_text, _ = converters(oid)
+    try:
+        expected: bytes | None = dumps(from_text(raw))
+    except Exception:  # noqa: BLE001 - the general path fails too: only validity is asked
+        expected = None
+    try:
+        fast = _fast_json(oid, raw)
+    except (ValueError, KeyError):
+        assert oid in _TRUSTED_TEXT, (oid, raw)
+        return
+    if expected is None:
+        orjson.loads(fast)
+    else:
+        assert fast == expected, (oid, raw)
+
+
+def test_text_json_fast_cases_are_taken() -> None:
+    """The specialised writers' fast branches, on the values a server sends."""
+    assert values.text_json(values.TIMESTAMPTZ)[1](b"2024-05-06 07:08:09.5+00") == (
+        b'"2024-05-06T07:08:09.5+00:00"'
+    )
+    assert values.text_json(values.TEXT_ARRAY)[1](b"{a,b c,-1}") == b'["a","b c","-1"]'
+    assert values.text_json(values.TEXT_ARRAY)[1](b"{a,b,NULLS}") == b'["a","b","NULLS"]'
+    assert values.text_json(values.TEXT_ARRAY)[1](b"{a,NULL}") == b'["a",null]'
+    assert values.text_json(values.JSONB) == ("raw", bytes)
+    assert values.text_json(values.JSON)[1](b'{"a":\n1}') == b'{"a": 1}'
+    assert [values.text_json(oid)[0] for oid in (values.INT8, values.TEXT, values.NUMERIC)] == [
+        "int",
+        "string",
+        "string",
+    ]
+    assert values.text_json(16_384)[0] == "string"  # an enum or other user type: its text

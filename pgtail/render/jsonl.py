@@ -48,12 +48,14 @@ Transaction fields, on every line that belongs to a transaction:
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, BinaryIO
 
 from pgtail.changes import (
     Change,
     CommitPrepared,
+    EncodedInserts,
     Event,
     Message,
     RollbackPrepared,
@@ -65,7 +67,8 @@ from pgtail.changes import (
 )
 from pgtail.lsn import format_lsn
 from pgtail.render import RenderOptions
-from pgtail.values import dumps
+from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
+from pgtail.values import dumps, text_json
 
 
 def iso_time(value: datetime) -> str:
@@ -96,6 +99,74 @@ def message_content(content: bytes) -> tuple[str, str]:
         return content.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         return base64.b64encode(content).decode("ascii"), "base64"
+
+
+_ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled source)
+
+
+def insert_encoder(table: Table) -> Callable[[tuple[bytes | None, ...], int], bytes] | None:
+    """The JSON lines fast path for an insert whose columns all arrived in text format.
+
+    Returns ``encode(values, seq)``: the change line of that insert from ``"seq"`` on,
+    without its leading ``{`` and with its newline, byte for byte what `change_line` writes
+    after the head; `JsonLinesRenderer` adds the head when it renders the `EncodedInserts`
+    the assembler collects them in. Generated once per table as one bytes format with the
+    values written straight from their text (`pgtail.values.text_json`), so no row dict,
+    Change or Python value is built. It raises on anything unusual, and the assembler then
+    takes the general path for that row.
+    """
+    columns = table.columns
+    if not columns or len(columns) > _ENCODE_MAX_COLUMNS:
+        return None
+    namespace: dict[str, Any] = {"escapes": _JSON_ESCAPES.search}
+    lines = ["def encode(v, seq):"]
+    pieces: dict[str, bytes] = {}  # column name -> its "name":<format> piece
+    args: dict[str, str] = {}  # column name -> the expression of its value
+    for i, column in enumerate(columns):
+        kind, writer = text_json(column.type_oid, column.type_modifier)
+        name = _percent(dumps(column.name))
+        namespace[f"w{i}"] = writer
+        if kind == "int":
+            lines.append(f"    j{i} = int(v[{i}])")
+            pieces[column.name] = name + b":%d"
+        elif kind == "string":
+            lines += [
+                f"    j{i} = v[{i}]",
+                f"    if not j{i}.isascii() or escapes(j{i}) is not None:",
+                f"        j{i} = w{i}(j{i})[1:-1]",
+            ]
+            pieces[column.name] = name + b':"%b"'
+        elif kind == "raw":
+            lines.append(f"    j{i} = v[{i}]")
+            pieces[column.name] = name + b":%b"
+        else:
+            lines.append(f"    j{i} = w{i}(v[{i}])")
+            pieces[column.name] = name + b":%b"
+        args[column.name] = f"j{i}"
+    keys = table.key_columns
+    key = b"{" + b",".join(pieces[k] for k in keys) + b"}" if keys else b"null"
+    namespace["line"] = (
+        b'"seq":%d,"replica_identity":'
+        + _percent(dumps(table.replica_identity))
+        + b',"key":'
+        + key
+        + b',"old":null,"old_kind":null,"new":{'
+        + b",".join(pieces[c.name] for c in columns)
+        + b'},"unchanged_toast":[]}\n'
+    )
+    values = ", ".join(["seq", *(args[k] for k in keys), *(args[c.name] for c in columns)])
+    lines.append(f"    return line % ({values})")
+    exec(
+        compile("\n".join(lines), f"<pgtail JSON inserts of {table.qualified_name}>", "exec"),
+        namespace,
+    )
+    encode: Callable[[tuple[bytes | None, ...], int], bytes] = namespace["encode"]
+    return encode
+
+
+def _percent(text: bytes) -> bytes:
+    """``text`` as a literal part of a bytes % format."""
+    return text.replace(b"%", b"%%")
 
 
 class JsonLinesRenderer:
@@ -179,6 +250,17 @@ class JsonLinesRenderer:
             }
         )
         return last[3] + body[1:] + b"\n"
+
+    def encoded_lines(self, inserts: EncodedInserts) -> bytes:
+        """The lines of inserts `insert_encoder` wrote: each one's head put in front."""
+        last = self._last
+        tx = inserts.tx
+        table = inserts.table
+        if last is None or last[0] is not tx or last[1] is not table or last[2] != "insert":
+            last = self._line_parts(tx, table, "insert")
+        head = last[3]  # up to the comma before "seq", where each encoded line starts
+        lines = inserts.lines
+        return head + lines[:-1].replace(b"\n", b"\n" + head) + b"\n"
 
     def _key_names_of(self, table: Table) -> tuple[str, ...]:
         entry = self._key_names.get(id(table))
@@ -274,8 +356,12 @@ class JsonLinesRenderer:
         raise TypeError(f"cannot render {type(event).__name__} as JSON")
 
     def render(self, event: Event) -> None:
-        if type(event) is Change:
-            self._out.write(self.change_line(event))
+        cls = type(event)
+        if cls is Change:
+            self._out.write(self.change_line(event))  # type: ignore[arg-type]
+            return
+        if cls is EncodedInserts:
+            self._out.write(self.encoded_lines(event))  # type: ignore[arg-type]
             return
         record = self.record(event)
         if record is not None:
