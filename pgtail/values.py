@@ -1600,35 +1600,11 @@ def _json_bytes(value: bytes) -> bytes:
     return value
 
 
-def _timestamptz_json(value: bytes) -> bytes:
-    # _timestamptz_text's UTC case, on bytes: nothing in it needs a JSON escape
-    if value[-3:] == b"+00" and value.isascii() and JSON_ESCAPES.search(value) is None:
-        return b'"' + value[:-3].replace(b" ", b"T", 1) + b'+00:00"'
-    return dumps(_timestamptz_text(value))
-
-
-def _string_array_json(value: bytes) -> bytes:
-    # convert_strings' first case ("{a,b}": no quotes, backslashes or NULL), on bytes
-    if (
-        value[:1] == b"{"
-        and value[-1:] == b"}"
-        and value[1:2] != b"{"
-        and value.isascii()
-        and JSON_ESCAPES.search(value) is None
-        and b"NULL" not in value
-    ):
-        inner = value[1:-1]
-        return b'["' + inner.replace(b",", b'","') + b'"]' if inner else b"[]"
-    return dumps(_STRING_ARRAY(value))
-
-
-_STRING_ARRAY = _make_text_array(_identity)
 _INT_TEXT = frozenset((INT2, INT4, INT8, OID))
 _JSON_WRITERS: dict[int, tuple[JsonKind, JsonWriter]] = {
     BOOL: ("call", _BOOL_JSON.__getitem__),
     JSONB: ("raw", bytes),  # jsonb prints no line breaks: the Fragment embeds it as it is
     JSON: ("call", _json_bytes),
-    TIMESTAMPTZ: ("call", _timestamptz_json),
 }
 
 
@@ -1651,8 +1627,8 @@ def text_json(type_oid: int, type_modifier: int = -1) -> tuple[JsonKind, JsonWri
         return special
     if text is _decode or text is _numeric_text:
         return "string", _writer(text)
-    if type_oid in _ARRAYS and _TYPES[_ARRAYS[type_oid]].text_str is _identity:
-        return "call", _string_array_json  # its converter is _make_text_array's convert_strings
+    # The rest (timestamps, arrays, floats, ...) as dumps(converter(value)): checking the
+    # bytes for what JSON escapes costs as much as the converter's own fast paths.
     return "call", _writer(text)
 
 
