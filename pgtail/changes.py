@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple
 
 from pgtail import pgoutput as po
 from pgtail import values
@@ -199,8 +199,15 @@ Event = (
     | CommitPrepared
     | RollbackPrepared
 )
-# encode(values, seq) -> one line of an EncodedInserts, for an all-text insert (see Assembler)
+# encode(values, seq) -> one line of an EncodedInserts (see Assembler)
 InsertEncoder = Callable[[tuple[bytes | None, ...], int], bytes]
+
+
+class InsertEncoders(NamedTuple):
+    """A renderer's encoders for one table's inserts whose columns all arrived as text."""
+
+    plain: InsertEncoder  # no NULLs
+    with_nulls: InsertEncoder  # some values None (NULL)
 
 
 # --- Assembler ----------------------------------------------------------------
@@ -327,6 +334,7 @@ class _TableInfo:
         "text_insert",
         "binary_insert",
         "text_encode",
+        "text_encode_nulls",
     )
 
     def __init__(self, relation: po.Relation, type_names: dict[int, str]) -> None:
@@ -359,7 +367,9 @@ class _TableInfo:
             self.table, self.names, binary_converters
         )
         self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
-        self.text_encode: InsertEncoder | None = None  # set by an Assembler with an encoder
+        # set by an Assembler with an encoder: for all-text rows, and for text-or-NULL rows
+        self.text_encode: InsertEncoder | None = None
+        self.text_encode_nulls: InsertEncoder | None = None
         self.row_cost = _ROW_OVERHEAD + _COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -375,6 +385,12 @@ class _TableInfo:
                 f"whose Relation message has {len(self.names)}"
             )
         return self._mixed(range(len(kinds)), tup, where)
+
+    def nullable_encoder(self, kinds: bytes) -> InsertEncoder | None:
+        """The encoder for a row of text values and NULLs, if ``kinds`` is one."""
+        if len(kinds) == len(self.names) and b"u" not in kinds and b"b" not in kinds:
+            return self.text_encode_nulls
+        return None
 
     def key_row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The replica identity columns of a "K" old tuple (the others are sent as NULL)."""
@@ -713,7 +729,7 @@ class Assembler:
         *,
         binary: bool = False,
         spill_bytes: int = DEFAULT_SPILL_BYTES,
-        encoder: Callable[[Table], InsertEncoder | None] | None = None,
+        encoder: Callable[[Table], InsertEncoders | None] | None = None,
     ) -> None:
         self.protocol_version = protocol_version
         self.binary = binary
@@ -786,30 +802,31 @@ class Assembler:
                             info = tables.get(_XID.unpack_from(payload, header)[0])
                             if info is not None:
                                 kinds = tup.kinds
-                                if kinds == info.all_text:
-                                    encode = info.text_encode
-                                    if encode is not None and not in_stream:
-                                        try:
-                                            line = encode(tup.values, seq)
-                                        except Exception:  # noqa: BLE001 - general path
-                                            pass
-                                        else:
+                                encode = (
+                                    info.text_encode
+                                    if kinds == info.all_text
+                                    else info.nullable_encoder(kinds)
+                                )
+                                if encode is not None and not in_stream:
+                                    try:
+                                        line = encode(tup.values, seq)
+                                    except Exception:  # noqa: BLE001 - the general path below
+                                        pass
+                                    else:
+                                        run = target.run
+                                        if target.run_info is not info or len(run) >= _RUN_LINES:
+                                            target.close_run()
+                                            target.run_info = info
+                                            target.run_seq = seq
                                             run = target.run
-                                            if (
-                                                target.run_info is not info
-                                                or len(run) >= _RUN_LINES
-                                            ):
-                                                target.close_run()
-                                                target.run_info = info
-                                                target.run_seq = seq
-                                                run = target.run
-                                            run.append(line)
-                                            target.count = seq + 1
-                                            target.rows_bytes += len(line) + _LINE_OVERHEAD
-                                            if target.rows_bytes > target.rows_limit:
-                                                target.close_run()
-                                                target.go_raw(tables, self._type_names)
-                                            return _EMPTY
+                                        run.append(line)
+                                        target.count = seq + 1
+                                        target.rows_bytes += len(line) + _LINE_OVERHEAD
+                                        if target.rows_bytes > target.rows_limit:
+                                            target.close_run()
+                                            target.go_raw(tables, self._type_names)
+                                        return _EMPTY
+                                if kinds == info.all_text:
                                     event = info.text_insert(tup.values, target.tx, seq)
                                     cost = info.row_cost
                                 elif kinds == info.all_binary:
@@ -1139,8 +1156,9 @@ class Assembler:
         info = self._infos.get(key)
         if info is None:
             info = _TableInfo(relation, type_names)
-            if self.encoder is not None:
-                info.text_encode = self.encoder(info.table)
+            encoders = self.encoder(info.table) if self.encoder is not None else None
+            if encoders is not None:
+                info.text_encode, info.text_encode_nulls = encoders
             if len(self._infos) >= _INFO_CACHE_SIZE:
                 self._infos.clear()
             self._infos[key] = info
@@ -1293,29 +1311,27 @@ class Assembler:
                     info = None
                 if info is not None and end == len(payload) and payload[header + 4] == _NEW_TUPLE:
                     kinds = tup.kinds
+                    encode = (
+                        info.text_encode if kinds == info.all_text else info.nullable_encoder(kinds)
+                    )
+                    if encoding and encode is not None:
+                        try:
+                            line = encode(tup.values, seq)
+                        except Exception:  # noqa: BLE001 - the general path below
+                            pass
+                        else:
+                            if run_table is not info.table or len(run) >= _RUN_LINES:
+                                if run:
+                                    yield EncodedInserts(
+                                        run_table, tx, run_seq, len(run), b"".join(run)
+                                    )
+                                run = []
+                                run_table = info.table
+                                run_seq = seq
+                            run.append(line)
+                            seq += 1
+                            continue
                     if kinds == info.all_text:
-                        encode = info.text_encode
-                        if encoding and encode is not None:
-                            try:
-                                line = encode(tup.values, seq)
-                            except Exception:  # noqa: BLE001 - the general path below
-                                pass
-                            else:
-                                if run_table is not info.table or len(run) >= _RUN_LINES:
-                                    if run:
-                                        yield EncodedInserts(
-                                            run_table,
-                                            tx,
-                                            run_seq,
-                                            len(run),
-                                            b"".join(run),
-                                        )
-                                    run = []
-                                    run_table = info.table
-                                    run_seq = seq
-                                run.append(line)
-                                seq += 1
-                                continue
                         event = info.text_insert(tup.values, tx, seq)
                     elif kinds == info.all_binary:
                         event = info.binary_insert(tup.values, tx, seq)

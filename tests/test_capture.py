@@ -27,6 +27,7 @@ from pgtail.changes import (
     CommitPrepared,
     EncodedInserts,
     Event,
+    InsertEncoders,
     Message,
     RollbackPrepared,
     Table,
@@ -453,18 +454,25 @@ def test_json_fast_path_writes_the_same_bytes(
     def strict_encoder(table: Table) -> Any:
         # the fast path falls back to the general one on any exception; a real server's
         # rows must never need that (a broken encoder would otherwise hide behind it)
-        encode = insert_encoder(table)
-        assert encode is not None, table.qualified_name
+        encoders = insert_encoder(table)
+        assert encoders is not None, table.qualified_name
 
-        def checked(values: tuple[bytes | None, ...], seq: int) -> bytes:
-            try:
-                return encode(values, seq)
-            except Exception as exc:
-                failures.append(f"{table.qualified_name}: {exc!r}")
-                raise
+        def strict(encode: Any, nulls: bool) -> Any:
+            def checked(values: tuple[bytes | None, ...], seq: int) -> bytes:
+                try:
+                    line = encode(values, seq)
+                except Exception as exc:
+                    failures.append(f"{table.qualified_name}: {exc!r}")
+                    raise
+                assert (None in values) is nulls
+                null_rows[0] += nulls
+                return line
 
-        return checked
+            return checked
 
+        return InsertEncoders(strict(encoders.plain, False), strict(encoders.with_nulls, True))
+
+    null_rows = [0]
     for mode in MODES:
         if mode.min_major() > capture.major:
             continue
@@ -475,9 +483,16 @@ def test_json_fast_path_writes_the_same_bytes(
         if not mode.binary:
             assert encoded, mode.name  # the fast path did run
             encoded_somewhere = True
+            # and took every insert of a transaction that was not streamed
+            assert not [
+                e
+                for e in fast_events
+                if isinstance(e, Change) and e.op == "insert" and not e.tx.streamed
+            ], mode.name
         assert _json_lines(fast_events) == _json_lines(_decode(mode, payloads)), mode.name
     assert encoded_somewhere
     assert not failures, failures[:5]
+    assert null_rows[0] > 0  # rows with NULLs took the fast path too
 
 
 def _exact(event: Event) -> Any:

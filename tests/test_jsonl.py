@@ -209,3 +209,65 @@ def test_parse_ops_rejects_unknown() -> None:
     assert parse_ops("Insert, delete") == frozenset({"insert", "delete"})
     with pytest.raises(ConfigurationError, match="upsert"):
         parse_ops("insert,upsert")
+
+
+# --- the fast path: inserts encoded straight from their text ---------------------------
+
+_FAST_COLUMNS = [
+    # name, type OID, values to try (None: NULL)
+    ("id", 23, [b"1", b"-5", b"0", b"2147483647"]),
+    ("big", 20, [b"-9223372036854775808", b"12", None, b"0", b"10", b"007", b"+5"]),
+    (
+        'od"d %s',
+        25,
+        [b"plain", b"tab\there", b'quote"d', b"back\\slash", "é ✓".encode(), b"", None],
+    ),
+    ("price", 1700, [b"12.50", b"NaN", b"-0.001", None]),
+    ("doc", 3802, [b'{"a": [1, 2]}', b"null", None]),
+    ("raw", 114, [b'{"a":\n1}', None]),
+    ("flag", 16, [b"t", b"f", None]),
+    ("ratio", 701, [b"1.5", b"Infinity", b"1e+100", b"15", None]),
+    ("at", 1184, [b"2024-01-02 03:04:05.5+00", b"infinity", None]),
+    ("tags", 1009, [b'{a,"b c",NULL}', b"{}", None]),
+    ("mood", 16_384, [b"happy", None]),  # a user type (enum): its text
+]
+
+
+def _fast_payloads(key: str) -> list[bytes]:
+    from tests import pgbytes as pb
+
+    keys = key.split(",")
+    columns = [(name, oid, name in keys) for name, oid, _ in _FAST_COLUMNS]
+    relation = pb.relation(7, "we ird", "t%d", columns, "d" if key else "n")
+    rows = []
+    for n in range(max(len(v) for *_, v in _FAST_COLUMNS)):
+        rows.append([values[n % len(values)] for *_, values in _FAST_COLUMNS])
+    return [
+        relation,
+        pb.begin(100, T0, 9),
+        *(pb.insert(7, row) for row in rows),
+        pb.commit(100, 140, T0),
+    ]
+
+
+@pytest.mark.parametrize("key", ["id", "id,big", ""], ids=["one-key", "two-keys", "no-key"])
+def test_encoded_inserts_render_as_changes_do(key: str) -> None:
+    """Rows with and without NULLs, awkward names, every kind of writer: the same bytes."""
+    from pgtail.changes import Assembler, EncodedInserts
+    from pgtail.render.jsonl import insert_encoder
+
+    payloads = _fast_payloads(key)
+    outputs = []
+    for encoder in (None, insert_encoder):
+        asm = Assembler(1, encoder=encoder)
+        events = [e for p in payloads for e in asm.feed(p)]
+        if encoder is not None:
+            inserts = [e for e in events if isinstance(e, EncodedInserts)]
+            assert sum(e.count for e in inserts) == len(payloads) - 3  # every row encoded
+        out = io.BytesIO()
+        renderer = JsonLinesRenderer(out)
+        for event in events:
+            renderer.render(event)
+        outputs.append(out.getvalue())
+    assert outputs[0] == outputs[1]
+    assert outputs[0].count(b"\n") == len(payloads) - 3

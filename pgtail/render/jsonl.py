@@ -48,7 +48,6 @@ Transaction fields, on every line that belongs to a transaction:
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any, BinaryIO
 
@@ -57,6 +56,7 @@ from pgtail.changes import (
     CommitPrepared,
     EncodedInserts,
     Event,
+    InsertEncoders,
     Message,
     RollbackPrepared,
     Table,
@@ -104,64 +104,82 @@ def message_content(content: bytes) -> tuple[str, str]:
 _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled source)
 
 
-def insert_encoder(table: Table) -> Callable[[tuple[bytes | None, ...], int], bytes] | None:
-    """The JSON lines fast path for an insert whose columns all arrived in text format.
+def insert_encoder(table: Table) -> InsertEncoders | None:
+    """The JSON lines fast path for inserts whose columns all arrived as text (or NULL).
 
-    Returns ``encode(values, seq)``: the change line of that insert from ``"seq"`` on,
+    Returns two functions ``encode(values, seq)``, one for rows without NULLs and one for
+    rows with them (None in ``values``): the change line of that insert from ``"seq"`` on,
     without its leading ``{`` and with its newline, byte for byte what `change_line` writes
     after the head; `JsonLinesRenderer` adds the head when it renders the `EncodedInserts`
     the assembler collects them in. Generated once per table as one bytes format with the
     values written straight from their text (`pgtail.values.text_json`), so no row dict,
-    Change or Python value is built. It raises on anything unusual, and the assembler then
+    Change or Python value is built. They raise on anything unusual, and the assembler then
     takes the general path for that row.
     """
     columns = table.columns
     if not columns or len(columns) > _ENCODE_MAX_COLUMNS:
         return None
     namespace: dict[str, Any] = {"escapes": _JSON_ESCAPES.search}
-    lines = ["def encode(v, seq):"]
-    pieces: dict[str, bytes] = {}  # column name -> its "name":<format> piece
-    args: dict[str, str] = {}  # column name -> the expression of its value
+    plain = ["def plain(v, seq):"]  # no NULLs: ints and strings formatted by the template
+    nullable = ["def with_nulls(v, seq):"]  # every value a JSON text of its own
+    plain_pieces: dict[str, bytes] = {}  # column name -> its "name":<format> piece
     for i, column in enumerate(columns):
         kind, writer = text_json(column.type_oid, column.type_modifier)
         name = _percent(dumps(column.name))
         namespace[f"w{i}"] = writer
+        value = f"v[{i}]"
+        nullable += [f"    j{i} = v[{i}]", f"    if j{i} is None:", f"        j{i} = b'null'"]
         if kind == "int":
-            lines.append(f"    j{i} = int(v[{i}])")
-            pieces[column.name] = name + b":%d"
+            plain.append(f"    j{i} = int({value})")
+            plain_pieces[column.name] = name + b":%d"
+            # the server's text of an integer is its JSON, unless it is not canonical
+            nullable += [
+                f"    elif not j{i}.isdigit() or (j{i}[0] == 48 and len(j{i}) > 1):",
+                f"        j{i} = b'%d' % int(j{i})",
+            ]
         elif kind == "string":
-            lines += [
-                f"    j{i} = v[{i}]",
+            plain += [
+                f"    j{i} = {value}",
                 f"    if not j{i}.isascii() or escapes(j{i}) is not None:",
                 f"        j{i} = w{i}(j{i})[1:-1]",
             ]
-            pieces[column.name] = name + b':"%b"'
+            plain_pieces[column.name] = name + b':"%b"'
+            nullable += [
+                f"    elif j{i}.isascii() and escapes(j{i}) is None:",
+                f"        j{i} = b'\"' + j{i} + b'\"'",
+                "    else:",
+                f"        j{i} = w{i}(j{i})",
+            ]
         elif kind == "raw":
-            lines.append(f"    j{i} = v[{i}]")
-            pieces[column.name] = name + b":%b"
+            plain.append(f"    j{i} = {value}")
+            plain_pieces[column.name] = name + b":%b"
         else:
-            lines.append(f"    j{i} = w{i}(v[{i}])")
-            pieces[column.name] = name + b":%b"
-        args[column.name] = f"j{i}"
+            plain.append(f"    j{i} = w{i}({value})")
+            plain_pieces[column.name] = name + b":%b"
+            nullable += ["    else:", f"        j{i} = w{i}(j{i})"]
     keys = table.key_columns
-    key = b"{" + b",".join(pieces[k] for k in keys) + b"}" if keys else b"null"
-    namespace["line"] = (
-        b'"seq":%d,"replica_identity":'
-        + _percent(dumps(table.replica_identity))
-        + b',"key":'
-        + key
-        + b',"old":null,"old_kind":null,"new":{'
-        + b",".join(pieces[c.name] for c in columns)
-        + b'},"unchanged_toast":[]}\n'
-    )
-    values = ", ".join(["seq", *(args[k] for k in keys), *(args[c.name] for c in columns)])
-    lines.append(f"    return line % ({values})")
-    exec(
-        compile("\n".join(lines), f"<pgtail JSON inserts of {table.qualified_name}>", "exec"),
-        namespace,
-    )
-    encode: Callable[[tuple[bytes | None, ...], int], bytes] = namespace["encode"]
-    return encode
+    nullable_pieces = {c.name: _percent(dumps(c.name)) + b":%b" for c in columns}
+    for function, pieces in ((plain, plain_pieces), (nullable, nullable_pieces)):
+        key = b"{" + b",".join(pieces[k] for k in keys) + b"}" if keys else b"null"
+        template = (
+            b'"seq":%d,"replica_identity":'
+            + _percent(dumps(table.replica_identity))
+            + b',"key":'
+            + key
+            + b',"old":null,"old_kind":null,"new":{'
+            + b",".join(pieces[c.name] for c in columns)
+            + b'},"unchanged_toast":[]}\n'
+        )
+        template_name = f"{function[0][4:].split('(')[0]}_line"
+        namespace[template_name] = template
+        position = {c.name: i for i, c in enumerate(columns)}
+        values = ", ".join(
+            ["seq", *(f"j{position[k]}" for k in keys), *(f"j{i}" for i in range(len(columns)))]
+        )
+        function.append(f"    return {template_name} % ({values})")
+    source = "\n".join(plain + nullable)
+    exec(compile(source, f"<pgtail JSON inserts of {table.qualified_name}>", "exec"), namespace)
+    return InsertEncoders(namespace["plain"], namespace["with_nulls"])
 
 
 def _percent(text: bytes) -> bytes:
