@@ -249,7 +249,7 @@ _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its l
 _COLUMN_COST = 72
 _ROW_OVERHEAD = 256
 _LINE_OVERHEAD = 8  # an encoded insert's line: its bytes, joined, plus a list slot until then
-_RUN_LINES = 1024  # encoded inserts per EncodedInserts: joined on arrival, a chunk at a time
+_RUN_LINES = 256  # encoded inserts per EncodedInserts: joined on arrival, a chunk at a time
 _RAW_SHARE = 8  # a raw part's in-memory buffer: this fraction of the bound
 # A plain transaction is converted on arrival only once it has this many changes. A
 # smaller one takes the server a few milliseconds to send, so converting early gains

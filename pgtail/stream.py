@@ -554,6 +554,8 @@ class _Writer(threading.Thread):
                 batch: _Batch = item
                 if batch.data:
                     self._out.write(batch.data)
+                    # pending keeps the batch until the flush (up to 0.5s): not its output
+                    batch.data = b""
                 if batch.position and self._state is not None:
                     self._boundary = (batch.position, self._out.tell())
                 pending.append(batch)
@@ -971,24 +973,26 @@ class _Stream:
                 self.enqueue(_Batch(items, confirm, position, txs, nchanges))
                 items, confirm, position, txs, nchanges = [], 0, 0, 0, 0
 
-        def read_one() -> Any:
-            try:
-                return self.cursor.read_message()
-            except psycopg2.Error as exc:
-                raise _lost(exc) from None
-
+        # bound once: this loop runs once per message (a connection lost ends it)
+        signals = self.signals
+        read_message = self.cursor.read_message
+        feed = assembler.feed
+        monotonic = time.monotonic
         while True:
-            if self.signals.received is not None:
+            if signals.received is not None:
                 flush_items()
                 raise _Stop("signal")
-            msg = read_one()
+            try:
+                msg = read_message()
+            except psycopg2.Error as exc:
+                raise _lost(exc) from None
             if msg is None:
                 flush_items()
                 self._idle_tick(assembler.open_transactions(), end_lsn)
                 continue
-            self.last_data = time.monotonic()
+            self.last_data = monotonic()
             self.received_since_connect = True
-            for event in assembler.feed(msg.payload, msg.data_start):
+            for event in feed(msg.payload, msg.data_start):
                 cls = type(event)
                 if skipping:
                     if isinstance(event, TxCommit):
