@@ -335,6 +335,7 @@ class _TableInfo:
         "binary_insert",
         "text_encode",
         "text_encode_nulls",
+        "text_reader",
     )
 
     def __init__(self, relation: po.Relation, type_names: dict[int, str]) -> None:
@@ -370,6 +371,7 @@ class _TableInfo:
         # set by an Assembler with an encoder: for all-text rows, and for text-or-NULL rows
         self.text_encode: InsertEncoder | None = None
         self.text_encode_nulls: InsertEncoder | None = None
+        self.text_reader: po.TextValuesReader | None = None  # set with them
         self.row_cost = _ROW_OVERHEAD + _COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -386,11 +388,17 @@ class _TableInfo:
             )
         return self._mixed(range(len(kinds)), tup, where)
 
-    def nullable_encoder(self, kinds: bytes) -> InsertEncoder | None:
-        """The encoder for a row of text values and NULLs, if ``kinds`` is one."""
-        if len(kinds) == len(self.names) and b"u" not in kinds and b"b" not in kinds:
-            return self.text_encode_nulls
-        return None
+    def encode_insert(self, payload: bytes, offset: int, seq: int) -> bytes | None:
+        """The encoded line of an Insert whose TupleData is at ``offset`` (text values and
+        NULLs only), or None for the general path. Raises only on a truncated payload."""
+        got = self.text_reader(payload, offset)  # type: ignore[misc]
+        if got is None or got[1] != len(payload):
+            return None
+        values, _, nulls = got
+        try:
+            return (self.text_encode_nulls if nulls else self.text_encode)(values, seq)  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 - the general path decides (and raises the same)
+            return None
 
     def key_row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The replica identity columns of a "K" old tuple (the others are sent as NULL)."""
@@ -797,35 +805,27 @@ class Assembler:
                     event: Any = None
                     if first == _INSERT:  # the hot path, inlined; _convert does the rest
                         header = 5 if in_stream else 1
-                        tup, end = _decode_tuple(payload, header + 5, "Insert.new_tuple")
-                        if end == len(payload) and payload[header + 4] == _NEW_TUPLE:
-                            info = tables.get(_XID.unpack_from(payload, header)[0])
-                            if info is not None:
-                                kinds = tup.kinds
-                                encode = (
-                                    info.text_encode
-                                    if kinds == info.all_text
-                                    else info.nullable_encoder(kinds)
-                                )
-                                if encode is not None and not in_stream:
-                                    try:
-                                        line = encode(tup.values, seq)
-                                    except Exception:  # noqa: BLE001 - the general path below
-                                        pass
-                                    else:
+                        info = tables.get(_XID.unpack_from(payload, header)[0])
+                        if info is not None and payload[header + 4] == _NEW_TUPLE:
+                            if info.text_reader is not None and not in_stream:
+                                line = info.encode_insert(payload, header + 5, seq)
+                                if line is not None:
+                                    run = target.run
+                                    if target.run_info is not info or len(run) >= _RUN_LINES:
+                                        target.close_run()
+                                        target.run_info = info
+                                        target.run_seq = seq
                                         run = target.run
-                                        if target.run_info is not info or len(run) >= _RUN_LINES:
-                                            target.close_run()
-                                            target.run_info = info
-                                            target.run_seq = seq
-                                            run = target.run
-                                        run.append(line)
-                                        target.count = seq + 1
-                                        target.rows_bytes += len(line) + _LINE_OVERHEAD
-                                        if target.rows_bytes > target.rows_limit:
-                                            target.close_run()
-                                            target.go_raw(tables, self._type_names)
-                                        return _EMPTY
+                                    run.append(line)
+                                    target.count = seq + 1
+                                    target.rows_bytes += len(line) + _LINE_OVERHEAD
+                                    if target.rows_bytes > target.rows_limit:
+                                        target.close_run()
+                                        target.go_raw(tables, self._type_names)
+                                    return _EMPTY
+                            tup, end = _decode_tuple(payload, header + 5, "Insert.new_tuple")
+                            if end == len(payload):
+                                kinds = tup.kinds
                                 if kinds == info.all_text:
                                     event = info.text_insert(tup.values, target.tx, seq)
                                     cost = info.row_cost
@@ -1156,9 +1156,11 @@ class Assembler:
         info = self._infos.get(key)
         if info is None:
             info = _TableInfo(relation, type_names)
-            encoders = self.encoder(info.table) if self.encoder is not None else None
+            # (a binary stream sends no text values: nothing to encode)
+            encoders = self.encoder(info.table) if self.encoder and not self.binary else None
             if encoders is not None:
                 info.text_encode, info.text_encode_nulls = encoders
+                info.text_reader = po.text_values_reader(len(info.names))
             if len(self._infos) >= _INFO_CACHE_SIZE:
                 self._infos.clear()
             self._infos[key] = info
@@ -1304,33 +1306,29 @@ class Assembler:
             event: Change | Truncate | Message
             if first == _INSERT:
                 # the hot path, inlined (as in feed); _convert does the rest
+                line = None
+                end = -1
                 try:
                     info = tables.get(unpack_uint32(payload, header)[0])
-                    tup, end = decode_tuple(payload, header + 5, "Insert.new_tuple")
+                    if info is not None and payload[header + 4] == _NEW_TUPLE:
+                        if encoding and info.text_reader is not None:
+                            line = info.encode_insert(payload, header + 5, seq)
+                        if line is None:
+                            tup, end = decode_tuple(payload, header + 5, "Insert.new_tuple")
                 except (struct.error, IndexError, DecodeError):
                     info = None
-                if info is not None and end == len(payload) and payload[header + 4] == _NEW_TUPLE:
+                if line is not None:
+                    if run_table is not info.table or len(run) >= _RUN_LINES:  # type: ignore[union-attr]
+                        if run:
+                            yield EncodedInserts(run_table, tx, run_seq, len(run), b"".join(run))
+                        run = []
+                        run_table = info.table  # type: ignore[union-attr]
+                        run_seq = seq
+                    run.append(line)
+                    seq += 1
+                    continue
+                if info is not None and end == len(payload):
                     kinds = tup.kinds
-                    encode = (
-                        info.text_encode if kinds == info.all_text else info.nullable_encoder(kinds)
-                    )
-                    if encoding and encode is not None:
-                        try:
-                            line = encode(tup.values, seq)
-                        except Exception:  # noqa: BLE001 - the general path below
-                            pass
-                        else:
-                            if run_table is not info.table or len(run) >= _RUN_LINES:
-                                if run:
-                                    yield EncodedInserts(
-                                        run_table, tx, run_seq, len(run), b"".join(run)
-                                    )
-                                run = []
-                                run_table = info.table
-                                run_seq = seq
-                            run.append(line)
-                            seq += 1
-                            continue
                     if kinds == info.all_text:
                         event = info.text_insert(tup.values, tx, seq)
                     elif kinds == info.all_binary:

@@ -654,6 +654,56 @@ def _tuple_reader(natts: int) -> _TupleReader:
     return reader
 
 
+TextValues = tuple[tuple[bytes | None, ...], int, bool]
+TextValuesReader = Callable[[bytes, int], TextValues | None]
+_text_readers: dict[int, TextValuesReader] = {}
+
+
+def text_values_reader(natts: int) -> TextValuesReader:
+    """A fast path for the TupleData of a text-mode Insert: ``read(buf, offset)``.
+
+    ``offset`` is where the TupleData starts (its column count). Returns ``(values, end,
+    any_null)`` with each value's bytes (None for NULL) when the tuple has ``natts``
+    columns, all text or NULL; None when it has another count or kind (binary, unchanged
+    TOAST). It checks no bounds: a truncated tuple raises IndexError or struct.error, or
+    reads short, so the caller checks ``end`` and otherwise uses `decode_tuple`, whose
+    errors are precise. Skips building a TupleData: the JSON lines fast path needs only
+    the values.
+    """
+    reader = _text_readers.get(natts)
+    if reader is not None:
+        return reader
+    lines = [
+        "def read(buf, p):",
+        f"    if (buf[p] << 8 | buf[p + 1]) != {natts}:",
+        "        return None",
+        "    p += 2",
+        "    nulls = False",
+    ]
+    for i in range(natts):
+        lines += [
+            "    k = buf[p]",
+            "    if k == 116:",  # 't'
+            "        s = p + 5",
+            "        p = s + _UINT32(buf, p + 1)[0]",
+            f"        v{i} = buf[s:p]",
+            "    elif k == 110:",  # 'n'
+            "        p += 1",
+            f"        v{i} = None",
+            "        nulls = True",
+            "    else:",
+            "        return None",
+        ]
+    values = "".join(f"v{i}, " for i in range(natts))
+    lines.append(f"    return ({values}), p, nulls")
+    namespace: dict[str, Any] = {"_UINT32": _UINT32}
+    exec(compile("\n".join(lines), f"<pgoutput text values {natts}>", "exec"), namespace)
+    generated: TextValuesReader = namespace["read"]
+    if natts <= _MAX_COLUMNS:
+        _text_readers[natts] = generated
+    return generated
+
+
 def decode_tuple(buf: bytes, offset: int, where: str) -> tuple[TupleData, int]:
     """Decode the TupleData at ``offset``; return it and the offset just after it.
 

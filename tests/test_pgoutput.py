@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pgtail import pgoutput as po
 from pgtail.errors import ConfigurationError, DecodeError
 from pgtail.pgoutput import (
     KIND_BINARY,
@@ -44,6 +45,7 @@ from pgtail.pgoutput import (
     parse,
     pg_timestamp,
 )
+from tests import pgbytes as pb
 
 if TYPE_CHECKING:
     from conftest import Database
@@ -1185,3 +1187,24 @@ def test_real_server_unchanged_toast_and_binary(db: Database, binary: bool) -> N
     assert inserted.new == TupleData(f"{kind}{kind}{kind}n".encode(), (one, body, one, None))
     assert updated.old_kind is None and updated.old is None
     assert updated.new == TupleData(f"{kind}u{kind}n".encode(), (one, None, two, None))
+
+
+def test_text_values_reader_takes_only_text_and_null() -> None:
+    """The JSON lines fast path's reader: values of text / NULL tuples, None for the rest."""
+    read = po.text_values_reader(3)
+    data = pb.tuple_data([b"1", None, b"x y"])
+    assert read(b"..." + data, 3) == ((b"1", None, b"x y"), 3 + len(data), True)
+    data = pb.tuple_data([b"1", b"", b"z"])
+    assert read(data, 0) == ((b"1", b"", b"z"), len(data), False)
+    assert read(pb.tuple_data([b"1", "u", b"z"]), 0) is None  # unchanged TOAST
+    assert read(pb.tuple_data([b"1", ("b", b"\x00"), b"z"]), 0) is None  # binary
+    assert read(pb.tuple_data([b"1", b"2"]), 0) is None  # another column count
+    assert po.text_values_reader(3) is read  # generated once per column count
+    # no bounds checks: a short tuple raises or reads short, and the caller checks `end`
+    cut = pb.tuple_data([b"1", b"abcdef", b"z"])[:-4]
+    try:
+        got = read(cut, 0)
+    except (IndexError, struct.error):
+        pass
+    else:
+        assert got is None or got[1] != len(cut)
