@@ -21,7 +21,7 @@ import psycopg2.errors
 from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
-from pgtail.connection import resolve_dsn, translate_connect_error
+from pgtail.connection import decoding_set_statement, resolve_dsn, translate_connect_error
 from pgtail.errors import (
     ConfigurationError,
     PgtailError,
@@ -752,6 +752,8 @@ def peek_changes(
         ]
         if binary:
             options += ["binary", "true"]
+        with conn.cursor() as cur:
+            cur.execute(decoding_set_statement())  # the text forms pgtail parses
         rows = _fetchall(
             conn,
             "SELECT lsn::text, xid::text::bigint, data FROM "

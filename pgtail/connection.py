@@ -22,6 +22,41 @@ def resolve_dsn(dsn: str | None) -> str:
     return os.environ.get("DATABASE_URL", "")
 
 
+# pgoutput's text values come from the type output functions of the session that decodes
+# (the walsender, or the session calling pg_logical_slot_*_changes), so that session's
+# settings decide their form. pgtail.values parses these forms; a role's or database's
+# default (ALTER ROLE ... SET DateStyle = 'SQL, DMY') must not change what arrives.
+DECODING_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("DateStyle", "ISO"),
+    ("IntervalStyle", "postgres"),
+    ("TimeZone", "UTC"),
+    ("extra_float_digits", "1"),
+    ("bytea_output", "hex"),
+)
+
+
+def decoding_options(dsn: str) -> str:
+    """libpq ``options`` for a decoding session: the user's own (from the DSN, else
+    ``PGOPTIONS``, which an explicit ``options`` would replace), then DECODING_SETTINGS."""
+    given: str | None = None
+    if dsn:
+        try:
+            from psycopg2.extensions import parse_dsn
+
+            given = parse_dsn(dsn).get("options")
+        except Exception:  # noqa: BLE001 - a bad DSN fails at connect, with its own error
+            given = None
+    if given is None:
+        given = os.environ.get("PGOPTIONS", "")
+    ours = " ".join(f"-c {name}={value}" for name, value in DECODING_SETTINGS)
+    return f"{given} {ours}".strip()
+
+
+def decoding_set_statement() -> str:
+    """The same settings for an open session (SET lasts until it closes)."""
+    return "; ".join(f"SET {name} = '{value}'" for name, value in DECODING_SETTINGS)
+
+
 def redact(text: str) -> str:
     """Hide passwords in a DSN, URI or error message."""
     text = _PASSWORD_KV.sub(r"\1********", text)

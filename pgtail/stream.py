@@ -55,7 +55,7 @@ from psycopg2.extensions import connection as PgConnection
 
 from pgtail import changes as ch
 from pgtail import pgoutput as po
-from pgtail.connection import redact, resolve_dsn, translate_connect_error
+from pgtail.connection import decoding_options, redact, resolve_dsn, translate_connect_error
 from pgtail.errors import (
     ConfigurationError,
     ConnectionFailed,
@@ -779,6 +779,7 @@ class _Stream:
                 self.dsn,
                 connection_factory=psycopg2.extras.LogicalReplicationConnection,
                 application_name=self.config.application_name,
+                options=decoding_options(self.dsn),
             )
         except psycopg2.Error as exc:
             raise translate_connect_error(exc, self.dsn) from None

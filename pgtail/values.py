@@ -3,8 +3,9 @@
 Both formats of a value become ONE JSON-ready Python value, so a text-mode and a binary-mode
 stream of the same changes render identically; `to_text` goes back to PostgreSQL input text.
 
-Representation (assumes the walsender's defaults DateStyle=ISO, IntervalStyle=postgres,
-bytea_output=hex, extra_float_digits >= 1, a UTF-8 database):
+Representation (text forms as printed with DateStyle=ISO, IntervalStyle=postgres,
+bytea_output=hex, extra_float_digits=1, which pgtail sets on every session it decodes in,
+see `pgtail.connection.DECODING_SETTINGS`; a UTF-8 database):
 
 - bool -> bool; int2/int4/int8/oid/xid/xid8/cid -> int.
 - float4/float8 -> float; NaN/Infinity/-Infinity -> the strings "NaN", "Infinity", "-Infinity".

@@ -65,3 +65,20 @@ def test_translate_connect_error(server_text: str, kind: type, fragment: str) ->
     assert type(err) is kind
     assert fragment in str(err)
     assert "pw" not in str(err).replace("password", "")
+
+
+def test_decoding_options_keep_the_users_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pgtail.connection import DECODING_SETTINGS, decoding_options
+
+    ours = " ".join(f"-c {name}={value}" for name, value in DECODING_SETTINGS)
+    assert "-c DateStyle=ISO" in ours and "-c TimeZone=UTC" in ours
+    monkeypatch.delenv("PGOPTIONS", raising=False)
+    assert decoding_options("") == ours
+    assert decoding_options("dbname=x options='-c search_path=app'") == f"-c search_path=app {ours}"
+    assert decoding_options("postgresql://u@h/db?options=-c%20work_mem%3D1MB") == (
+        f"-c work_mem=1MB {ours}"
+    )
+    monkeypatch.setenv("PGOPTIONS", "-c statement_timeout=5s")  # replaced by an explicit options
+    assert decoding_options("dbname=x") == f"-c statement_timeout=5s {ours}"
+    assert decoding_options("dbname=x options=-cgeqo=off") == f"-cgeqo=off {ours}"
+    assert decoding_options("not a dsn ===") == f"-c statement_timeout=5s {ours}"

@@ -773,3 +773,46 @@ def test_raw_format_with_streaming_large_transaction(db: Any) -> None:
     assert kinds.count("Insert") == 1500
     assert "StreamStart" in kinds and kinds[-1] == "StreamCommit"
     assert confirmed_flush(db, "s") >= end - 4096
+
+
+def test_database_settings_do_not_change_the_values(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text values are printed by the decoding session: pgtail fixes its settings, so a
+    database's own (other DateStyle, TimeZone, IntervalStyle, bytea and float output)
+    changes nothing, in the stream and in `slot peek`."""
+    from pgtail import catalog
+    from pgtail.changes import Assembler, Change
+
+    db.execute(
+        f"ALTER DATABASE \"{db.name}\" SET DateStyle = 'SQL, DMY';"
+        f" ALTER DATABASE \"{db.name}\" SET IntervalStyle = 'sql_standard';"
+        f" ALTER DATABASE \"{db.name}\" SET TimeZone = 'Asia/Kolkata';"
+        f" ALTER DATABASE \"{db.name}\" SET bytea_output = 'escape';"
+        f' ALTER DATABASE "{db.name}" SET extra_float_digits = 0'
+    )
+    db.execute(
+        "CREATE TABLE styled (id int PRIMARY KEY, at timestamptz, d date, span interval,"
+        " data bytea, f float8); CREATE PUBLICATION pub FOR TABLE styled"
+    )
+    create_slot(db, "s")
+    create_slot(db, "b")
+    db.execute(
+        "INSERT INTO styled VALUES (1, '2024-01-02 03:04:05.5+00', '2024-03-04',"
+        " '1 day 02:03:04', '\\xdead', 0.1::float8 + 0.2::float8)"
+    )
+    expected = {
+        "id": 1,
+        "at": "2024-01-02T03:04:05.5+00:00",
+        "d": "2024-03-04",
+        "span": "P1DT2H3M4S",
+        "data": "\\xdead",
+        "f": 0.30000000000000004,
+    }
+    _, peeked = catalog.peek_changes(db.dsn, "s", ["pub"])
+    asm = Assembler(1)
+    rows = [e.new for p in peeked for e in asm.feed(p.data) if isinstance(e, Change)]
+    assert rows == [expected]
+    for slot, binary in (("s", False), ("b", True)):
+        records, _ = stream_json(db, slot=slot, binary=binary, end_lsn=current_lsn(db))
+        assert [r["new"] for r in records] == [expected], binary

@@ -34,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pgtail.connection import redact
+from pgtail.connection import decoding_set_statement, redact
 from pgtail.errors import ConfigurationError, DataLossError
 from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.spark.schema import SCHEMA
@@ -282,6 +282,8 @@ class _Driver:
 
         if self.conn is None or self.conn.closed:
             self.conn = sql.connect(self.settings.dsn)
+            with self.conn.cursor() as cur:
+                cur.execute(decoding_set_statement())  # the text forms pgtail parses
             self.server_version = sql.server_version(self.conn)
             self.plugin_options = {
                 spec.name: tuple(
