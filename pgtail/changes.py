@@ -15,7 +15,9 @@ streamed transactions need no second mechanism, and aborted (sub)transactions ar
 dropped before anything is rendered. Changes are decoded and converted as they
 arrive (while the server is still sending the rest of the transaction) up to a
 memory bound; past it the rest of the transaction is held as raw payloads, spilled
-to a temporary file, and decoded at the commit.
+to a temporary file, and decoded at the commit. Given a renderer's ``encoder``, inserts
+of a plain transaction whose values all arrived as text (or NULL) skip the events
+altogether: the renderer's own bytes for them arrive as `EncodedInserts`.
 """
 
 from __future__ import annotations
