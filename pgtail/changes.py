@@ -27,7 +27,7 @@ import itertools
 import operator
 import struct
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any, Literal, NamedTuple
@@ -340,7 +340,12 @@ class _TableInfo:
         "text_reader",
     )
 
-    def __init__(self, relation: po.Relation, type_names: dict[int, str]) -> None:
+    def __init__(
+        self,
+        relation: po.Relation,
+        type_names: dict[int, str],
+        user_types: values.UserTypes | None = None,
+    ) -> None:
         identity = _REPLICA_IDENTITY.get(relation.replica_identity)
         if identity is None:
             raise DecodeError(
@@ -353,7 +358,7 @@ class _TableInfo:
         for col in relation.columns:
             type_name = values.type_name(col.type_oid) or type_names.get(col.type_oid)
             columns.append(Column(col.name, col.type_oid, col.type_modifier, col.is_key, type_name))
-            text_conv, binary_conv = values.converters(col.type_oid, col.type_modifier)
+            text_conv, binary_conv = values.converters(col.type_oid, col.type_modifier, user_types)
             text_converters.append(text_conv)
             binary_converters.append(binary_conv)
         self.relation = relation
@@ -739,7 +744,8 @@ class Assembler:
         *,
         binary: bool = False,
         spill_bytes: int = DEFAULT_SPILL_BYTES,
-        encoder: Callable[[Table], InsertEncoders | None] | None = None,
+        encoder: Callable[[Table, Sequence[values.Converter]], InsertEncoders | None] | None = None,
+        type_lookup: Callable[[Sequence[int]], values.UserTypes] | None = None,
     ) -> None:
         self.protocol_version = protocol_version
         self.binary = binary
@@ -747,6 +753,11 @@ class Assembler:
         # A renderer's fast path: inserts of a plain (not streamed) transaction whose
         # columns all arrived as text become lines of EncodedInserts instead of Changes.
         self.encoder = encoder
+        # What the server says of types that are not built in (enums, domains, arrays of
+        # them), asked once per type when a Relation first uses it; see values.converters.
+        self.type_lookup = type_lookup
+        self._user_types: dict[int, values.UserType] = {}
+        self._asked: set[int] = set()
         self.decoder = po.Decoder(protocol_version)
         # relation id -> info; replaced, never mutated, so a pending replay keeps its view
         self._tables: dict[int, _TableInfo] = {}
@@ -1157,9 +1168,23 @@ class Assembler:
         )
         info = self._infos.get(key)
         if info is None:
-            info = _TableInfo(relation, type_names)
+            if self.type_lookup is not None:
+                unknown = {
+                    c.type_oid for c in relation.columns if not values.is_built_in(c.type_oid)
+                }
+                missing = sorted(unknown - self._asked)
+                if missing:
+                    self._asked.update(missing)
+                    found = self.type_lookup(missing)
+                    self._user_types.update(found)
+                    self._asked.update(found)
+            info = _TableInfo(relation, type_names, self._user_types)
             # (a binary stream sends no text values: nothing to encode)
-            encoders = self.encoder(info.table) if self.encoder and not self.binary else None
+            encoders = (
+                self.encoder(info.table, info.text_converters)
+                if self.encoder and not self.binary
+                else None
+            )
             if encoders is not None:
                 info.text_encode, info.text_encode_nulls = encoders
                 info.text_reader = po.text_values_reader(len(info.names))

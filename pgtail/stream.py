@@ -42,7 +42,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -70,6 +70,7 @@ from pgtail.feedback import Feedback
 from pgtail.filters import EventFilter
 from pgtail.lsn import format_lsn
 from pgtail.render import RenderOptions, make_renderer
+from pgtail.values import UserType
 
 PLUGIN = "pgoutput"
 Streaming = Literal["off", "on", "parallel"]
@@ -727,6 +728,7 @@ class _Stream:
         self.render: Callable[[Any], None] = _no_log
         self.close_renderer: Callable[[], None] = lambda: None
         self.renderer_closed = False
+        self.types_conn: PgConnection | None = None  # see lookup_types
 
     # ----------------------------------------------------------------- setup
 
@@ -953,7 +955,9 @@ class _Stream:
             from pgtail.render.jsonl import insert_encoder
 
             encoder = insert_encoder
-        assembler = Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
+        assembler = Assembler(
+            self.proto_version, binary=cfg.binary, encoder=encoder, type_lookup=self.lookup_types
+        )
         flt = None if cfg.filter.is_noop else cfg.filter
         end_lsn = cfg.end_lsn
         max_changes = cfg.max_changes
@@ -1188,6 +1192,31 @@ class _Stream:
                 self.conn.close()
         self.conn = None
         self.cursor = None
+        with contextlib.suppress(Exception):
+            if self.types_conn is not None:
+                self.types_conn.close()
+        self.types_conn = None
+
+    def lookup_types(self, type_oids: Sequence[int]) -> dict[int, UserType]:
+        """pg_type rows for the types pgoutput names by OID (enums, domains, arrays of
+        them), on a plain connection opened for it. A failure is a warning: the columns
+        of those types then come as their text (hex in binary mode)."""
+        from pgtail import catalog
+
+        try:
+            if self.types_conn is None or self.types_conn.closed:
+                self.types_conn = _plain_connect(self.dsn)
+            return catalog.user_types(self.types_conn, type_oids)
+        except (psycopg2.Error, PgtailError) as exc:
+            with contextlib.suppress(Exception):
+                if self.types_conn is not None:
+                    self.types_conn.close()
+            self.types_conn = None
+            self.log(
+                f"pgtail: warning: could not look up column types {list(type_oids)}"
+                f" ({_primary(exc)}); their values stay text (hex with --binary)"
+            )
+            return {}
 
     def final_feedback(self) -> None:
         if self.cursor is None:

@@ -34,7 +34,10 @@ see `pgtail.connection.DECODING_SETTINGS`; a UTF-8 database):
   ("[2024-01-01T05:00:00+00:00,)").
 - arrays (any number of dimensions) -> nested lists with None for NULL; lower bounds such as
   "[0:1]={...}" are dropped. Arrays of types with a ';' delimiter (box) are out of scope.
-- Unknown and user-defined types (enums, domains, extensions): text -> the text str; binary ->
+- Types that are not built in convert by what pg_type says of them (`UserType`, passed to
+  `converters`): an enum -> its label str (from both formats: enum_send sends the label), a
+  domain -> as its base type, an array of either -> a list of them. Other user types
+  (composites, extension types), or any without a UserType: text -> the text str; binary ->
   "\\x<hex>" of the send function's bytes. A value that does not parse falls back the same
   way instead of raising; only the hot paths of bool, integers and floats trust the server.
 
@@ -48,7 +51,7 @@ from __future__ import annotations
 import csv
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal, NamedTuple, cast
@@ -59,6 +62,7 @@ __all__ = [
     "Converter",
     "converters",
     "JSON_ESCAPES",
+    "UserType",
     "dumps",
     "text_json",
     "to_text",
@@ -1122,21 +1126,24 @@ _ARRAY_ERRORS = (ValueError, IndexError, KeyError, OverflowError, struct.error)
 _U32_FROM = _U32.unpack_from
 
 
-def _array_binary(value: bytes) -> list[Any] | str:
+def _array_binary(value: bytes, element: Converter | None = None) -> list[Any] | str:
+    """A binary array; ``element`` converts its elements (default: by the element type
+    the array names, for a built-in one)."""
     try:
         ndim, has_nulls, element_oid, size, _lower = _ARRAY_HEAD_1D.unpack_from(value)
     except struct.error:
         ndim = 0  # shorter than one dimension's header: empty or malformed
     if ndim != 1:
         try:
-            return _array_items(value)
+            return _array_items(value, element)
         except _ARRAY_ERRORS:
             return _hex(value)
     # One dimension, the common case: no dimension bookkeeping.
     end = len(value)
     if size * 4 > end - 20:
         return _hex(value)
-    element = _ELEMENT_BINARY.get(element_oid) or _binary_converter(element_oid)
+    if element is None:
+        element = _ELEMENT_BINARY.get(element_oid) or _binary_converter(element_oid)
     try:
         if element is _decode and not has_nulls and value.isascii():
             # Strings, no NULL, all ASCII (so every length is >= 0, and str offsets are byte
@@ -1207,14 +1214,15 @@ def _array_binary(value: bytes) -> list[Any] | str:
     return items if pos == end else _hex(value)
 
 
-def _array_items(value: bytes) -> list[Any]:
+def _array_items(value: bytes, element: Converter | None = None) -> list[Any]:
     ndim, _flags, element_oid = _ARRAY_HEAD.unpack_from(value)
     if ndim <= 0:
         if ndim == 0:
             return []
         raise ValueError("array dimensions")
     dims = _ARRAY_BOUNDS[ndim].unpack_from(value, 12)[0::2]  # IndexError past MAXDIM
-    element = _binary_converter(element_oid)
+    if element is None:
+        element = _binary_converter(element_oid)
     pos = 12 + 8 * ndim
     total = 1
     for size in dims:
@@ -1562,8 +1570,35 @@ def _binary_converter(type_oid: int) -> Converter:
 _cache: dict[tuple[int, int], tuple[Converter, Converter]] = {}
 
 
-def converters(type_oid: int, type_modifier: int = -1) -> tuple[Converter, Converter]:
-    """(text converter, binary converter) for a column of this type; memoized."""
+class UserType(NamedTuple):
+    """What pg_type says of a type that is not built in, for `converters`."""
+
+    kind: str  # typtype: "e" enum, "d" domain, "b" base, "c" composite, "r"/"m" range, ...
+    element: int = 0  # an array type's element type (typelem where typcategory = 'A')
+    base: int = 0  # a domain's base type (typbasetype)
+    base_modifier: int = -1  # a domain's typtypmod
+
+
+UserTypes = Mapping[int, UserType]
+
+
+def is_built_in(type_oid: int) -> bool:
+    """A type `converters` knows without asking the server (see UserType)."""
+    return type_oid in _TYPES or type_oid in _ARRAYS
+
+
+def converters(
+    type_oid: int, type_modifier: int = -1, user_types: UserTypes | None = None
+) -> tuple[Converter, Converter]:
+    """(text converter, binary converter) for a column of this type; memoized.
+
+    A type that is not built in converts by what ``user_types`` says of it: an enum as its
+    label (the same str from both formats), a domain as its base type, an array of such
+    types as an array of them. Anything else, or a type ``user_types`` does not know,
+    gives its text str, or hex of its binary form.
+    """
+    if user_types and type_oid in user_types and not is_built_in(type_oid):
+        return _user_converters(type_oid, user_types, 0)[:2]  # per database: not memoized
     key = (type_oid, type_modifier)
     found = _cache.get(key)
     if found is not None:
@@ -1578,6 +1613,39 @@ def converters(type_oid: int, type_modifier: int = -1) -> tuple[Converter, Conve
         pair = (_decode, _hex)
     _cache[key] = pair
     return pair
+
+
+_USER_DEPTH = 16  # domains of domains of ...: no loop can come from pg_type, but be safe
+
+
+def _user_converters(
+    type_oid: int, user_types: UserTypes, depth: int
+) -> tuple[Converter, Converter, StrConverter]:
+    """(text, binary, text_str) for a type that is not built in (text_str: for elements)."""
+    known = _TYPES.get(type_oid)
+    if known is not None:
+        return known.text, known.binary, known.text_str
+    if type_oid in _ARRAYS:
+        element = _TYPES[_ARRAYS[type_oid]]
+        return _make_text_array(element.text_str), _array_binary, _identity
+    info = user_types.get(type_oid)
+    if info is None or depth > _USER_DEPTH:
+        return _decode, _hex, _identity
+    if info.kind == "e":  # enum_send sends the label's text
+        return _decode, _decode, _identity
+    if info.kind == "d" and info.base:
+        if info.base_modifier != -1 and info.base in _TYPES:
+            text, binary = converters(info.base, info.base_modifier)
+            return text, binary, _TYPES[info.base].text_str
+        return _user_converters(info.base, user_types, depth + 1)
+    if info.element:
+        _, element_binary, element_str = _user_converters(info.element, user_types, depth + 1)
+
+        def binary(value: bytes) -> list[Any] | str:
+            return _array_binary(value, element_binary)
+
+        return _make_text_array(element_str), binary, _identity
+    return _decode, _hex, _identity
 
 
 # --- text straight to JSON ---------------------------------------------------------------
@@ -1601,18 +1669,19 @@ def _json_bytes(value: bytes) -> bytes:
     return value
 
 
-_INT_TEXT = frozenset((INT2, INT4, INT8, OID))
-_JSON_WRITERS: dict[int, tuple[JsonKind, JsonWriter]] = {
-    BOOL: ("call", _BOOL_JSON.__getitem__),
-    JSONB: ("raw", bytes),  # jsonb prints no line breaks: the Fragment embeds it as it is
-    JSON: ("call", _json_bytes),
+# text converters whose JSON has a shortcut, by the converter (so a domain, which shares
+# its base type's converter, takes it too)
+_JSON_WRITERS: dict[Any, tuple[JsonKind, JsonWriter]] = {
+    _BOOL_TEXT.__getitem__: ("call", _BOOL_JSON.__getitem__),
+    orjson.Fragment: ("raw", bytes),  # jsonb prints no line breaks: embedded as it is
+    _json_text: ("call", _json_bytes),
 }
 
 
-def text_json(type_oid: int, type_modifier: int = -1) -> tuple[JsonKind, JsonWriter]:
-    """How a text-format value of this type goes straight to JSON bytes.
+def text_json(convert: Converter) -> tuple[JsonKind, JsonWriter]:
+    """How a text-format value goes straight to JSON bytes, given its text converter.
 
-    The result is always ``dumps(converter(value))`` for the type's text converter:
+    The result is always ``dumps(convert(value))``:
     - ``("int", w)``: ``b"%d" % int(value)``;
     - ``("string", w)``: the text as a JSON string (``b'"' + value + b'"'``) when the value
       is ASCII with nothing JSON escapes, otherwise ``w(value)``;
@@ -1620,17 +1689,16 @@ def text_json(type_oid: int, type_modifier: int = -1) -> tuple[JsonKind, JsonWri
     - ``("call", w)``: ``w(value)``.
     ``w`` may raise on bytes no server sends; the caller then takes the general path.
     """
-    text, _ = converters(type_oid, type_modifier)
-    if type_oid in _INT_TEXT:
-        return "int", _writer(text)
-    special = _JSON_WRITERS.get(type_oid)
+    if convert is int:
+        return "int", _writer(convert)
+    special = _JSON_WRITERS.get(convert)
     if special is not None:
         return special
-    if text is _decode or text is _numeric_text:
-        return "string", _writer(text)
+    if convert is _decode or convert is _numeric_text:
+        return "string", _writer(convert)
     # The rest (timestamps, arrays, floats, ...) as dumps(converter(value)): checking the
     # bytes for what JSON escapes costs as much as the converter's own fast paths.
-    return "call", _writer(text)
+    return "call", _writer(convert)
 
 
 def _writer(convert: Converter) -> JsonWriter:

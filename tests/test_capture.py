@@ -20,7 +20,7 @@ import psycopg2
 import psycopg2.extras
 import pytest
 
-from pgtail import changes
+from pgtail import catalog, changes
 from pgtail.changes import (
     Assembler,
     Change,
@@ -39,7 +39,7 @@ from pgtail.changes import (
 from pgtail.render import RenderOptions
 from pgtail.render.jsonl import JsonLinesRenderer, insert_encoder
 from pgtail.server import LocalServer
-from pgtail.values import dumps
+from pgtail.values import UserType, dumps
 from tests import workload as wl
 from tests.conftest import _fresh_database  # the suite's own fresh-database helper
 
@@ -91,10 +91,14 @@ class Capture:
     info: wl.Info
     payloads: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # mode name -> server error
+    user_types: dict[int, UserType] = field(default_factory=dict)  # the workload's enums
 
 
-def _decode(mode: Mode, payloads: list[tuple[int, bytes]]) -> list[Event]:
-    asm = Assembler(mode.proto, binary=mode.binary)
+def _decode(
+    mode: Mode, payloads: list[tuple[int, bytes]], user_types: dict[int, UserType] | None = None
+) -> list[Event]:
+    lookup = None if user_types is None else (lambda oids: user_types)
+    asm = Assembler(mode.proto, binary=mode.binary, type_lookup=lookup)
     events: list[Event] = []
     for lsn, payload in payloads:
         events.extend(asm.feed(payload, lsn))
@@ -116,6 +120,11 @@ def capture(pg: LocalServer) -> Iterator[Capture]:
                 wl.create_slot(conn, slots[mode.name], two_phase=mode.two_phase)
             info = wl.run(conn, tag=database.name)
             result = Capture(pg.major, info)
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"SELECT oid FROM pg_type WHERE typnamespace = '{wl.SCHEMA}'::regnamespace"
+                )
+                result.user_types = catalog.user_types(conn, [int(r[0]) for r in cur.fetchall()])
             # text output functions run in this session: a non-UTC zone must not matter
             with conn.cursor() as cur:
                 cur.execute("SET TimeZone = 'Asia/Kolkata'")
@@ -132,7 +141,7 @@ def capture(pg: LocalServer) -> Iterator[Capture]:
 
 def events_for(capture: Capture, mode: Mode) -> list[Event]:
     assert mode.name not in capture.errors, capture.errors.get(mode.name)
-    return _decode(mode, capture.payloads[mode.name])
+    return _decode(mode, capture.payloads[mode.name], capture.user_types)
 
 
 def changes_of(events: list[Event], table: str) -> list[Change]:
@@ -174,7 +183,7 @@ def test_capture_decodes_exactly(capture: Capture, mode: Mode) -> None:
             seq += 1
     assert open_tx is None
 
-    # every type: exact values (text and binary give the same JSON, enums aside)
+    # every type: exact values (text and binary give the same JSON)
     all_types = changes_of(events, "all_types")
     assert [c.op for c in all_types] == ["insert"] * 3 + ["update", "update", "delete"]
     table = all_types[0].table
@@ -191,14 +200,7 @@ def test_capture_decodes_exactly(capture: Capture, mode: Mode) -> None:
             assert got == {name: (3 if name == "id" else None) for name in got}
             assert len(got) == len(wl.EXPECTED_ROW_1)
             continue
-        enums = {name: got.pop(name) for name in wl.ENUM_COLUMNS}
-        want = {k: v for k, v in expected.items() if k not in wl.ENUM_COLUMNS}
-        assert got == want
-        if mode.binary:  # the send function's bytes, as hex (see pgtail.values)
-            assert enums["mo"] == "\\x" + expected["mo"].encode().hex()
-            assert enums["moa"].startswith("\\x")
-        else:
-            assert enums == {"mo": expected["mo"], "moa": "{" + ",".join(expected["moa"]) + "}"}
+        assert got == expected
     update_in_place, update_key, delete = all_types[3:]
     assert update_in_place.old is None and update_in_place.old_kind is None
     assert update_in_place.key == {"id": 1}
@@ -343,10 +345,23 @@ def test_capture_decodes_exactly(capture: Capture, mode: Mode) -> None:
         assert len(streamed_before) > 100
 
 
+def test_user_types_without_a_lookup_fall_back(capture: Capture) -> None:
+    """An Assembler that cannot ask the server: enums stay text (hex in binary mode)."""
+    for mode in (Mode(1), Mode(1, binary=True)):
+        events = _decode(mode, capture.payloads[mode.name])
+        row = as_json(changes_of(events, "all_types")[0].new)
+        if mode.binary:  # the send function's bytes, as hex
+            assert row["mo"] == "\\x" + wl.EXPECTED_ROW_1["mo"].encode().hex()
+            assert row["moa"].startswith("\\x")
+        else:
+            assert row["mo"] == "happy" and row["moa"] == "{sad,ok}"
+        assert row["i4"] == wl.EXPECTED_ROW_1["i4"]
+
+
 # --- across modes -------------------------------------------------------------------
 
 
-def _comparable(events: list[Event], *, drop_enums: bool) -> list[tuple[Any, ...]]:
+def _comparable(events: list[Event]) -> list[tuple[Any, ...]]:
     """What a committed-data consumer sees: rolled-back prepared transactions removed."""
     rolled_back = {e.gid for e in events if isinstance(e, RollbackPrepared)}
     rows = []
@@ -356,11 +371,6 @@ def _comparable(events: list[Event], *, drop_enums: bool) -> list[tuple[Any, ...
                 continue
             new = None if e.new is None else dict(e.new)
             old = None if e.old is None else dict(e.old)
-            if drop_enums:
-                for row in (new, old):
-                    for name in wl.ENUM_COLUMNS:
-                        if row is not None:
-                            row.pop(name, None)
             rows.append(
                 (
                     e.table.qualified_name,
@@ -396,19 +406,19 @@ def test_text_and_binary_give_identical_json(capture: Capture) -> None:
             )
         )
     for text_mode, binary_mode in pairs:
-        text_rows = _comparable(events_for(capture, text_mode), drop_enums=True)
-        binary_rows = _comparable(events_for(capture, binary_mode), drop_enums=True)
+        text_rows = _comparable(events_for(capture, text_mode))
+        binary_rows = _comparable(events_for(capture, binary_mode))
         assert len(text_rows) > 3500
         assert text_rows == binary_rows, (text_mode.name, binary_mode.name)
 
 
 def test_every_mode_sees_the_same_committed_changes(capture: Capture) -> None:
-    baseline = _comparable(events_for(capture, Mode(1)), drop_enums=True)
+    baseline = _comparable(events_for(capture, Mode(1)))
     compared = 0
     for mode in MODES:
         if mode.min_major() > capture.major:
             continue
-        assert _comparable(events_for(capture, mode), drop_enums=True) == baseline, mode.name
+        assert _comparable(events_for(capture, mode)) == baseline, mode.name
         compared += 1
     assert compared >= (11 if capture.major >= 16 else 8)
 
@@ -451,10 +461,10 @@ def test_json_fast_path_writes_the_same_bytes(
     encoded_somewhere = False
     failures: list[str] = []
 
-    def strict_encoder(table: Table) -> Any:
+    def strict_encoder(table: Table, converters: Any) -> Any:
         # the fast path falls back to the general one on any exception; a real server's
         # rows must never need that (a broken encoder would otherwise hide behind it)
-        encoders = insert_encoder(table)
+        encoders = insert_encoder(table, converters)
         assert encoders is not None, table.qualified_name
 
         def strict(encode: Any, nulls: bool) -> Any:
@@ -477,7 +487,13 @@ def test_json_fast_path_writes_the_same_bytes(
         if mode.min_major() > capture.major:
             continue
         payloads = capture.payloads[mode.name]
-        fast = Assembler(mode.proto, binary=mode.binary, encoder=strict_encoder, **bound)
+        fast = Assembler(
+            mode.proto,
+            binary=mode.binary,
+            encoder=strict_encoder,
+            type_lookup=lambda oids: capture.user_types,
+            **bound,
+        )
         fast_events = [e for lsn, payload in payloads for e in fast.feed(payload, lsn)]
         encoded = [e for e in fast_events if isinstance(e, EncodedInserts)]
         if not mode.binary:
@@ -489,7 +505,8 @@ def test_json_fast_path_writes_the_same_bytes(
                 for e in fast_events
                 if isinstance(e, Change) and e.op == "insert" and not e.tx.streamed
             ], mode.name
-        assert _json_lines(fast_events) == _json_lines(_decode(mode, payloads)), mode.name
+        general = _decode(mode, payloads, capture.user_types)
+        assert _json_lines(fast_events) == _json_lines(general), mode.name
     assert encoded_somewhere
     assert not failures, failures[:5]
     assert null_rows[0] > 0  # rows with NULLs took the fast path too

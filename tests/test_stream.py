@@ -816,3 +816,67 @@ def test_database_settings_do_not_change_the_values(
     for slot, binary in (("s", False), ("b", True)):
         records, _ = stream_json(db, slot=slot, binary=binary, end_lsn=current_lsn(db))
         assert [r["new"] for r in records] == [expected], binary
+
+
+def test_enums_domains_and_their_arrays_decode_by_their_kind(db: Any) -> None:
+    """Types that are not built in: pgtail asks pg_type, so an enum is its label and a
+    domain its base type's value, in text and binary mode alike (and in `slot peek`)."""
+    from pgtail import catalog
+    from pgtail.changes import Assembler, Change
+
+    db.execute(
+        "CREATE TYPE color AS ENUM ('red', 'green');"
+        " CREATE DOMAIN posint AS int CHECK (VALUE > 0);"
+        " CREATE DOMAIN small_posint AS posint CHECK (VALUE < 100);"
+        " CREATE DOMAIN price AS numeric(10,2);"
+        " CREATE TABLE typed (id int PRIMARY KEY, c color, cs color[], p posint,"
+        " ps posint[], sp small_posint, pr price);"
+        " CREATE PUBLICATION pub FOR TABLE typed"
+    )
+    create_slot(db, "s")
+    create_slot(db, "b")
+    db.execute("INSERT INTO typed VALUES (1, 'green', '{red,NULL,green}', 5, '{1,2}', 42, 12.5)")
+    expected = {
+        "id": 1,
+        "c": "green",
+        "cs": ["red", None, "green"],
+        "p": 5,
+        "ps": [1, 2],
+        "sp": 42,
+        "pr": "12.50",
+    }
+    for slot, binary in (("s", False), ("b", True)):
+        records, _ = stream_json(db, slot=slot, binary=binary, end_lsn=current_lsn(db))
+        assert [r["new"] for r in records] == [expected], binary
+    create_slot(db, "p")
+    db.execute("INSERT INTO typed VALUES (2, 'red', '{}', 1, NULL, 1, 0)")
+    _, peeked = catalog.peek_changes(db.dsn, "p", ["pub"])
+    asm = Assembler(1, type_lookup=lambda oids: catalog.lookup_user_types(db.dsn, oids))
+    rows = [e.new for p in peeked for e in asm.feed(p.data) if isinstance(e, Change)]
+    assert rows == [{"id": 2, "c": "red", "cs": [], "p": 1, "ps": None, "sp": 1, "pr": "0.00"}]
+
+
+def test_a_failed_type_lookup_is_a_warning() -> None:
+    """pg_type out of reach: the stream goes on with those columns as text, and says so."""
+    import socket
+
+    from pgtail.stream import _Signals, _Stream
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        unused_tcp_port = probe.getsockname()[1]
+
+    logged: list[str] = []
+    signals = _Signals(install=False)
+    try:
+        stream = _Stream(
+            StreamConfig(dsn=f"host=127.0.0.1 port={unused_tcp_port} password=sekrit"),
+            io.BytesIO(),
+            logged.append,
+            signals,
+        )
+        assert stream.lookup_types([16_384]) == {}
+    finally:
+        signals.close()
+    assert len(logged) == 1 and "could not look up column types [16384]" in logged[0]
+    assert "sekrit" not in logged[0]

@@ -886,16 +886,22 @@ _json_text_values = st.one_of(
     # timestamptz-shaped, for its fast path
     _json_text_pieces.map(lambda text: f"2024-05-06 {text}+00".encode()),
 )
+
+
+def _text_json(oid: int) -> tuple[str, Any]:
+    return values.text_json(converters(oid)[0])
+
+
 # the types text_json does not just hand to dumps(converter(value))
 _JSON_FAST_OIDS = [
     oid
     for oid in [*_ALL_OIDS, 16_384]
-    if values.text_json(oid)[0] != "call" or oid in (values.BOOL, values.JSON)
+    if _text_json(oid)[0] != "call" or oid in (values.BOOL, values.JSON)
 ]
 
 
 def _fast_json(oid: int, raw: bytes) -> bytes:
-    kind, write = values.text_json(oid)
+    kind, write = _text_json(oid)
     if kind == "int":
         return b"%d" % int(raw)
     if kind == "string":
@@ -937,16 +943,75 @@ def test_text_json_writes_what_dumps_of_the_converter_writes(oid: int, raw: byte
 
 def test_text_json_fast_cases_are_taken() -> None:
     """The specialised writers' fast branches, on the values a server sends."""
-    assert values.text_json(values.TIMESTAMPTZ)[1](b"2024-05-06 07:08:09.5+00") == (
+    assert _text_json(values.TIMESTAMPTZ)[1](b"2024-05-06 07:08:09.5+00") == (
         b'"2024-05-06T07:08:09.5+00:00"'
     )
-    assert values.text_json(values.TEXT_ARRAY)[1](b'{a,"b c",NULL}') == b'["a","b c",null]'
-    assert values.text_json(values.BOOL)[1](b"t") == b"true"
-    assert values.text_json(values.JSONB) == ("raw", bytes)
-    assert values.text_json(values.JSON)[1](b'{"a":\n1}') == b'{"a": 1}'
-    assert [values.text_json(oid)[0] for oid in (values.INT8, values.TEXT, values.NUMERIC)] == [
+    assert _text_json(values.TEXT_ARRAY)[1](b'{a,"b c",NULL}') == b'["a","b c",null]'
+    assert _text_json(values.BOOL)[1](b"t") == b"true"
+    assert _text_json(values.JSONB) == ("raw", bytes)
+    assert _text_json(values.JSON)[1](b'{"a":\n1}') == b'{"a": 1}'
+    assert [_text_json(oid)[0] for oid in (values.INT8, values.XID8, values.TEXT)] == [
+        "int",
         "int",
         "string",
-        "string",
     ]
-    assert values.text_json(16_384)[0] == "string"  # an enum or other user type: its text
+    assert _text_json(values.NUMERIC)[0] == "string"
+    assert _text_json(16_384)[0] == "string"  # an unknown user type: its text
+    # a domain shares its base type's converter, so its shortcut too
+    domain = {16_400: values.UserType("d", base=values.INT4)}
+    assert values.text_json(converters(16_400, -1, domain)[0])[0] == "int"
+
+
+# --- types that are not built in (what pg_type says of them) ----------------------------
+
+_MOOD, _MOOD_ARRAY, _POSINT, _POSINT_ARRAY, _PRICE, _ALIAS = range(16_500, 16_506)
+_USER_TYPES = {
+    _MOOD: values.UserType("e"),
+    _MOOD_ARRAY: values.UserType("b", element=_MOOD),
+    _POSINT: values.UserType("d", base=values.INT4),
+    _POSINT_ARRAY: values.UserType("b", element=_POSINT),
+    _PRICE: values.UserType("d", base=values.NUMERIC, base_modifier=(10 << 16 | 2) + 4),
+    _ALIAS: values.UserType("d", base=_POSINT),  # a domain over a domain
+}
+
+
+def _binary_array(element_oid: int, items: list[bytes | None]) -> bytes:
+    head = struct.pack(">iiIii", 1, any(i is None for i in items), element_oid, len(items), 1)
+    body = b"".join(
+        struct.pack(">i", -1) if i is None else struct.pack(">i", len(i)) + i for i in items
+    )
+    return head + body
+
+
+def test_user_types_convert_as_what_they_are() -> None:
+    def both(oid: int, text: bytes, binary: bytes) -> tuple[Any, Any]:
+        from_text, from_binary = converters(oid, -1, _USER_TYPES)
+        return from_text(text), from_binary(binary)
+
+    # asked without what pg_type says first (memoized), then with it: the answer changes
+    assert converters(_MOOD)[1](b"happy") == "\\x6861707079"
+    assert both(_MOOD, b"happy", b"happy") == ("happy", "happy")  # enum_send: the label
+    assert both(_MOOD_ARRAY, b"{sad,ok}", _binary_array(_MOOD, [b"sad", None, b"ok"])) == (
+        ["sad", "ok"],
+        ["sad", None, "ok"],
+    )
+    assert both(_POSINT, b"5", struct.pack(">i", 5)) == (5, 5)
+    assert both(_ALIAS, b"7", struct.pack(">i", 7)) == (7, 7)
+    assert both(
+        _POSINT_ARRAY, b"{1,NULL}", _binary_array(_POSINT, [struct.pack(">i", 1), None])
+    ) == (
+        [1, None],
+        [1, None],
+    )
+    numeric_12_50 = struct.pack(">hhhhhh", 2, 0, 0, 2, 12, 5000)
+    assert both(_PRICE, b"12.50", numeric_12_50) == ("12.50", "12.50")
+    # a type the lookup did not find, and one of a kind pgtail does not decode (composite)
+    composite = {16_600: values.UserType("c")}
+    assert converters(16_600, -1, composite)[0](b"(1,x)") == "(1,x)"
+    assert converters(16_600, -1, composite)[1](b"\x01") == "\\x01"
+    assert converters(16_601, -1, _USER_TYPES)[1](b"\x01") == "\\x01"
+    # built-in types never depend on what the lookup says
+    assert (
+        converters(values.INT4, -1, {values.INT4: values.UserType("e")})[1]
+        is converters(values.INT4)[1]
+    )

@@ -190,8 +190,8 @@ EXPECTED_ROW_2: dict[str, Any] = {
     "fa": [[1.5], [None]],
 }
 
-# Enum columns are user-defined types: values.py gives their text form in text mode and
-# the hex of the send function's bytes in binary mode (see pgtail.values).
+# Enum columns: user-defined types, decoded as labels once pg_type is looked up (and as
+# text, or hex in binary mode, without it; see pgtail.values.converters).
 ENUM_COLUMNS = ("mo", "moa")
 
 

@@ -6,6 +6,7 @@ rich table on a terminal, aligned plain text when piped, JSON with ``--json``.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -412,7 +413,7 @@ def slot_peek(
     out = sys.stdout.buffer
     color, width = terminal_style(stdout_is_terminal())
     renderer = make_renderer(fmt, out, RenderOptions(color=color, width=width))
-    assembler = Assembler(1)
+    assembler = Assembler(1, type_lookup=functools.partial(catalog.lookup_user_types, dsn))
     try:
         for change in changes:
             for event in assembler.feed(change.data, change.lsn):

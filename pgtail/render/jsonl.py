@@ -48,6 +48,7 @@ Transaction fields, on every line that belongs to a transaction:
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, BinaryIO
 
@@ -68,7 +69,7 @@ from pgtail.changes import (
 from pgtail.lsn import format_lsn
 from pgtail.render import RenderOptions
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
-from pgtail.values import dumps, text_json
+from pgtail.values import Converter, dumps, text_json
 
 
 def iso_time(value: datetime) -> str:
@@ -104,7 +105,7 @@ def message_content(content: bytes) -> tuple[str, str]:
 _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled source)
 
 
-def insert_encoder(table: Table) -> InsertEncoders | None:
+def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
     """The JSON lines fast path for inserts whose columns all arrived as text (or NULL).
 
     Returns two functions ``encode(values, seq)``, one for rows without NULLs and one for
@@ -117,14 +118,14 @@ def insert_encoder(table: Table) -> InsertEncoders | None:
     takes the general path for that row.
     """
     columns = table.columns
-    if not columns or len(columns) > _ENCODE_MAX_COLUMNS:
+    if not columns or len(columns) > _ENCODE_MAX_COLUMNS or len(text_converters) != len(columns):
         return None
     namespace: dict[str, Any] = {"escapes": _JSON_ESCAPES.search}
     plain = ["def plain(v, seq):"]  # no NULLs: ints and strings formatted by the template
     nullable = ["def with_nulls(v, seq):"]  # every value a JSON text of its own
     plain_pieces: dict[str, bytes] = {}  # column name -> its "name":<format> piece
     for i, column in enumerate(columns):
-        kind, writer = text_json(column.type_oid, column.type_modifier)
+        kind, writer = text_json(text_converters[i])
         name = _percent(dumps(column.name))
         namespace[f"w{i}"] = writer
         value = f"v[{i}]"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -34,7 +35,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pgtail.connection import decoding_set_statement, redact
+from pgtail.connection import redact
 from pgtail.errors import ConfigurationError, DataLossError
 from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.spark.schema import SCHEMA
@@ -231,7 +232,9 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
             conn.close()
         assert state.confirmed_flush is not None
         check_data_loss(partition.slot, state.confirmed_flush, start, partition.fail_on_data_loss)
-    assembler = Assembler(1, binary=partition.binary)
+    assembler = Assembler(
+        1, binary=partition.binary, type_lookup=partial(sql.user_types, partition.dsn)
+    )
     rows = RowBuffer()
     options = list(partition.plugin_options)
     for lsn, payload in sql.peek(
@@ -282,8 +285,6 @@ class _Driver:
 
         if self.conn is None or self.conn.closed:
             self.conn = sql.connect(self.settings.dsn)
-            with self.conn.cursor() as cur:
-                cur.execute(decoding_set_statement())  # the text forms pgtail parses
             self.server_version = sql.server_version(self.conn)
             self.plugin_options = {
                 spec.name: tuple(

@@ -16,7 +16,7 @@ import psycopg2
 import psycopg2.extensions
 from psycopg2 import sql
 
-from pgtail.connection import redact, translate_connect_error
+from pgtail.connection import decoding_set_statement, redact, translate_connect_error
 from pgtail.errors import (
     PgtailError,
     PublicationError,
@@ -25,6 +25,7 @@ from pgtail.errors import (
     SlotError,
 )
 from pgtail.lsn import format_lsn, parse_lsn
+from pgtail.values import UserType
 
 APPLICATION_NAME = "pgtail-spark"
 DEFAULT_BUSY_TIMEOUT = 10.0
@@ -245,6 +246,24 @@ def last_emitted_lsn(
     return parse_lsn(row[0])
 
 
+def user_types(dsn: str, type_oids: Sequence[int]) -> dict[int, UserType]:
+    """`pgtail.catalog.user_types` on a connection of its own (the reader's is busy)."""
+    from pgtail import catalog
+
+    conn = connect(dsn)
+    try:
+        return catalog.user_types(conn, type_oids)
+    except psycopg2.Error as exc:
+        raise PgtailError(f"cannot look up column types: {_first_line(exc)}") from None
+    finally:
+        conn.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = redact(str(exc).strip())
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def peek(
     dsn: str,
     slot: str,
@@ -261,6 +280,8 @@ def peek(
     conn = connect(dsn)
     deadline = time.monotonic() + busy_timeout
     try:
+        with conn.cursor() as cur:  # before the transaction: a rollback would undo it
+            cur.execute(decoding_set_statement())  # the text forms pgtail parses
         conn.autocommit = False
         while True:
             yielded = False
