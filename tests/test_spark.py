@@ -97,6 +97,9 @@ def second_workload(db: Any) -> None:
     db.execute("UPDATE items SET doc = %s WHERE id = 6", (big,))
     db.execute("UPDATE items SET price = 99.99 WHERE id = 6")  # doc: unchanged TOAST
     db.execute("UPDATE items SET id = 100 WHERE id = 7")  # key change
+    # key changes leaving doc unchanged: its value is only in the old key's row, two back
+    db.execute("UPDATE items SET id = 106 WHERE id = 6")
+    db.execute("UPDATE items SET id = 206, name = 'moved' WHERE id = 106")
     db.execute("TRUNCATE notes")
     db.execute("INSERT INTO notes VALUES (4, 'w')")
     db.execute("DELETE FROM items WHERE id = 1")
@@ -611,3 +614,75 @@ def test_tiny_byte_limits_cut_wal_anywhere_yet_deliver_everything_once(db15: Any
     expected = sorted([(kind, str(i)) for i in range(30) for kind in ("n", "items", "notes", "t")])
     assert batches > 30
     assert sorted(seen) == expected
+
+
+# --- materialize's fold: unchanged TOAST across a key change (pure functions) -------------
+
+
+def _history(
+    *changes: tuple[int, int, str, str, dict[str, Any] | None, list[str], str | None],
+) -> Any:
+    return [
+        {
+            "commit_lsn": lsn,
+            "seq": seq,
+            "sub": 0,
+            "kind": kind,
+            "after": None if after is None else orjson.dumps(after).decode(),
+            "unchanged_toast": toast,
+            "origin": origin,
+        }
+        for lsn, seq, kind, _k, after, toast, origin in changes
+    ]
+
+
+def test_a_key_change_leaves_a_hole_that_the_old_key_fills() -> None:
+    from pgtail.spark.pipeline import fill, fold, targets
+
+    old_key, new_key = '{"id":6}', '{"id":106}'
+    # the update moving id 6 to 106 with doc unchanged: a delete of 6, an upsert of 106
+    assert targets("update", old_key, '{"id":106,"p":2}', 30, 0) == [
+        (old_key, "delete", 0, None),
+        (new_key, "upsert", 1, old_key),
+    ]
+    assert targets("update", old_key, '{"id":6,"p":2}', 30, 0) == [(old_key, "upsert", 0, None)]
+    old = _history(
+        (10, 0, "upsert", old_key, {"id": 6, "p": 1, "doc": "big"}, [], None),
+        (20, 0, "upsert", old_key, {"id": 6, "p": 2}, ["doc"], None),
+        (30, 0, "delete", old_key, None, [], None),
+    )
+    assert fold(old) == (None, None)
+    new = _history(
+        (30, 0, "upsert", new_key, {"id": 106, "p": 2}, ["doc"], old_key),
+        (40, 0, "upsert", new_key, {"id": 106, "p": 3}, ["doc"], None),
+    )
+    row, hole = fold(new)
+    assert orjson.loads(row) == {"id": 106, "p": 3}
+    assert orjson.loads(hole) == {"from": old_key, "lsn": 30, "seq": 0, "columns": ["doc"]}
+    # the old key's state just before the key change has the value
+    assert fill(row, hole, old) == ('{"id":106,"p":3,"doc":"big"}', None)
+    # a later update that sets the column leaves no hole
+    fixed = new + _history((50, 0, "upsert", new_key, {"id": 106, "p": 3, "doc": "new"}, [], None))
+    assert fold(fixed) == ('{"id":106,"p":3,"doc":"new"}', None)
+    # no history of the old key (before the log began): the column stays out, no hole
+    assert fill(row, hole, None) == (row, None)
+    assert fill(row, hole, []) == (row, None)
+
+
+def test_a_chain_of_key_changes_passes_the_hole_back() -> None:
+    from pgtail.spark.pipeline import fill, fold
+
+    a, b, c = '{"id":1}', '{"id":2}', '{"id":3}'
+    history_a = _history(
+        (10, 0, "upsert", a, {"id": 1, "doc": "big"}, [], None),
+        (20, 0, "delete", a, None, [], None),
+    )
+    history_b = _history(
+        (20, 0, "upsert", b, {"id": 2}, ["doc"], a),
+        (30, 0, "delete", b, None, [], None),
+    )
+    history_c = _history((30, 0, "upsert", c, {"id": 3}, ["doc"], b))
+    row, hole = fold(history_c)
+    row, hole = fill(row, hole, history_b)  # b had no doc either: the hole moves to a
+    assert orjson.loads(hole) == {"from": a, "lsn": 20, "seq": 0, "columns": ["doc"]}
+    assert fill(row, hole, history_a) == ('{"id":3,"doc":"big"}', None)

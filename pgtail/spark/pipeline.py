@@ -257,45 +257,66 @@ def _canonical(obj: Mapping[str, Any]) -> str:
 
 def targets(
     op: str, key: str | None, after: str | None, commit_lsn: int, seq: int
-) -> list[tuple[str, str, int]]:
-    """What one change does to the current state: [(row key, "upsert"/"delete", order)].
+) -> list[tuple[str, str, int, str | None]]:
+    """What one change does to the current state: [(row key, "upsert"/"delete", order,
+    origin)].
 
     An update that changes the replica identity is a delete of the old key and an upsert
-    of the new one. Rows of a table without a key are kept as they are (inserts only).
+    of the new one, whose origin is the old key (where unchanged TOAST values live). Rows
+    of a table without a key are kept as they are (inserts only).
     """
     import orjson
 
     if key is None:
         if op == "insert":
-            return [(f"@{commit_lsn}/{seq}", "upsert", 0)]
+            return [(f"@{commit_lsn}/{seq}", "upsert", 0, None)]
         return []
     old = orjson.loads(key)
     if op == "delete":
-        return [(_canonical(old), "delete", 0)]
+        return [(_canonical(old), "delete", 0, None)]
     if op == "insert":
-        return [(_canonical(old), "upsert", 0)]
+        return [(_canonical(old), "upsert", 0, None)]
     new_row = orjson.loads(after) if after is not None else {}
     new = {name: new_row.get(name, old.get(name)) for name in old}
     if new != old:
-        return [(_canonical(old), "delete", 0), (_canonical(new), "upsert", 1)]
-    return [(_canonical(old), "upsert", 0)]
+        old_key = _canonical(old)
+        return [(old_key, "delete", 0, None), (_canonical(new), "upsert", 1, old_key)]
+    return [(_canonical(old), "upsert", 0, None)]
 
 
-def fold(history: Iterable[Mapping[str, Any]]) -> str | None:
-    """The current row (JSON) after a key's changes in order; None when it was deleted.
+def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
+    """(current row JSON, hole JSON) after a key's changes in order; (None, None) when it
+    was deleted.
 
-    Columns an update left out as unchanged TOAST keep their previous value.
+    Columns an update left out as unchanged TOAST keep their previous value. When the row
+    came from a key change, their value is in the old key's row, which this key's history
+    does not hold: the hole says where to find the columns still missing at the end
+    (``{"from": old key, "lsn", "seq": the key change, "columns": [...]}``; see `fill`).
     """
     import orjson
 
     state: dict[str, Any] | None = None
+    hole: dict[str, Any] | None = None
     for change in history:
         if change["kind"] == "delete":
-            state = None
+            state = hole = None
             continue
         row = orjson.loads(change["after"]) if change["after"] is not None else {}
-        if state is not None:
-            for name in change["unchanged_toast"] or ():
+        toast = change["unchanged_toast"] or ()
+        if state is None:
+            origin = change["origin"]
+            hole = None
+            if origin is not None and toast:
+                hole = {
+                    "from": origin,
+                    "lsn": change["commit_lsn"],
+                    "seq": change["seq"],
+                    "columns": list(toast),
+                }
+        else:
+            if hole is not None:
+                hole["columns"] = [name for name in hole["columns"] if name not in row]
+            for name in toast:
                 if name in state:
                     row[name] = state[name]
             ordered = {name: row[name] for name in state if name in row}
@@ -303,11 +324,51 @@ def fold(history: Iterable[Mapping[str, Any]]) -> str | None:
             row = ordered
         state = row
     if state is None:
-        return None
-    return orjson.dumps(state).decode()
+        return None, None
+    missing = hole is not None and hole["columns"]
+    return orjson.dumps(state).decode(), orjson.dumps(hole).decode() if missing else None
 
 
-def _state_frame(spark: Any, changes: Any) -> Any:
+def fill(
+    row: str, hole: str, origin_history: Iterable[Mapping[str, Any]] | None
+) -> tuple[str, str | None]:
+    """Fill a `fold` hole from the old key's row just before the key change.
+
+    Returns the row and what is still missing: a hole in the old key's own row (a chain of
+    key changes) moves the search one key further back. Without the old key's row (its
+    history starts after the key change, or the log began after it was written) the
+    columns stay out.
+    """
+    import orjson
+
+    wanted = orjson.loads(hole)
+    at = (wanted["lsn"], wanted["seq"])
+    before = [c for c in origin_history or () if (c["commit_lsn"], c["seq"]) < at]
+    source_row, source_hole = fold(before)
+    if source_row is None:
+        return row, None
+    source = orjson.loads(source_row)
+    filled = orjson.loads(row)
+    still = []
+    for name in wanted["columns"]:
+        if name in source:
+            filled[name] = source[name]
+        else:
+            still.append(name)
+    further = None
+    if still and source_hole is not None:
+        back = orjson.loads(source_hole)
+        back["columns"] = [name for name in still if name in back["columns"]]
+        if back["columns"]:
+            further = orjson.dumps(back).decode()
+    return orjson.dumps(filled).decode(), further
+
+
+_KEY_CHAIN_ROUNDS = 8  # key changes in a row, each leaving TOAST unchanged, that fill follows
+
+
+def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
+    """(current row of every key, the frames it cached: unpersist them when done)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -328,12 +389,17 @@ def _state_frame(spark: Any, changes: Any) -> Any:
                 T.StructField("k", T.StringType()),
                 T.StructField("kind", T.StringType()),
                 T.StructField("sub", T.IntegerType()),
+                T.StructField("origin", T.StringType()),
             ]
         )
     )
+    state_type = T.StructType(
+        [T.StructField("row", T.StringType()), T.StructField("hole", T.StringType())]
+    )
     # Plain (pickled) Python UDFs: no pandas needed on the executors.
     targets_udf = F.udf(lambda *a: targets(*a), target_type, useArrow=False)
-    fold_udf = F.udf(lambda h: fold(h), T.StringType(), useArrow=False)
+    fold_udf = F.udf(lambda h: fold(h), state_type, useArrow=False)
+    fill_udf = F.udf(lambda r, h, o: fill(r, h, o), state_type, useArrow=False)
     exploded = live.select(
         *PARTITION_COLUMNS,
         "commit_lsn",
@@ -342,23 +408,59 @@ def _state_frame(spark: Any, changes: Any) -> Any:
         "unchanged_toast",
         F.explode(targets_udf("op", "key", "after", "commit_lsn", "seq")).alias("t"),
     )
-    history = exploded.groupBy(*PARTITION_COLUMNS, F.col("t.k").alias("k")).agg(
-        F.sort_array(
-            F.collect_list(
-                F.struct(
-                    F.col("commit_lsn"),
-                    F.col("seq"),
-                    F.col("t.sub").alias("sub"),
-                    F.col("t.kind").alias("kind"),
-                    F.col("after"),
-                    F.col("unchanged_toast"),
+    history = (
+        exploded.groupBy(*PARTITION_COLUMNS, F.col("t.k").alias("k"))
+        .agg(
+            F.sort_array(
+                F.collect_list(
+                    F.struct(
+                        F.col("commit_lsn"),
+                        F.col("seq"),
+                        F.col("t.sub").alias("sub"),
+                        F.col("t.kind").alias("kind"),
+                        F.col("after"),
+                        F.col("unchanged_toast"),
+                        F.col("t.origin").alias("origin"),
+                    )
                 )
-            )
-        ).alias("history")
+            ).alias("history")
+        )
+        .cache()
     )
-    return history.select(*PARTITION_COLUMNS, fold_udf("history").alias("row")).where(
-        F.col("row").isNotNull()
+    folded = (
+        history.select(*PARTITION_COLUMNS, "k", fold_udf("history").alias("s"))
+        .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole")
+        .where(F.col("row").isNotNull())
+        .cache()
     )
+    cached = [history, folded]
+    done = folded.where(F.col("hole").isNull()).select(*PARTITION_COLUMNS, "row")
+    pending = folded.where(F.col("hole").isNotNull())
+    # Rows made by a key change with unchanged TOAST: fill them from the old key's row,
+    # one key further back each round (rare: a round runs only while some are pending).
+    for _ in range(_KEY_CHAIN_ROUNDS):
+        if pending.isEmpty():
+            break
+        origins = history.select(
+            *PARTITION_COLUMNS,
+            F.col("k").alias("_origin"),
+            F.col("history").alias("_origin_history"),
+        )
+        pending = (
+            pending.withColumn("_origin", F.get_json_object("hole", "$.from"))
+            .join(origins, [*PARTITION_COLUMNS, "_origin"], "left")
+            .select(*PARTITION_COLUMNS, "k", fill_udf("row", "hole", "_origin_history").alias("s"))
+            .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole")
+            .cache()
+        )
+        cached.append(pending)
+        done = done.unionByName(
+            pending.where(F.col("hole").isNull()).select(*PARTITION_COLUMNS, "row")
+        )
+        pending = pending.where(F.col("hole").isNotNull())
+    # a longer chain than that: those columns stay out, as without a key change's origin
+    done = done.unionByName(pending.select(*PARTITION_COLUMNS, "row"))
+    return done, cached
 
 
 def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str, int]:
@@ -376,7 +478,8 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
             .distinct()
             .collect()
         ]
-        state = _state_frame(spark, log).cache()
+        state, cached = _state_frame(spark, log)
+        state = state.cache()
         counts: dict[str, int] = {}
         for schema_name, table_name in sorted(tables):
             mine = (F.col("schema") == schema_name) & (F.col("table") == table_name)
@@ -394,6 +497,8 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
             frame.write.mode("overwrite").parquet(str(target))
             counts[f"{schema_name}.{table_name}"] = spark.read.parquet(str(target)).count()
         state.unpersist()
+        for frame in cached:
+            frame.unpersist()
         return counts
     finally:
         log.unpersist()
