@@ -257,7 +257,7 @@ Give a table without a primary key full old rows:
     },
     "spark": {
         "DESCRIPTION": """
-`pgtail spark run` runs the standard change-data pipeline with a local (or given) Spark session: slot to Spark Structured Streaming to a Parquet change log partitioned by table, with Spark checkpoints. The slot advances only after Spark commits a micro-batch, so a crash replays, never skips. `pgtail spark materialize` computes the current state of every table from the change log (the latest change per key by commit LSN and position; deletes remove; truncates reset) as Parquet.
+`pgtail spark run` runs the standard change-data pipeline with a local (or given) Spark session: slot to Spark Structured Streaming to a Parquet change log partitioned by table, with Spark checkpoints. The slot advances only after Spark commits a micro-batch, so a crash replays, never skips. `pgtail spark materialize` computes the current state of every table from the change log (the latest change per key by commit LSN and position; deletes remove; truncates reset; a column an update left out as unchanged TOAST keeps its earlier value, across key changes too) as Parquet.
 
 The same source is available to your own Spark jobs (PySpark 4.2 or later, `pip install 'pgtail[spark]'`):
 
