@@ -1294,7 +1294,7 @@ def _type(
         binary = _safe_binary(binary)
     if text is None:
         text = _from_str(text_str)
-    elif safe and text is not _decode:  # _decode never raises; text_json recognises it
+    elif safe and text is not _decode and text is not _json_text:  # neither can raise
         text = _safe_text(text)
     return _Type(name, array_oid, text, text_str, binary)
 

@@ -950,6 +950,7 @@ def test_text_json_fast_cases_are_taken() -> None:
     assert _text_json(values.BOOL)[1](b"t") == b"true"
     assert _text_json(values.JSONB) == ("raw", bytes)
     assert _text_json(values.JSON)[1](b'{"a":\n1}') == b'{"a": 1}'
+    assert _text_json(values.JSON)[1] is values._json_bytes  # not the generic writer
     assert [_text_json(oid)[0] for oid in (values.INT8, values.XID8, values.TEXT)] == [
         "int",
         "int",
