@@ -950,11 +950,16 @@ class _Stream:
         from pgtail.changes import Assembler
 
         cfg = self.config
+        # the renderer's fast path for plain inserts (not with --redact: it needs values)
         encoder = None
         if cfg.format == "json" and not cfg.filter.redact:
-            from pgtail.render.jsonl import insert_encoder
+            from pgtail.render import jsonl
 
-            encoder = insert_encoder
+            encoder = jsonl.insert_encoder
+        elif cfg.format == "sql" and not cfg.filter.redact:
+            from pgtail.render import sql as sql_render
+
+            encoder = sql_render.insert_encoder
         assembler = Assembler(
             self.proto_version, binary=cfg.binary, encoder=encoder, type_lookup=self.lookup_types
         )

@@ -36,8 +36,8 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
-from pgtail.render import RenderOptions
-from pgtail.render.jsonl import JsonLinesRenderer, insert_encoder
+from pgtail.render import RenderOptions, jsonl, make_renderer
+from pgtail.render import sql as sql_render
 from pgtail.server import LocalServer
 from pgtail.values import UserType, dumps
 from tests import workload as wl
@@ -434,23 +434,33 @@ def test_tiny_spill_bound_gives_the_same_events(capture: Capture) -> None:
     assert len(got) > 3500
 
 
-def _json_lines(events: list[Event]) -> bytes:
+def _rendered(fmt: str, events: list[Event]) -> bytes:
     out = io.BytesIO()
-    renderer = JsonLinesRenderer(out, RenderOptions(tx_lines=True))
+    renderer = make_renderer(fmt, out, RenderOptions(tx_lines=True))
     for event in events:
         renderer.render(event)
+    renderer.close()
     return out.getvalue()
 
 
+_ENCODERS = {"json": jsonl.insert_encoder, "sql": sql_render.insert_encoder}
+
+
+@pytest.mark.parametrize("fmt", ["json", "sql"])
 @pytest.mark.parametrize(
     ("deferred", "spill_bytes"),
     [(None, None), (10, None), (10, 20_000)],
     ids=["at-commit", "on-arrival", "on-arrival-then-raw"],
 )
-def test_json_fast_path_writes_the_same_bytes(
-    capture: Capture, monkeypatch: pytest.MonkeyPatch, deferred: int | None, spill_bytes: int | None
+def test_insert_fast_paths_write_the_same_bytes(
+    capture: Capture,
+    monkeypatch: pytest.MonkeyPatch,
+    deferred: int | None,
+    spill_bytes: int | None,
+    fmt: str,
 ) -> None:
-    """Inserts encoded straight to JSON (insert_encoder) render byte for byte as Changes do.
+    """Inserts encoded straight from their text (the JSON lines and SQL renderers'
+    insert_encoder) render byte for byte as Changes do.
 
     In every mode, whether the encoding happens at the commit (a transaction small enough
     to stay raw), on arrival, or on arrival until the memory bound and then at the commit.
@@ -464,7 +474,7 @@ def test_json_fast_path_writes_the_same_bytes(
     def strict_encoder(table: Table, converters: Any) -> Any:
         # the fast path falls back to the general one on any exception; a real server's
         # rows must never need that (a broken encoder would otherwise hide behind it)
-        encoders = insert_encoder(table, converters)
+        encoders = _ENCODERS[fmt](table, converters)
         assert encoders is not None, table.qualified_name
 
         def strict(encode: Any, nulls: bool) -> Any:
@@ -506,7 +516,7 @@ def test_json_fast_path_writes_the_same_bytes(
                 if isinstance(e, Change) and e.op == "insert" and not e.tx.streamed
             ], mode.name
         general = _decode(mode, payloads, capture.user_types)
-        assert _json_lines(fast_events) == _json_lines(general), mode.name
+        assert _rendered(fmt, fast_events) == _rendered(fmt, general), mode.name
     assert encoded_somewhere
     assert not failures, failures[:5]
     assert null_rows[0] > 0  # rows with NULLs took the fast path too

@@ -358,6 +358,7 @@ def test_large_insert_transactions_through_the_json_fast_path(db: Any) -> None:
     by --table / --ops, and --redact (which needs the values) still masks."""
     setup_schema(db)
     create_slot(db, "s")
+    create_slot(db, "q")
     rows = 6000  # past the size at which a transaction is converted on arrival
     db.execute(
         "INSERT INTO items SELECT g, 'name ' || g, g, 12.5, ARRAY['a','b c'], '{\"k\": 1}',"
@@ -381,6 +382,17 @@ def test_large_insert_transactions_through_the_json_fast_path(db: Any) -> None:
         db, slot="t", end_lsn=end, filter=EventFilter(ops=frozenset({"delete"}))
     )
     assert no_inserts == []
+    # the same cut through the SQL renderer's fast path
+    out = io.BytesIO()
+    config = StreamConfig(
+        dsn=db.dsn, slot="q", publications=("pub",), format="sql", max_changes=4500
+    )
+    assert run(config, out, install_signal_handlers=False).reason == "max_changes"
+    wait_released(db, "q")
+    inserts = [line for line in out.getvalue().splitlines() if line.startswith(b"INSERT")]
+    assert len(inserts) == 4500
+    assert inserts[-1].startswith(b"INSERT INTO public.items (id, name, qty, price, tags, meta,")
+    assert b"VALUES (4500, 'name 4500', 4500, 12.50, " in inserts[-1]
     create_slot(db, "u")
     db.execute("INSERT INTO items VALUES " + ROW, (rows + 1, rows + 1, 1))
     masked, _ = stream_json(

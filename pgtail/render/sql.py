@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 
 import orjson
@@ -68,7 +68,9 @@ from pgtail.changes import (
     Change,
     Column,
     CommitPrepared,
+    EncodedInserts,
     Event,
+    InsertEncoders,
     Message,
     RollbackPrepared,
     Table,
@@ -79,7 +81,7 @@ from pgtail.changes import (
 )
 from pgtail.lsn import format_lsn
 from pgtail.render import RenderOptions
-from pgtail.values import to_text, type_name
+from pgtail.values import Converter, to_text, type_name
 
 # PostgreSQL's keywords that are not UNRESERVED (reserved, column-name and
 # type/function-name keywords: pg_get_keywords() catcode <> 'U', PostgreSQL 18).
@@ -611,6 +613,39 @@ class _Plan:
         return f"(tableoid, ctid) = (SELECT tableoid, ctid FROM {self.name} WHERE {cond} LIMIT 1)"
 
 
+def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
+    """The SQL fast path for inserts whose values all arrived as text (or NULL).
+
+    ``encode(values, seq)`` gives the INSERT statement `SqlRenderer` writes for the row,
+    byte for byte (the same per-table builder, fed the converted values without a row
+    dict or a Change), and `SqlRenderer` writes `EncodedInserts` as they are. None for a
+    name with a line break: an encoded statement must be one line.
+    """
+    columns = table.columns
+    if not columns or len(text_converters) != len(columns):
+        return None
+    names = (table.schema, table.name, *(c.name for c in columns))
+    if any("\n" in name or "\r" in name for name in names):
+        return None
+    plan = _Plan(table)
+    idents = ", ".join(plan.ident(c.name) for c in columns)
+    build = _insert_builder(
+        f"INSERT INTO {plan.name} ({idents}) VALUES (",
+        [plan.literals[c.name] for c in columns],
+    )
+    converters = list(text_converters)
+    call = _call
+
+    def plain(values: tuple[bytes | None, ...], seq: int) -> bytes:
+        return build(map(call, converters, values)).encode("utf-8")
+
+    def with_nulls(values: tuple[bytes | None, ...], seq: int) -> bytes:
+        converted = [None if v is None else c(v) for c, v in zip(converters, values, strict=True)]
+        return build(converted).encode("utf-8")
+
+    return InsertEncoders(plain, with_nulls)
+
+
 def _no_identity_reason(table: Table, qualified: str) -> str:
     if table.replica_identity == "nothing":
         return (
@@ -787,6 +822,8 @@ class SqlRenderer:
     def render(self, event: Event) -> None:
         if type(event) is Change:
             self._out.write(self.change_sql(event).encode("utf-8"))
+        elif type(event) is EncodedInserts:  # from insert_encoder: whole statements
+            self._out.write(event.lines)
         elif isinstance(event, TxBegin):
             self._write(tx_comment(event.tx) + "\nBEGIN;\n")
         elif isinstance(event, TxCommit):
