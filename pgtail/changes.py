@@ -609,6 +609,38 @@ def _read_records(source: IO[bytes], count: int) -> Iterator[bytes]:
         yield payload
 
 
+class _Run:
+    """Encoded insert lines of one table, becoming an EncodedInserts _RUN_LINES at a time."""
+
+    __slots__ = ("lines", "table", "first_seq")
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self.table: Table | None = None
+        self.first_seq = 0
+
+    def add(self, table: Table, tx: Transaction, seq: int, line: bytes) -> EncodedInserts | None:
+        """Add the line of insert ``seq``; return the inserts it completes, if any (the
+        previous table's, or a full run)."""
+        done = None
+        if table is not self.table or len(self.lines) >= _RUN_LINES:
+            done = self.take(tx)
+            self.table = table
+            self.first_seq = seq
+        self.lines.append(line)
+        return done
+
+    def take(self, tx: Transaction) -> EncodedInserts | None:
+        """The inserts collected so far (None if none); the run starts again empty."""
+        lines = self.lines
+        table = self.table
+        self.table = None
+        if not lines or table is None:
+            return None
+        self.lines = []
+        return EncodedInserts(table, tx, self.first_seq, len(lines), b"".join(lines))
+
+
 class _Open:
     """A transaction being held: Begin / Begin Prepare .. Commit / Prepare, or a streamed xid.
 
@@ -641,8 +673,6 @@ class _Open:
         "deferred",
         "count",
         "run",
-        "run_info",
-        "run_seq",
     )
 
     def __init__(self, xid: int, limit: int, begin: po.Begin | po.BeginPrepare | None) -> None:
@@ -670,32 +700,31 @@ class _Open:
         self.tx = Transaction(xid=xid, commit_lsn=0, end_lsn=0, commit_time=datetime.min)
         self.deferred = False  # raw only until it is large enough (see _DEFERRED_ROWS)
         self.count = 0  # events in rows (an EncodedInserts counts its inserts): the next seq
-        # encoded inserts not yet in rows: their lines, their table's info, the first seq
-        self.run: list[bytes] = []
-        self.run_info: _TableInfo | None = None
-        self.run_seq = 0
+        self.run = _Run()  # encoded inserts not yet in rows
 
     def close_run(self) -> None:
         """Put the encoded inserts collected so far into rows, as one EncodedInserts."""
-        run = self.run
-        if run:
-            info = self.run_info
-            assert info is not None
-            self.rows.append(
-                EncodedInserts(info.table, self.tx, self.run_seq, len(run), b"".join(run))
-            )
-            self.run = []
-        self.run_info = None
+        done = self.run.take(self.tx)
+        if done is not None:
+            self.rows.append(done)
 
     def add(self, event: Any, cost: int) -> None:
         """Hold a converted event (seq ``self.count``) of ``cost`` estimated bytes."""
-        if self.run:
-            self.close_run()
+        self.close_run()
         self.rows.append(event)
         self.count += 1
         self.rows_bytes += cost
 
+    def add_line(self, table: Table, line: bytes) -> None:
+        """Hold the encoded line of insert ``self.count``."""
+        done = self.run.add(table, self.tx, self.count, line)
+        if done is not None:
+            self.rows.append(done)
+        self.count += 1
+        self.rows_bytes += len(line) + _LINE_OVERHEAD
+
     def go_raw(self, tables: dict[int, _TableInfo], type_names: dict[int, str]) -> None:
+        self.close_run()  # what was encoded so far stays before what is held raw
         self.deferred = False
         self.raw = True
         self.raw_tables = tables
@@ -723,7 +752,7 @@ class _Open:
     def close(self) -> None:
         self.held.close()
         self.rows = []
-        self.run = []
+        self.run = _Run()
 
 
 class Assembler:
@@ -823,17 +852,8 @@ class Assembler:
                             if info.text_reader is not None and not in_stream:
                                 line = info.encode_insert(payload, header + 5, seq)
                                 if line is not None:
-                                    run = target.run
-                                    if target.run_info is not info or len(run) >= _RUN_LINES:
-                                        target.close_run()
-                                        target.run_info = info
-                                        target.run_seq = seq
-                                        run = target.run
-                                    run.append(line)
-                                    target.count = seq + 1
-                                    target.rows_bytes += len(line) + _LINE_OVERHEAD
+                                    target.add_line(info.table, line)
                                     if target.rows_bytes > target.rows_limit:
-                                        target.close_run()
                                         target.go_raw(tables, self._type_names)
                                     return _EMPTY
                             tup, end = _decode_tuple(payload, header + 5, "Insert.new_tuple")
@@ -851,12 +871,10 @@ class Assembler:
                 except Exception:  # noqa: BLE001 - the commit-time decode raises it, if at all
                     # decided at the commit, as before: the change may yet be dropped with
                     # a rolled-back subtransaction, and the error is the same there
-                    target.close_run()
                     target.go_raw(tables, self._type_names)
                 else:
                     target.add(event, len(payload) + cost)
                     if target.rows_bytes > target.rows_limit:
-                        target.close_run()
                         target.go_raw(tables, self._type_names)
                     return _EMPTY
             held = target.held
@@ -1325,9 +1343,7 @@ class Assembler:
         unpack_uint32 = _XID.unpack_from
         header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
         encoding = self.encoder is not None and not in_stream
-        run: list[bytes] = []  # encoded inserts not yet yielded: from run_seq, of run_table
-        run_table: Any = None  # a Table whenever run is not empty
-        run_seq = 0
+        run = _Run()  # encoded inserts not yet yielded
         for payload in state.held:
             first = payload[0]
             event: Change | Truncate | Message
@@ -1345,13 +1361,9 @@ class Assembler:
                 except (struct.error, IndexError, DecodeError):
                     info = None
                 if line is not None:
-                    if run_table is not info.table or len(run) >= _RUN_LINES:  # type: ignore[union-attr]
-                        if run:
-                            yield EncodedInserts(run_table, tx, run_seq, len(run), b"".join(run))
-                        run = []
-                        run_table = info.table  # type: ignore[union-attr]
-                        run_seq = seq
-                    run.append(line)
+                    done = run.add(info.table, tx, seq, line)  # type: ignore[union-attr]
+                    if done is not None:
+                        yield done
                     seq += 1
                     continue
                 if info is not None and end == len(payload):
@@ -1382,14 +1394,14 @@ class Assembler:
                 continue
             else:
                 event = convert(payload, first, in_stream, tables, tx, seq)
-            if run:
-                yield EncodedInserts(run_table, tx, run_seq, len(run), b"".join(run))
-                run = []
-                run_table = None
+            done = run.take(tx)
+            if done is not None:
+                yield done
             yield event
             seq += 1
-        if run:
-            yield EncodedInserts(run_table, tx, run_seq, len(run), b"".join(run))
+        done = run.take(tx)
+        if done is not None:
+            yield done
 
 
 def _event_cost(event: Change | EncodedInserts | Truncate | Message) -> int:
