@@ -69,7 +69,7 @@ from pgtail.errors import (
 from pgtail.feedback import Feedback
 from pgtail.filters import EventFilter
 from pgtail.lsn import format_lsn
-from pgtail.render import RenderOptions, make_renderer
+from pgtail.render import RenderOptions, insert_encoder, make_renderer
 from pgtail.values import UserType
 
 PLUGIN = "pgoutput"
@@ -951,15 +951,7 @@ class _Stream:
 
         cfg = self.config
         # the renderer's fast path for plain inserts (not with --redact: it needs values)
-        encoder = None
-        if cfg.format == "json" and not cfg.filter.redact:
-            from pgtail.render import jsonl
-
-            encoder = jsonl.insert_encoder
-        elif cfg.format == "sql" and not cfg.filter.redact:
-            from pgtail.render import sql as sql_render
-
-            encoder = sql_render.insert_encoder
+        encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
         assembler = Assembler(
             self.proto_version, binary=cfg.binary, encoder=encoder, type_lookup=self.lookup_types
         )

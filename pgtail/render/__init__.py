@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
-from pgtail.changes import Event
+from pgtail.changes import Event, InsertEncoders, Table
+from pgtail.values import Converter
 
 
 @dataclass(frozen=True)
@@ -72,3 +73,20 @@ def make_renderer(fmt: str, out: BinaryIO, options: RenderOptions | None = None)
 
         return SqlRenderer(out, opts)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+InsertEncoderFactory = Callable[[Table, Sequence[Converter]], InsertEncoders | None]
+
+
+def insert_encoder(fmt: str) -> InsertEncoderFactory | None:
+    """The ``encoder`` an `Assembler` takes for ``--format fmt``: the renderer's fast path
+    for inserts that arrive as text (see `pgtail.changes.EncodedInserts`), or None."""
+    if fmt == "json":
+        from pgtail.render import jsonl
+
+        return jsonl.insert_encoder
+    if fmt == "sql":
+        from pgtail.render import sql
+
+        return sql.insert_encoder
+    return None
