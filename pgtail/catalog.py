@@ -779,7 +779,7 @@ WITH RECURSIVE wanted(oid) AS (
 )
 SELECT t.oid::bigint, t.typtype::text,
        CASE WHEN t.typcategory = 'A' THEN t.typelem ELSE 0 END::bigint,
-       t.typbasetype::bigint, t.typtypmod
+       t.typbasetype::bigint
 FROM pg_type t JOIN wanted USING (oid)
 """
 
@@ -796,10 +796,7 @@ def user_types(conn: PgConnection, type_oids: Sequence[int]) -> dict[int, UserTy
     if not type_oids:
         return {}
     rows = _fetchall(conn, _USER_TYPES_SQL, (list(type_oids),))
-    return {
-        int(oid): UserType(kind, int(element), int(base), int(modifier))
-        for oid, kind, element, base, modifier in rows
-    }
+    return {int(oid): UserType(kind, int(element), int(base)) for oid, kind, element, base in rows}
 
 
 # --------------------------------------------------------------------------- publications

@@ -1576,7 +1576,6 @@ class UserType(NamedTuple):
     kind: str  # typtype: "e" enum, "d" domain, "b" base, "c" composite, "r"/"m" range, ...
     element: int = 0  # an array type's element type (typelem where typcategory = 'A')
     base: int = 0  # a domain's base type (typbasetype)
-    base_modifier: int = -1  # a domain's typtypmod
 
 
 UserTypes = Mapping[int, UserType]
@@ -1598,30 +1597,21 @@ def converters(
     gives its text str, or hex of its binary form.
     """
     if user_types and type_oid in user_types and not is_built_in(type_oid):
-        return _user_converters(type_oid, user_types, 0)[:2]  # per database: not memoized
+        return _converters_of(type_oid, user_types, 0)[:2]  # per database: not memoized
     key = (type_oid, type_modifier)
     found = _cache.get(key)
-    if found is not None:
-        return found
-    known = _TYPES.get(type_oid)
-    if known is not None:
-        pair = (known.text, known.binary)
-    elif type_oid in _ARRAYS:
-        element = _TYPES[_ARRAYS[type_oid]]
-        pair = (_make_text_array(element.text_str), _array_binary)
-    else:
-        pair = (_decode, _hex)
-    _cache[key] = pair
-    return pair
+    if found is None:
+        found = _cache[key] = _converters_of(type_oid, {}, 0)[:2]
+    return found
 
 
 _USER_DEPTH = 16  # domains of domains of ...: no loop can come from pg_type, but be safe
 
 
-def _user_converters(
+def _converters_of(
     type_oid: int, user_types: UserTypes, depth: int
 ) -> tuple[Converter, Converter, StrConverter]:
-    """(text, binary, text_str) for a type that is not built in (text_str: for elements)."""
+    """(text, binary, text_str) of a type (text_str: for it as an array element)."""
     known = _TYPES.get(type_oid)
     if known is not None:
         return known.text, known.binary, known.text_str
@@ -1633,13 +1623,10 @@ def _user_converters(
         return _decode, _hex, _identity
     if info.kind == "e":  # enum_send sends the label's text
         return _decode, _decode, _identity
-    if info.kind == "d" and info.base:
-        if info.base_modifier != -1 and info.base in _TYPES:
-            text, binary = converters(info.base, info.base_modifier)
-            return text, binary, _TYPES[info.base].text_str
-        return _user_converters(info.base, user_types, depth + 1)
+    if info.kind == "d" and info.base:  # (a type modifier changes no converter)
+        return _converters_of(info.base, user_types, depth + 1)
     if info.element:
-        _, element_binary, element_str = _user_converters(info.element, user_types, depth + 1)
+        _, element_binary, element_str = _converters_of(info.element, user_types, depth + 1)
 
         def binary(value: bytes) -> list[Any] | str:
             return _array_binary(value, element_binary)

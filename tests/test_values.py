@@ -971,7 +971,7 @@ _USER_TYPES = {
     _MOOD_ARRAY: values.UserType("b", element=_MOOD),
     _POSINT: values.UserType("d", base=values.INT4),
     _POSINT_ARRAY: values.UserType("b", element=_POSINT),
-    _PRICE: values.UserType("d", base=values.NUMERIC, base_modifier=(10 << 16 | 2) + 4),
+    _PRICE: values.UserType("d", base=values.NUMERIC),
     _ALIAS: values.UserType("d", base=_POSINT),  # a domain over a domain
 }
 

@@ -219,6 +219,7 @@ def check_data_loss(slot: str, confirmed: int, start: int, fail: bool) -> None:
 
 def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
     """Replay one slot between two offsets as Arrow batches (runs on an executor)."""
+    from pgtail import catalog
     from pgtail.changes import Assembler, Change, Message, Truncate
     from pgtail.spark import sql
     from pgtail.spark.schema import RowBuffer
@@ -233,7 +234,7 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
         assert state.confirmed_flush is not None
         check_data_loss(partition.slot, state.confirmed_flush, start, partition.fail_on_data_loss)
     assembler = Assembler(
-        1, binary=partition.binary, type_lookup=partial(sql.user_types, partition.dsn)
+        1, binary=partition.binary, type_lookup=partial(catalog.lookup_user_types, partition.dsn)
     )
     rows = RowBuffer()
     options = list(partition.plugin_options)

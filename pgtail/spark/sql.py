@@ -25,7 +25,6 @@ from pgtail.errors import (
     SlotError,
 )
 from pgtail.lsn import format_lsn, parse_lsn
-from pgtail.values import UserType
 
 APPLICATION_NAME = "pgtail-spark"
 DEFAULT_BUSY_TIMEOUT = 10.0
@@ -244,24 +243,6 @@ def last_emitted_lsn(
     if row is None or row[0] is None:
         return None
     return parse_lsn(row[0])
-
-
-def user_types(dsn: str, type_oids: Sequence[int]) -> dict[int, UserType]:
-    """`pgtail.catalog.user_types` on a connection of its own (the reader's is busy)."""
-    from pgtail import catalog
-
-    conn = connect(dsn)
-    try:
-        return catalog.user_types(conn, type_oids)
-    except psycopg2.Error as exc:
-        raise PgtailError(f"cannot look up column types: {_first_line(exc)}") from None
-    finally:
-        conn.close()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = redact(str(exc).strip())
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def peek(
