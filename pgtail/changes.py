@@ -201,8 +201,9 @@ Event = (
     | CommitPrepared
     | RollbackPrepared
 )
-# encode(values, seq) -> one line of an EncodedInserts (see Assembler)
-InsertEncoder = Callable[[tuple[bytes | None, ...], int], bytes]
+# encode(seq, v0, ..., vN) -> one line of an EncodedInserts (see Assembler): the row's
+# values are the text of each column, None for NULL
+InsertEncoder = po.ValuesEncoder
 
 
 class InsertEncoders(NamedTuple):
@@ -335,9 +336,7 @@ class _TableInfo:
         "binary_row",
         "text_insert",
         "binary_insert",
-        "text_encode",
-        "text_encode_nulls",
-        "text_reader",
+        "text_encoder",
     )
 
     def __init__(
@@ -375,10 +374,9 @@ class _TableInfo:
             self.table, self.names, binary_converters
         )
         self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
-        # set by an Assembler with an encoder: for all-text rows, and for text-or-NULL rows
-        self.text_encode: InsertEncoder | None = None
-        self.text_encode_nulls: InsertEncoder | None = None
-        self.text_reader: po.TextValuesReader | None = None  # set with them
+        # set by an Assembler with an encoder: encode(payload, offset, seq) gives the line
+        # of an Insert whose values are all text or NULL, or None for the general path
+        self.text_encoder: po.TupleEncoder | None = None
         self.row_cost = _ROW_OVERHEAD + _COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -394,18 +392,6 @@ class _TableInfo:
                 f"whose Relation message has {len(self.names)}"
             )
         return self._mixed(range(len(kinds)), tup, where)
-
-    def encode_insert(self, payload: bytes, offset: int, seq: int) -> bytes | None:
-        """The encoded line of an Insert whose TupleData is at ``offset`` (text values and
-        NULLs only), or None for the general path. Raises only on a truncated payload."""
-        got = self.text_reader(payload, offset)  # type: ignore[misc]
-        if got is None or got[1] != len(payload):
-            return None
-        values, _, nulls = got
-        try:
-            return (self.text_encode_nulls if nulls else self.text_encode)(values, seq)  # type: ignore[misc]
-        except Exception:  # noqa: BLE001 - the general path decides (and raises the same)
-            return None
 
     def key_row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The replica identity columns of a "K" old tuple (the others are sent as NULL)."""
@@ -849,8 +835,9 @@ class Assembler:
                         header = 5 if in_stream else 1
                         info = tables.get(_XID.unpack_from(payload, header)[0])
                         if info is not None and payload[header + 4] == _NEW_TUPLE:
-                            if info.text_reader is not None and not in_stream:
-                                line = info.encode_insert(payload, header + 5, seq)
+                            encode = info.text_encoder
+                            if encode is not None and not in_stream:
+                                line = encode(payload, header + 5, seq)
                                 if line is not None:
                                     target.add_line(info.table, line)
                                     if target.rows_bytes > target.rows_limit:
@@ -1204,8 +1191,7 @@ class Assembler:
                 else None
             )
             if encoders is not None:
-                info.text_encode, info.text_encode_nulls = encoders
-                info.text_reader = po.text_values_reader(len(info.names))
+                info.text_encoder = po.text_tuple_encoder(len(info.names), *encoders)
             if len(self._infos) >= _INFO_CACHE_SIZE:
                 self._infos.clear()
             self._infos[key] = info
@@ -1354,8 +1340,8 @@ class Assembler:
                 try:
                     info = tables.get(unpack_uint32(payload, header)[0])
                     if info is not None and payload[header + 4] == _NEW_TUPLE:
-                        if encoding and info.text_reader is not None:
-                            line = info.encode_insert(payload, header + 5, seq)
+                        if encoding and info.text_encoder is not None:
+                            line = info.text_encoder(payload, header + 5, seq)
                         if line is None:
                             tup, end = decode_tuple(payload, header + 5, "Insert.new_tuple")
                 except (struct.error, IndexError, DecodeError):

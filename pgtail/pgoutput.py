@@ -28,6 +28,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from types import CodeType, FunctionType
 from typing import Any, TypeVar
 
 from pgtail.errors import ConfigurationError, DecodeError
@@ -654,54 +655,67 @@ def _tuple_reader(natts: int) -> _TupleReader:
     return reader
 
 
-TextValues = tuple[tuple[bytes | None, ...], int, bool]
-TextValuesReader = Callable[[bytes, int], TextValues | None]
-_text_readers: dict[int, TextValuesReader] = {}
+# encode(seq, v0, ..., vN) -> bytes: a renderer's encoder of one text-mode row
+ValuesEncoder = Callable[..., bytes]
+# encode(payload, offset, seq) -> the encoded row, or None (see text_tuple_encoder)
+TupleEncoder = Callable[[bytes, int, int], "bytes | None"]
+_text_tuple_code: dict[int, CodeType] = {}
 
 
-def text_values_reader(natts: int) -> TextValuesReader:
-    """A fast path for the TupleData of a text-mode Insert: ``read(buf, offset)``.
+def text_tuple_encoder(natts: int, plain: ValuesEncoder, with_nulls: ValuesEncoder) -> TupleEncoder:
+    """A fast path for the TupleData of a text-mode Insert: ``encode(buf, offset, seq)``.
 
-    ``offset`` is where the TupleData starts (its column count). Returns ``(values, end,
-    any_null)`` with each value's bytes (None for NULL) when the tuple has ``natts``
-    columns, all text or NULL; None when it has another count or kind (binary, unchanged
-    TOAST). It checks no bounds: a truncated tuple raises IndexError or struct.error, or
-    reads short, so the caller checks ``end`` and otherwise uses `decode_tuple`, whose
-    errors are precise. Skips building a TupleData: the JSON lines fast path needs only
-    the values.
+    ``offset`` is where the TupleData starts (its column count). When the tuple has
+    ``natts`` columns, all text or NULL, and ends where ``buf`` does, returns
+    ``plain(seq, v0, ..., vN)`` with each value's bytes, or ``with_nulls(seq, ...)`` with
+    None for the NULLs when there are any. Returns None for anything else: another count
+    or kind (binary, unchanged TOAST), a truncated or overlong tuple, or an encoder that
+    raises; the caller then takes the general path (`decode_tuple`), whose errors are
+    precise. Reads and encodes in one generated function: no TupleData, no tuple of
+    values, no call in between.
     """
-    reader = _text_readers.get(natts)
-    if reader is not None:
-        return reader
-    lines = [
-        "def read(buf, p):",
-        f"    if (buf[p] << 8 | buf[p + 1]) != {natts}:",
-        "        return None",
-        "    p += 2",
-        "    nulls = False",
-    ]
-    for i in range(natts):
+    code = _text_tuple_code.get(natts)
+    if code is None:
+        values = "".join(f", v{i}" for i in range(natts))
+        lines = [
+            "def encode(buf, p, seq):",
+            "    try:",
+            f"        if (buf[p] << 8 | buf[p + 1]) != {natts}:",
+            "            return None",
+            "        p += 2",
+            "        nulls = False",
+        ]
+        for i in range(natts):
+            lines += [
+                "        k = buf[p]",
+                "        if k == 116:",  # 't'
+                "            s = p + 5",
+                "            p = s + _UINT32(buf, p + 1)[0]",
+                f"            v{i} = buf[s:p]",
+                "        elif k == 110:",  # 'n'
+                "            p += 1",
+                f"            v{i} = None",
+                "            nulls = True",
+                "        else:",
+                "            return None",
+            ]
         lines += [
-            "    k = buf[p]",
-            "    if k == 116:",  # 't'
-            "        s = p + 5",
-            "        p = s + _UINT32(buf, p + 1)[0]",
-            f"        v{i} = buf[s:p]",
-            "    elif k == 110:",  # 'n'
-            "        p += 1",
-            f"        v{i} = None",
-            "        nulls = True",
-            "    else:",
+            "        if p != len(buf):",
+            "            return None",
+            "        if nulls:",
+            f"            return with_nulls(seq{values})",
+            f"        return plain(seq{values})",
+            "    except Exception:",  # the general path decides, and raises precisely
             "        return None",
         ]
-    values = "".join(f"v{i}, " for i in range(natts))
-    lines.append(f"    return ({values}), p, nulls")
-    namespace: dict[str, Any] = {"_UINT32": _UINT32}
-    exec(compile("\n".join(lines), f"<pgoutput text values {natts}>", "exec"), namespace)
-    generated: TextValuesReader = namespace["read"]
-    if natts <= _MAX_COLUMNS:
-        _text_readers[natts] = generated
-    return generated
+        namespace: dict[str, Any] = {}
+        exec(compile("\n".join(lines), f"<pgoutput text tuple {natts}>", "exec"), namespace)
+        code = namespace["encode"].__code__
+        if natts <= _MAX_COLUMNS:
+            _text_tuple_code[natts] = code
+    namespace = {"_UINT32": _UINT32, "plain": plain, "with_nulls": with_nulls}
+    encode: TupleEncoder = FunctionType(code, namespace, "encode")
+    return encode
 
 
 def decode_tuple(buf: bytes, offset: int, where: str) -> tuple[TupleData, int]:

@@ -64,6 +64,7 @@ __all__ = [
     "JSON_ESCAPES",
     "UserType",
     "dumps",
+    "json_default",
     "text_json",
     "to_text",
     "type_name",
@@ -1642,7 +1643,7 @@ def _converters_of(
 # general path; tests compare the two on arbitrary bytes.
 
 JsonWriter = Callable[[bytes], bytes]
-JsonKind = Literal["int", "string", "raw", "call"]
+JsonKind = Literal["int", "string", "raw", "call", "convert"]
 
 # what JSON escapes in a string (orjson leaves DEL and non-ASCII as they are)
 JSON_ESCAPES = re.compile(rb'[\x00-\x1f"\\]')
@@ -1665,7 +1666,7 @@ _JSON_WRITERS: dict[Any, tuple[JsonKind, JsonWriter]] = {
 }
 
 
-def text_json(convert: Converter) -> tuple[JsonKind, JsonWriter]:
+def text_json(convert: Converter) -> tuple[JsonKind, Callable[[bytes], Any]]:
     """How a text-format value goes straight to JSON bytes, given its text converter.
 
     The result is always ``dumps(convert(value))``:
@@ -1673,8 +1674,11 @@ def text_json(convert: Converter) -> tuple[JsonKind, JsonWriter]:
     - ``("string", w)``: the text as a JSON string (``b'"' + value + b'"'``) when the value
       is ASCII with nothing JSON escapes, otherwise ``w(value)``;
     - ``("raw", w)``: the value's bytes as they are;
-    - ``("call", w)``: ``w(value)``.
-    ``w`` may raise on bytes no server sends; the caller then takes the general path.
+    - ``("call", w)``: ``w(value)``;
+    - ``("convert", convert)``: no shortcut, ``dumps(convert(value))`` itself (the caller
+      inlines it).
+    ``w`` and ``convert`` may raise on bytes no server sends; the caller then takes the
+    general path.
     """
     if convert is int:
         return "int", _writer(convert)
@@ -1685,7 +1689,7 @@ def text_json(convert: Converter) -> tuple[JsonKind, JsonWriter]:
         return "string", _writer(convert)
     # The rest (timestamps, arrays, floats, ...) as dumps(converter(value)): checking the
     # bytes for what JSON escapes costs as much as the converter's own fast paths.
-    return "call", _writer(convert)
+    return "convert", convert
 
 
 def _writer(convert: Converter) -> JsonWriter:
@@ -1745,7 +1749,8 @@ def to_text(value: Any) -> str:
     raise TypeError(f"not a JSON-ready value: {type(value).__name__}")
 
 
-def _default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
+    """orjson's ``default`` as pgtail uses it (see `dumps`)."""
     if isinstance(obj, bytes | bytearray | memoryview):
         return _hex(bytes(obj))
     if isinstance(obj, set | frozenset | tuple):
@@ -1755,4 +1760,4 @@ def _default(obj: Any) -> Any:
 
 def dumps(obj: Any) -> bytes:
     """orjson.dumps as pgtail uses it (Fragments embed as JSON; bytes become "\\x<hex>")."""
-    return orjson.dumps(obj, default=_default)
+    return orjson.dumps(obj, default=json_default)

@@ -478,9 +478,9 @@ def test_insert_fast_paths_write_the_same_bytes(
         assert encoders is not None, table.qualified_name
 
         def strict(encode: Any, nulls: bool) -> Any:
-            def checked(values: tuple[bytes | None, ...], seq: int) -> bytes:
+            def checked(seq: int, *values: bytes | None) -> bytes:
                 try:
-                    line = encode(values, seq)
+                    line = encode(seq, *values)
                 except Exception as exc:
                     failures.append(f"{table.qualified_name}: {exc!r}")
                     raise

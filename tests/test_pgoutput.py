@@ -7,7 +7,7 @@ import pickle
 import struct
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -1189,22 +1189,35 @@ def test_real_server_unchanged_toast_and_binary(db: Database, binary: bool) -> N
     assert updated.new == TupleData(f"{kind}u{kind}n".encode(), (one, None, two, None))
 
 
-def test_text_values_reader_takes_only_text_and_null() -> None:
-    """The JSON lines fast path's reader: values of text / NULL tuples, None for the rest."""
-    read = po.text_values_reader(3)
+def test_text_tuple_encoder_takes_only_whole_text_and_null_tuples() -> None:
+    """The fast path's reader: values of text / NULL tuples to the encoder, None for the rest."""
+    calls: list[tuple[str, int, tuple[bytes | None, ...]]] = []
+
+    def encoder(name: str) -> Any:
+        def encode(seq: int, *values: bytes | None) -> bytes:
+            calls.append((name, seq, values))
+            if values[0] == b"boom":
+                raise ValueError("the encoder's own failure")
+            return b"line %d" % seq
+
+        return encode
+
+    encode = po.text_tuple_encoder(3, encoder("plain"), encoder("with_nulls"))
     data = pb.tuple_data([b"1", None, b"x y"])
-    assert read(b"..." + data, 3) == ((b"1", None, b"x y"), 3 + len(data), True)
+    assert encode(b"..." + data, 3, 7) == b"line 7"
     data = pb.tuple_data([b"1", b"", b"z"])
-    assert read(data, 0) == ((b"1", b"", b"z"), len(data), False)
-    assert read(pb.tuple_data([b"1", "u", b"z"]), 0) is None  # unchanged TOAST
-    assert read(pb.tuple_data([b"1", ("b", b"\x00"), b"z"]), 0) is None  # binary
-    assert read(pb.tuple_data([b"1", b"2"]), 0) is None  # another column count
-    assert po.text_values_reader(3) is read  # generated once per column count
-    # no bounds checks: a short tuple raises or reads short, and the caller checks `end`
-    cut = pb.tuple_data([b"1", b"abcdef", b"z"])[:-4]
-    try:
-        got = read(cut, 0)
-    except (IndexError, struct.error):
-        pass
-    else:
-        assert got is None or got[1] != len(cut)
+    assert encode(data, 0, 8) == b"line 8"
+    assert calls == [("with_nulls", 7, (b"1", None, b"x y")), ("plain", 8, (b"1", b"", b"z"))]
+    calls.clear()
+    assert encode(pb.tuple_data([b"1", "u", b"z"]), 0, 1) is None  # unchanged TOAST
+    assert encode(pb.tuple_data([b"1", ("b", b"\x00"), b"z"]), 0, 1) is None  # binary
+    assert encode(pb.tuple_data([b"1", b"2"]), 0, 1) is None  # another column count
+    assert encode(data + b"x", 0, 1) is None  # bytes after the tuple
+    for cut in range(len(data)):  # truncated anywhere
+        assert encode(data[:cut], 0, 1) is None, cut
+    assert calls == []
+    assert encode(pb.tuple_data([b"boom", b"2", b"3"]), 0, 1) is None  # the encoder raised
+    assert calls == [("plain", 1, (b"boom", b"2", b"3"))]
+    # the code is generated once per column count, the function per encoder pair
+    other = po.text_tuple_encoder(3, encoder("a"), encoder("b"))
+    assert other is not encode and other.__code__ is encode.__code__

@@ -52,6 +52,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, BinaryIO
 
+import orjson
+
 from pgtail.changes import (
     Change,
     CommitPrepared,
@@ -69,7 +71,7 @@ from pgtail.changes import (
 from pgtail.lsn import format_lsn
 from pgtail.render import RenderOptions
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
-from pgtail.values import Converter, dumps, text_json
+from pgtail.values import Converter, dumps, json_default, text_json
 
 
 def iso_time(value: datetime) -> str:
@@ -121,15 +123,16 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     if not columns or len(columns) > _ENCODE_MAX_COLUMNS or len(text_converters) != len(columns):
         return None
     namespace: dict[str, Any] = {"escapes": _JSON_ESCAPES.search}
-    plain = ["def plain(v, seq):"]  # no NULLs: ints and strings formatted by the template
-    nullable = ["def with_nulls(v, seq):"]  # every value a JSON text of its own
+    args = "".join(f", v{i}" for i in range(len(columns)))
+    plain = [f"def plain(seq{args}):"]  # no NULLs: ints and strings formatted by the template
+    nullable = [f"def with_nulls(seq{args}):"]  # every value a JSON text of its own
     plain_pieces: dict[str, bytes] = {}  # column name -> its "name":<format> piece
     for i, column in enumerate(columns):
         kind, writer = text_json(text_converters[i])
         name = _percent(dumps(column.name))
         namespace[f"w{i}"] = writer
-        value = f"v[{i}]"
-        nullable += [f"    j{i} = v[{i}]", f"    if j{i} is None:", f"        j{i} = b'null'"]
+        value = f"v{i}"
+        nullable += [f"    j{i} = v{i}", f"    if j{i} is None:", f"        j{i} = b'null'"]
         if kind == "int":
             plain.append(f"    j{i} = int({value})")
             plain_pieces[column.name] = name + b":%d"
@@ -154,10 +157,17 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
         elif kind == "raw":
             plain.append(f"    j{i} = {value}")
             plain_pieces[column.name] = name + b":%b"
+        elif kind == "convert":
+            namespace[f"c{i}"] = writer
+            plain.append(f"    j{i} = _dumps(c{i}({value}), default=_default)")
+            plain_pieces[column.name] = name + b":%b"
+            nullable += ["    else:", f"        j{i} = _dumps(c{i}(j{i}), default=_default)"]
         else:
             plain.append(f"    j{i} = w{i}({value})")
             plain_pieces[column.name] = name + b":%b"
             nullable += ["    else:", f"        j{i} = w{i}(j{i})"]
+    namespace["_dumps"] = orjson.dumps
+    namespace["_default"] = json_default
     keys = table.key_columns
     nullable_pieces = {c.name: _percent(dumps(c.name)) + b":%b" for c in columns}
     for function, pieces in ((plain, plain_pieces), (nullable, nullable_pieces)):

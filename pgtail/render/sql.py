@@ -616,7 +616,7 @@ class _Plan:
 def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
     """The SQL fast path for inserts whose values all arrived as text (or NULL).
 
-    ``encode(values, seq)`` gives the INSERT statement `SqlRenderer` writes for the row,
+    ``encode(seq, *values)`` gives the INSERT statement `SqlRenderer` writes for the row,
     byte for byte (the same per-table builder, fed the converted values without a row
     dict or a Change), and `SqlRenderer` writes `EncodedInserts` as they are. None for a
     name with a line break: an encoded statement must be one line.
@@ -636,10 +636,10 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     converters = list(text_converters)
     call = _call
 
-    def plain(values: tuple[bytes | None, ...], seq: int) -> bytes:
+    def plain(seq: int, *values: bytes) -> bytes:
         return build(map(call, converters, values)).encode("utf-8")
 
-    def with_nulls(values: tuple[bytes | None, ...], seq: int) -> bytes:
+    def with_nulls(seq: int, *values: bytes | None) -> bytes:
         converted = [None if v is None else c(v) for c, v in zip(converters, values, strict=True)]
         return build(converted).encode("utf-8")
 
