@@ -242,6 +242,13 @@ def _fast_payloads(key: str) -> list[bytes]:
     rows = []
     for n in range(max(len(v) for *_, v in _FAST_COLUMNS)):
         rows.append([values[n % len(values)] for *_, values in _FAST_COLUMNS])
+    # and rows without NULLs: each value once, the other columns at their first value
+    for i, (*_, values) in enumerate(_FAST_COLUMNS):
+        for value in values[1:]:
+            if value is not None:
+                row = [first for *_, (first, *_) in _FAST_COLUMNS]
+                row[i] = value
+                rows.append(row)
     return [
         relation,
         pb.begin(100, T0, 9),

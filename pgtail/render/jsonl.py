@@ -110,8 +110,8 @@ _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled sou
 def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
     """The JSON lines fast path for inserts whose columns all arrived as text (or NULL).
 
-    Returns two functions ``encode(values, seq)``, one for rows without NULLs and one for
-    rows with them (None in ``values``): the change line of that insert from ``"seq"`` on,
+    Returns two functions ``encode(seq, *values)``, one for rows without NULLs and one for
+    rows with them (None for NULL): the change line of that insert from ``"seq"`` on,
     without its leading ``{`` and with its newline, byte for byte what `change_line` writes
     after the head; `JsonLinesRenderer` adds the head when it renders the `EncodedInserts`
     the assembler collects them in. Generated once per table as one bytes format with the
@@ -127,6 +127,7 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     plain = [f"def plain(seq{args}):"]  # no NULLs: ints and strings formatted by the template
     nullable = [f"def with_nulls(seq{args}):"]  # every value a JSON text of its own
     plain_pieces: dict[str, bytes] = {}  # column name -> its "name":<format> piece
+    strings: list[int] = []  # the columns of kind "string", checked together in plain
     for i, column in enumerate(columns):
         kind, writer = text_json(text_converters[i])
         name = _percent(dumps(column.name))
@@ -142,11 +143,8 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
                 f"        j{i} = b'%d' % int(j{i})",
             ]
         elif kind == "string":
-            plain += [
-                f"    j{i} = {value}",
-                f"    if not j{i}.isascii() or escapes(j{i}) is not None:",
-                f"        j{i} = w{i}(j{i})[1:-1]",
-            ]
+            plain.append(f"    j{i} = {value}")
+            strings.append(i)
             plain_pieces[column.name] = name + b':"%b"'
             nullable += [
                 f"    elif j{i}.isascii() and escapes(j{i}) is None:",
@@ -166,6 +164,21 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
             plain.append(f"    j{i} = w{i}({value})")
             plain_pieces[column.name] = name + b":%b"
             nullable += ["    else:", f"        j{i} = w{i}(j{i})"]
+    if strings:
+        # one check of all string values at once; per value only when it finds something
+        # JSON escapes (or non-ASCII, whose escaping orjson decides)
+        indent = "    "
+        if len(strings) > 1:
+            plain += [
+                "    s = " + " + ".join(f"v{i}" for i in strings),
+                "    if not s.isascii() or escapes(s) is not None:",
+            ]
+            indent += "    "
+        for i in strings:
+            plain += [
+                f"{indent}if not v{i}.isascii() or escapes(v{i}) is not None:",
+                f"{indent}    j{i} = w{i}(v{i})[1:-1]",
+            ]
     namespace["_dumps"] = orjson.dumps
     namespace["_default"] = json_default
     keys = table.key_columns
