@@ -254,6 +254,7 @@ _ROW_OVERHEAD = 256
 _LINE_OVERHEAD = 8  # an encoded insert's line: its bytes, joined, plus a list slot until then
 _RUN_LINES = 256  # encoded inserts per EncodedInserts: joined on arrival, a chunk at a time
 _RAW_SHARE = 8  # a raw part's in-memory buffer: this fraction of the bound
+_SPILLED_COST = 100  # what a _SpilledRun left in rows costs
 # A plain transaction is converted on arrival only once it has this many changes. A
 # smaller one takes the server a few milliseconds to send, so converting early gains
 # nothing, while its converted rows, held until the commit, would cost the cyclic
@@ -627,13 +628,29 @@ class _Run:
         return EncodedInserts(table, tx, self.first_seq, len(lines), b"".join(lines))
 
 
+class _SpilledRun:
+    """An EncodedInserts whose lines wait in its transaction's lines file (see make_room)."""
+
+    __slots__ = ("table", "tx", "first_seq", "count", "length")
+
+    def __init__(self, inserts: EncodedInserts) -> None:
+        self.table = inserts.table
+        self.tx = inserts.tx
+        self.first_seq = inserts.first_seq
+        self.count = inserts.count
+        self.length = len(inserts.lines)
+
+
 class _Open:
     """A transaction being held: Begin / Begin Prepare .. Commit / Prepare, or a streamed xid.
 
     Its changes are decoded and converted as they arrive, into ``rows`` (events of
     ``tx``, whose fields the commit fills in; ``seq`` is the row's index, which stays
     right because a rolled-back subtransaction only ever drops the tail), while their
-    estimated size stays under the bound. Past it the transaction goes ``raw``: the rest
+    estimated size stays under the bound. Past it, encoded inserts (the oldest first) move
+    to a temporary file until half the bound is free (`make_room`), so a large transaction
+    of plain inserts keeps being encoded on arrival, while the server is still sending it.
+    When that frees too little the transaction goes ``raw``: the rest
     of it is held as payloads in ``held`` (spilled to a file past a smaller bound) and
     decoded at the commit with the relation cache as it was when it went raw
     (``raw_tables``), plus the Relation / Type messages held in order with the payloads.
@@ -659,6 +676,8 @@ class _Open:
         "deferred",
         "count",
         "run",
+        "lines_file",
+        "spilled_upto",
     )
 
     def __init__(self, xid: int, limit: int, begin: po.Begin | po.BeginPrepare | None) -> None:
@@ -687,6 +706,8 @@ class _Open:
         self.deferred = False  # raw only until it is large enough (see _DEFERRED_ROWS)
         self.count = 0  # events in rows (an EncodedInserts counts its inserts): the next seq
         self.run = _Run()  # encoded inserts not yet in rows
+        self.lines_file: IO[bytes] | None = None  # the lines of the _SpilledRuns in rows
+        self.spilled_upto = 0  # rows before this index hold no EncodedInserts
 
     def close_run(self) -> None:
         """Put the encoded inserts collected so far into rows, as one EncodedInserts."""
@@ -708,6 +729,55 @@ class _Open:
             self.rows.append(done)
         self.count += 1
         self.rows_bytes += len(line) + _LINE_OVERHEAD
+
+    def make_room(self) -> bool:
+        """Past the bound: move encoded inserts, the oldest first, to the lines file until
+        half the bound is free. False when that is not possible (a streamed transaction,
+        whose rows a rolled-back subtransaction may cut, or too few encoded inserts): the
+        caller then makes the transaction raw."""
+        if self.begin is None:  # a streamed transaction (never encoded anyway)
+            return False
+        self.close_run()
+        rows = self.rows
+        goal = self.rows_limit // 2
+        lines_file = self.lines_file
+        index = self.spilled_upto
+        while index < len(rows) and self.rows_bytes > goal:
+            row = rows[index]
+            if type(row) is EncodedInserts:
+                if lines_file is None:
+                    lines_file = self.lines_file = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
+                        prefix="pgtail-lines-"
+                    )
+                lines_file.write(row.lines)
+                rows[index] = _SpilledRun(row)
+                self.rows_bytes -= len(row.lines) + row.count * _LINE_OVERHEAD - _SPILLED_COST
+            index += 1
+        self.spilled_upto = index
+        return self.rows_bytes <= self.rows_limit
+
+    def take_rows(self) -> Iterable[Any]:
+        """The rows, for the commit, with the spilled inserts read back in order; the
+        transaction holds none of them afterwards."""
+        rows = self.rows
+        self.rows = []
+        if self.lines_file is None:
+            return rows
+        return self._read_back(rows, self.lines_file)
+
+    @staticmethod
+    def _read_back(rows: list[Any], lines_file: IO[bytes]) -> Iterator[Any]:
+        lines_file.flush()
+        lines_file.seek(0)
+        read = lines_file.read
+        for row in rows:
+            if type(row) is _SpilledRun:
+                lines = read(row.length)
+                if len(lines) != row.length:
+                    raise DecodeError("held transaction file is truncated")
+                yield EncodedInserts(row.table, row.tx, row.first_seq, row.count, lines)
+            else:
+                yield row
 
     def go_raw(self, tables: dict[int, _TableInfo], type_names: dict[int, str]) -> None:
         self.close_run()  # what was encoded so far stays before what is held raw
@@ -739,6 +809,9 @@ class _Open:
         self.held.close()
         self.rows = []
         self.run = _Run()
+        if self.lines_file is not None:
+            self.lines_file.close()
+            self.lines_file = None
 
 
 class Assembler:
@@ -840,7 +913,10 @@ class Assembler:
                                 line = encode(payload, header + 5, seq)
                                 if line is not None:
                                     target.add_line(info.table, line)
-                                    if target.rows_bytes > target.rows_limit:
+                                    if (
+                                        target.rows_bytes > target.rows_limit
+                                        and not target.make_room()
+                                    ):
                                         target.go_raw(tables, self._type_names)
                                     return _EMPTY
                             tup, end = _decode_tuple(payload, header + 5, "Insert.new_tuple")
@@ -861,7 +937,7 @@ class Assembler:
                     target.go_raw(tables, self._type_names)
                 else:
                     target.add(event, len(payload) + cost)
-                    if target.rows_bytes > target.rows_limit:
+                    if target.rows_bytes > target.rows_limit and not target.make_room():
                         target.go_raw(tables, self._type_names)
                     return _EMPTY
             held = target.held
@@ -900,7 +976,7 @@ class Assembler:
         target.held = _Held(held.limit)
         held.close()
         target.raw = False
-        if target.rows_bytes > target.rows_limit:
+        if target.rows_bytes > target.rows_limit and not target.make_room():
             target.go_raw(self._view(target), self._type_names)
 
     def _view(self, target: _Open) -> dict[int, _TableInfo]:
@@ -1206,7 +1282,7 @@ class Assembler:
         for name in _TX_FIELDS:
             set_field(settled, name, getattr(tx, name))
         state.close_run()
-        if not state.raw:
+        if not state.raw and state.lines_file is None:
             rows = state.rows
             state.close()
             return itertools.chain((TxBegin(settled),), rows, (TxCommit(settled),))
@@ -1303,15 +1379,14 @@ class Assembler:
         raise DecodeError(f"unexpected held message {bytes([first])!r}")  # pragma: no cover
 
     def _events(self, state: _Open, tx: Transaction, in_stream: bool) -> Iterator[Event]:
-        """The rows converted on arrival, then the raw part decoded now."""
+        """The rows converted on arrival (spilled lines read back), then the raw part
+        decoded now."""
         try:
             yield TxBegin(tx)
-            rows = state.rows
-            state.rows = []
             seq = state.count
-            yield from rows
-            del rows
-            yield from self._raw_events(state, tx, in_stream, seq)
+            yield from state.take_rows()
+            if state.raw:
+                yield from self._raw_events(state, tx, in_stream, seq)
             yield TxCommit(tx)
         finally:
             state.close()

@@ -449,8 +449,8 @@ _ENCODERS = {"json": jsonl.insert_encoder, "sql": sql_render.insert_encoder}
 @pytest.mark.parametrize("fmt", ["json", "sql"])
 @pytest.mark.parametrize(
     ("deferred", "spill_bytes"),
-    [(None, None), (10, None), (10, 20_000)],
-    ids=["at-commit", "on-arrival", "on-arrival-then-raw"],
+    [(None, None), (10, None), (10, 20_000), (10, 2_000)],
+    ids=["at-commit", "on-arrival", "past-the-bound", "past-a-tiny-bound"],
 )
 def test_insert_fast_paths_write_the_same_bytes(
     capture: Capture,
@@ -463,7 +463,8 @@ def test_insert_fast_paths_write_the_same_bytes(
     insert_encoder) render byte for byte as Changes do.
 
     In every mode, whether the encoding happens at the commit (a transaction small enough
-    to stay raw), on arrival, or on arrival until the memory bound and then at the commit.
+    to stay raw), on arrival, or on arrival past the memory bound (encoded lines spilled to
+    a file, and the transactions with events that cannot spill raw from there on).
     """
     if deferred is not None:
         monkeypatch.setattr(changes, "_DEFERRED_ROWS", deferred)

@@ -18,6 +18,7 @@ from pgtail.changes import (
     Change,
     Column,
     CommitPrepared,
+    EncodedInserts,
     Event,
     Message,
     RollbackPrepared,
@@ -691,6 +692,73 @@ class _CountingTempFiles:
             return real(*args, **kwargs)
 
         monkeypatch.setattr(tempfile, "TemporaryFile", counting)
+
+
+def _rendered_json(events: Iterable[Event]) -> bytes:
+    from io import BytesIO
+
+    from pgtail.render.jsonl import JsonLinesRenderer
+
+    out = BytesIO()
+    renderer = JsonLinesRenderer(out)
+    for event in events:
+        renderer.render(event)
+    return out.getvalue()
+
+
+def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plain inserts past the memory bound keep being encoded on arrival: the oldest
+    encoded lines move to a file and come back, in order, at the commit."""
+    from pgtail.render.jsonl import insert_encoder
+
+    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    counter = _CountingTempFiles(monkeypatch)
+    body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * (i % 90)]) for i in range(3000)]
+    bound = 150_000
+    asm = Assembler(1, spill_bytes=bound, encoder=insert_encoder)
+    head = [ITEMS, *tx_block(4, body)[:-1]]
+    for payload in head:
+        assert list(asm.feed(payload)) == []
+        held = asm._current
+        assert held is None or held.rows_bytes <= bound  # never past the bound
+    held = asm._current
+    assert held is not None and not held.raw  # never raw: every row encoded on arrival
+    assert held.lines_file is not None and counter.opened == 1  # one file for all spills
+    spilled = [r for r in held.rows if type(r) is changes._SpilledRun]
+    assert 0 < len(spilled) < len(held.rows)  # the oldest runs spilled, the newest not
+    assert held.rows[: len(spilled)] == spilled
+    lines_file = held.lines_file
+    events = run(asm, [pb.commit(0x1000, 0x1010, T0)])
+    assert lines_file.closed  # and gone with the transaction
+    assert sum(e.count for e in events if isinstance(e, EncodedInserts)) == 3000
+    general = run(Assembler(1), [ITEMS, *tx_block(4, body)])
+    assert _rendered_json(events) == _rendered_json(general)
+
+
+def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Updates are held as events, which do not spill: past the bound the rest goes raw,
+    after the encoded lines that did spill (all of it in order at the commit)."""
+    from pgtail.render.jsonl import insert_encoder
+
+    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    body: list[bytes] = []
+    for i in range(1500):
+        body.append(pb.insert(16384, [str(i).encode(), b"n", b"x" * 40]))
+        if i >= 300:
+            body.append(pb.update(16384, [str(i).encode(), b"upd", b"y" * 40]))
+    asm = Assembler(1, spill_bytes=60_000, encoder=insert_encoder)
+    run(asm, [ITEMS, *tx_block(4, body)[:-1]])
+    held = asm._current
+    assert held is not None and held.raw and held.lines_file is not None
+    events = run(asm, [pb.commit(0x1000, 0x1010, T0)])
+    general = run(Assembler(1), [ITEMS, *tx_block(4, body)])
+    assert _rendered_json(events) == _rendered_json(general)
+    seqs = [e.seq for e in events if isinstance(e, Change)]
+    assert len(seqs) == len(body) - sum(e.count for e in events if isinstance(e, EncodedInserts))
 
 
 def _big_mixed_workload() -> list[bytes]:
