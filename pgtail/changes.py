@@ -902,6 +902,7 @@ class Assembler:
                 if target.own:
                     tables = target.view if target.view_base is tables else self._view(target)
                 seq = target.count
+                line = None
                 try:
                     event: Any = None
                     if first == _INSERT:  # the hot path, inlined; _convert does the rest
@@ -911,24 +912,18 @@ class Assembler:
                             encode = info.text_encoder
                             if encode is not None and not in_stream:
                                 line = encode(payload, header + 5, seq)
-                                if line is not None:
-                                    target.add_line(info.table, line)
-                                    if (
-                                        target.rows_bytes > target.rows_limit
-                                        and not target.make_room()
-                                    ):
-                                        target.go_raw(tables, self._type_names)
-                                    return _EMPTY
-                            tup, end = _decode_tuple(payload, header + 5, "Insert.new_tuple")
-                            if end == len(payload):
-                                kinds = tup.kinds
-                                if kinds == info.all_text:
-                                    event = info.text_insert(tup.values, target.tx, seq)
-                                    cost = info.row_cost
-                                elif kinds == info.all_binary:
-                                    event = info.binary_insert(tup.values, target.tx, seq)
-                                    cost = info.row_cost
-                    if event is None:
+                                table = info.table
+                            if line is None:
+                                tup, end = _decode_tuple(payload, header + 5, "Insert.new_tuple")
+                                if end == len(payload):
+                                    kinds = tup.kinds
+                                    if kinds == info.all_text:
+                                        event = info.text_insert(tup.values, target.tx, seq)
+                                        cost = info.row_cost
+                                    elif kinds == info.all_binary:
+                                        event = info.binary_insert(tup.values, target.tx, seq)
+                                        cost = info.row_cost
+                    if event is None and line is None:
                         event = self._convert(payload, first, in_stream, tables, target.tx, seq)
                         cost = _event_cost(event)
                 except Exception:  # noqa: BLE001 - the commit-time decode raises it, if at all
@@ -936,7 +931,12 @@ class Assembler:
                     # a rolled-back subtransaction, and the error is the same there
                     target.go_raw(tables, self._type_names)
                 else:
-                    target.add(event, len(payload) + cost)
+                    # outside the try: a failure to hold it (a full disk) is not a decode
+                    # error, and the change must not be held twice
+                    if line is not None:
+                        target.add_line(table, line)
+                    else:
+                        target.add(event, len(payload) + cost)
                     if target.rows_bytes > target.rows_limit and not target.make_room():
                         target.go_raw(tables, self._type_names)
                     return _EMPTY

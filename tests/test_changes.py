@@ -737,6 +737,28 @@ def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
     assert _rendered_json(events) == _rendered_json(general)
 
 
+def test_a_full_disk_while_making_room_is_an_error_not_a_second_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A failure to spill is not a decode failure: it propagates (the CLI reports it)
+    instead of sending the change it was holding down the raw path a second time."""
+    from pgtail.render.jsonl import insert_encoder
+
+    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+
+    def full(self: Any) -> bool:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(changes._Open, "make_room", full)
+    body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * 50]) for i in range(500)]
+    for encoder in (insert_encoder, None):  # encoded lines, and events
+        asm = Assembler(1, spill_bytes=10_000, encoder=encoder)
+        with pytest.raises(OSError, match="No space left"):
+            run(asm, [ITEMS, *tx_block(4, body)])
+        held = asm._current
+        assert held is not None and not held.raw and len(held.held) == 0
+
+
 def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
