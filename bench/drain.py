@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -222,8 +223,10 @@ def main() -> None:
             f" process CPU {cpu:.2f} s, startup included)"
         )
         pairs = sorted(r[0] / b for r, b in zip(results, bares, strict=True))
+        middle = statistics.median(r[0] for r in results) / statistics.median(bares)
         print(
             f"ratio pgtail / bare:    {ours / bare:6.2f}x  best against best (goal: <= 1.25x);"
+            f" median against median {middle:.2f}x;"
             f" run by run {', '.join(f'{p:.2f}x' for p in pairs)}"
         )
         if args.rss_rows:
