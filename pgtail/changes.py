@@ -631,14 +631,20 @@ class _Run:
 class _SpilledRun:
     """An EncodedInserts whose lines wait in its transaction's lines file (see make_room)."""
 
-    __slots__ = ("table", "tx", "first_seq", "count", "length")
+    __slots__ = ("table", "tx", "first_seq", "count", "offset", "length")
 
-    def __init__(self, inserts: EncodedInserts) -> None:
+    def __init__(self, inserts: EncodedInserts, offset: int) -> None:
         self.table = inserts.table
         self.tx = inserts.tx
         self.first_seq = inserts.first_seq
         self.count = inserts.count
+        self.offset = offset  # where its lines start in the lines file
         self.length = len(inserts.lines)
+
+
+def _changes_in(rows: Iterable[Any]) -> int:
+    """How many changes held rows stand for (encoded inserts count each of theirs)."""
+    return sum(e.count if type(e) is EncodedInserts or type(e) is _SpilledRun else 1 for e in rows)
 
 
 class _Open:
@@ -677,6 +683,7 @@ class _Open:
         "count",
         "run",
         "lines_file",
+        "lines_end",
         "spilled_upto",
     )
 
@@ -707,6 +714,7 @@ class _Open:
         self.count = 0  # events in rows (an EncodedInserts counts its inserts): the next seq
         self.run = _Run()  # encoded inserts not yet in rows
         self.lines_file: IO[bytes] | None = None  # the lines of the _SpilledRuns in rows
+        self.lines_end = 0  # where the next spilled lines go in it
         self.spilled_upto = 0  # rows before this index hold no EncodedInserts
 
     def close_run(self) -> None:
@@ -732,11 +740,8 @@ class _Open:
 
     def make_room(self) -> bool:
         """Past the bound: move encoded inserts, the oldest first, to the lines file until
-        half the bound is free. False when that is not possible (a streamed transaction,
-        whose rows a rolled-back subtransaction may cut, or too few encoded inserts): the
+        half the bound is free. False when too few of the rows are encoded inserts: the
         caller then makes the transaction raw."""
-        if self.begin is None:  # a streamed transaction (never encoded anyway)
-            return False
         self.close_run()
         rows = self.rows
         goal = self.rows_limit // 2
@@ -749,8 +754,10 @@ class _Open:
                     lines_file = self.lines_file = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
                         prefix="pgtail-lines-"
                     )
+                lines_file.seek(self.lines_end)
                 lines_file.write(row.lines)
-                rows[index] = _SpilledRun(row)
+                rows[index] = _SpilledRun(row, self.lines_end)
+                self.lines_end += len(row.lines)
                 self.rows_bytes -= len(row.lines) + row.count * _LINE_OVERHEAD - _SPILLED_COST
             index += 1
         self.spilled_upto = index
@@ -768,10 +775,11 @@ class _Open:
     @staticmethod
     def _read_back(rows: list[Any], lines_file: IO[bytes]) -> Iterator[Any]:
         lines_file.flush()
-        lines_file.seek(0)
+        seek = lines_file.seek
         read = lines_file.read
         for row in rows:
             if type(row) is _SpilledRun:
+                seek(row.offset)
                 lines = read(row.length)
                 if len(lines) != row.length:
                     raise DecodeError("held transaction file is truncated")
@@ -787,23 +795,35 @@ class _Open:
         self.raw_type_names = type_names
 
     def mark(self) -> int:
-        """The position of the next record: rows first, then the raw payloads."""
+        """The position of the next record: rows first, then the raw payloads. Encoded
+        inserts before it are closed into rows, so that it falls between two rows."""
         if not self.raw:
+            self.close_run()
             return len(self.rows)
         return len(self.rows) + self.held.mark()
 
     def truncate(self, position: int) -> None:
-        """Drop every record from ``position`` on (schema messages stay, see _Held)."""
-        count = len(self.rows)  # a stream's rows are one event each (never encoded)
-        if position < count:
-            if count:
-                self.rows_bytes = self.rows_bytes * position // count
+        """Drop every record from ``position`` on (schema messages stay, see _Held).
+
+        The open run of encoded inserts goes too: it began after the last mark."""
+        self.run = _Run()
+        if position < len(self.rows):
+            spilled = [r for r in self.rows[position:] if type(r) is _SpilledRun]
+            if spilled:  # their lines are the file's tail: cut it there
+                self.lines_end = spilled[0].offset
+                assert self.lines_file is not None
+                self.lines_file.truncate(self.lines_end)
             del self.rows[position:]
-            self.count = position
+            self.spilled_upto = min(self.spilled_upto, position)
             if self.raw:
                 self.held.truncate(0)
         elif self.raw:
-            self.held.truncate(position - count)
+            self.held.truncate(position - len(self.rows))
+            return
+        before = self.count
+        self.count = _changes_in(self.rows)
+        if before:
+            self.rows_bytes = self.rows_bytes * self.count // before
 
     def close(self) -> None:
         self.held.close()
@@ -838,8 +858,9 @@ class Assembler:
         self.protocol_version = protocol_version
         self.binary = binary
         self.spill_bytes = spill_bytes
-        # A renderer's fast path: inserts of a plain (not streamed) transaction whose
-        # columns all arrived as text become lines of EncodedInserts instead of Changes.
+        # A renderer's fast path: inserts whose columns all arrived as text become lines
+        # of EncodedInserts instead of Changes (in streamed transactions too: a mark for
+        # a subtransaction closes the run, so an abort cuts between rows).
         self.encoder = encoder
         # What the server says of types that are not built in (enums, domains, arrays of
         # them), asked once per type when a Relation first uses it; see values.converters.
@@ -910,7 +931,7 @@ class Assembler:
                         info = tables.get(_XID.unpack_from(payload, header)[0])
                         if info is not None and payload[header + 4] == _NEW_TUPLE:
                             encode = info.text_encoder
-                            if encode is not None and not in_stream:
+                            if encode is not None:
                                 line = encode(payload, header + 5, seq)
                                 table = info.table
                             if line is None:
@@ -971,7 +992,7 @@ class Assembler:
             return
         held = target.held
         target.rows = rows
-        target.count = sum(e.count if type(e) is EncodedInserts else 1 for e in rows)
+        target.count = _changes_in(rows)
         target.rows_bytes = held.mem_bytes + sum(map(_event_cost, rows))
         target.held = _Held(held.limit)
         held.close()
@@ -1403,7 +1424,7 @@ class Assembler:
         decode_tuple = _decode_tuple
         unpack_uint32 = _XID.unpack_from
         header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
-        encoding = self.encoder is not None and not in_stream
+        encoding = self.encoder is not None  # (a stream's aborts are all behind it here)
         run = _Run()  # encoded inserts not yet yielded
         for payload in state.held:
             first = payload[0]
