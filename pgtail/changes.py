@@ -17,7 +17,7 @@ arrive (while the server is still sending the rest of the transaction) up to a
 memory bound; past it the rest of the transaction is held as raw payloads, spilled
 to a temporary file, and decoded at the commit. Given a renderer's ``encoder``, inserts
 of a plain transaction whose values all arrived as text (or NULL) skip the events
-altogether: the renderer's own bytes for them arrive as `EncodedInserts`.
+altogether: the renderer's own bytes for them arrive as `EncodedRows`.
 """
 
 from __future__ import annotations
@@ -147,13 +147,15 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
-class EncodedInserts:
-    """Consecutive inserts into one table, written by a renderer's encoder on arrival.
+class EncodedRows:
+    """Consecutive changes of one kind to one table, written by a renderer's encoder on
+    arrival: inserts, or (when the encoder says its lines serve them) updates that carry
+    no old row.
 
     Only an `Assembler` given an ``encoder`` makes these, and only the renderer that
-    supplied the encoder can render them: ``lines`` holds ``count`` lines, one per insert,
+    supplied the encoder can render them: ``lines`` holds ``count`` lines, one per change,
     each ending in a newline, with ``seq`` from ``first_seq`` on; what else a line needs
-    (for JSON lines: the fields before ``seq``) the renderer adds.
+    (for JSON lines: the fields before ``seq``, ``op`` among them) the renderer adds.
     """
 
     table: Table
@@ -161,15 +163,18 @@ class EncodedInserts:
     first_seq: int
     count: int
     lines: bytes
+    op: Op = "insert"
 
-    def head(self, count: int) -> EncodedInserts:
-        """The first ``count`` of these inserts."""
+    def head(self, count: int) -> EncodedRows:
+        """The first ``count`` of these changes."""
         if count >= self.count:
             return self
         end = -1
         for _ in range(count):
             end = self.lines.index(b"\n", end + 1)
-        return EncodedInserts(self.table, self.tx, self.first_seq, count, self.lines[: end + 1])
+        return EncodedRows(
+            self.table, self.tx, self.first_seq, count, self.lines[: end + 1], self.op
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,13 +200,13 @@ Event = (
     TxBegin
     | TxCommit
     | Change
-    | EncodedInserts
+    | EncodedRows
     | Truncate
     | Message
     | CommitPrepared
     | RollbackPrepared
 )
-# encode(seq, v0, ..., vN) -> one line of an EncodedInserts (see Assembler): the row's
+# encode(seq, v0, ..., vN) -> one line of an EncodedRows (see Assembler): the row's
 # values are the text of each column, None for NULL
 InsertEncoder = po.ValuesEncoder
 
@@ -211,6 +216,9 @@ class InsertEncoders(NamedTuple):
 
     plain: InsertEncoder  # no NULLs
     with_nulls: InsertEncoder  # some values None (NULL)
+    # The same line serves an Update that carries no old row (JSON lines: only the op,
+    # which the renderer puts in front, differs); not so for SQL's INSERT statements.
+    updates: bool = False
 
 
 # --- Assembler ----------------------------------------------------------------
@@ -252,7 +260,7 @@ _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its l
 _COLUMN_COST = 72
 _ROW_OVERHEAD = 256
 _LINE_OVERHEAD = 8  # an encoded insert's line: its bytes, joined, plus a list slot until then
-_RUN_LINES = 256  # encoded inserts per EncodedInserts: joined on arrival, a chunk at a time
+_RUN_LINES = 256  # encoded inserts per EncodedRows: joined on arrival, a chunk at a time
 _RAW_SHARE = 8  # a raw part's in-memory buffer: this fraction of the bound
 _SPILLED_COST = 100  # what a _SpilledRun left in rows costs
 # A plain transaction is converted on arrival only once it has this many changes. A
@@ -338,6 +346,7 @@ class _TableInfo:
         "text_insert",
         "binary_insert",
         "text_encoder",
+        "encodes_updates",
     )
 
     def __init__(
@@ -378,6 +387,7 @@ class _TableInfo:
         # set by an Assembler with an encoder: encode(payload, offset, seq) gives the line
         # of an Insert whose values are all text or NULL, or None for the general path
         self.text_encoder: po.TupleEncoder | None = None
+        self.encodes_updates = False  # and of an Update without an old row, too
         self.row_cost = _ROW_OVERHEAD + _COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -597,54 +607,59 @@ def _read_records(source: IO[bytes], count: int) -> Iterator[bytes]:
 
 
 class _Run:
-    """Encoded insert lines of one table, becoming an EncodedInserts _RUN_LINES at a time."""
+    """Encoded lines of one table and op, becoming an EncodedRows _RUN_LINES at a time."""
 
-    __slots__ = ("lines", "table", "first_seq")
+    __slots__ = ("lines", "table", "op", "first_seq")
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
         self.table: Table | None = None
+        self.op: Op = "insert"
         self.first_seq = 0
 
-    def add(self, table: Table, tx: Transaction, seq: int, line: bytes) -> EncodedInserts | None:
-        """Add the line of insert ``seq``; return the inserts it completes, if any (the
-        previous table's, or a full run)."""
+    def add(
+        self, table: Table, tx: Transaction, seq: int, line: bytes, op: Op = "insert"
+    ) -> EncodedRows | None:
+        """Add the line of change ``seq``; return the changes it completes, if any (the
+        previous table's or op's, or a full run)."""
         done = None
-        if table is not self.table or len(self.lines) >= _RUN_LINES:
+        if table is not self.table or op is not self.op or len(self.lines) >= _RUN_LINES:
             done = self.take(tx)
             self.table = table
+            self.op = op
             self.first_seq = seq
         self.lines.append(line)
         return done
 
-    def take(self, tx: Transaction) -> EncodedInserts | None:
-        """The inserts collected so far (None if none); the run starts again empty."""
+    def take(self, tx: Transaction) -> EncodedRows | None:
+        """The changes collected so far (None if none); the run starts again empty."""
         lines = self.lines
         table = self.table
         self.table = None
         if not lines or table is None:
             return None
         self.lines = []
-        return EncodedInserts(table, tx, self.first_seq, len(lines), b"".join(lines))
+        return EncodedRows(table, tx, self.first_seq, len(lines), b"".join(lines), self.op)
 
 
 class _SpilledRun:
-    """An EncodedInserts whose lines wait in its transaction's lines file (see make_room)."""
+    """An EncodedRows whose lines wait in its transaction's lines file (see make_room)."""
 
-    __slots__ = ("table", "tx", "first_seq", "count", "offset", "length")
+    __slots__ = ("table", "tx", "first_seq", "count", "op", "offset", "length")
 
-    def __init__(self, inserts: EncodedInserts, offset: int) -> None:
+    def __init__(self, inserts: EncodedRows, offset: int) -> None:
         self.table = inserts.table
         self.tx = inserts.tx
         self.first_seq = inserts.first_seq
         self.count = inserts.count
+        self.op = inserts.op
         self.offset = offset  # where its lines start in the lines file
         self.length = len(inserts.lines)
 
 
 def _changes_in(rows: Iterable[Any]) -> int:
     """How many changes held rows stand for (encoded inserts count each of theirs)."""
-    return sum(e.count if type(e) is EncodedInserts or type(e) is _SpilledRun else 1 for e in rows)
+    return sum(e.count if type(e) is EncodedRows or type(e) is _SpilledRun else 1 for e in rows)
 
 
 class _Open:
@@ -711,14 +726,14 @@ class _Open:
         # at the commit, which fills them in (see `Assembler._replay`).
         self.tx = Transaction(xid=xid, commit_lsn=0, end_lsn=0, commit_time=datetime.min)
         self.deferred = False  # raw only until it is large enough (see _DEFERRED_ROWS)
-        self.count = 0  # events in rows (an EncodedInserts counts its inserts): the next seq
+        self.count = 0  # events in rows (an EncodedRows counts its inserts): the next seq
         self.run = _Run()  # encoded inserts not yet in rows
         self.lines_file: IO[bytes] | None = None  # the lines of the _SpilledRuns in rows
         self.lines_end = 0  # where the next spilled lines go in it
-        self.spilled_upto = 0  # rows before this index hold no EncodedInserts
+        self.spilled_upto = 0  # rows before this index hold no EncodedRows
 
     def close_run(self) -> None:
-        """Put the encoded inserts collected so far into rows, as one EncodedInserts."""
+        """Put the encoded inserts collected so far into rows, as one EncodedRows."""
         done = self.run.take(self.tx)
         if done is not None:
             self.rows.append(done)
@@ -730,9 +745,9 @@ class _Open:
         self.count += 1
         self.rows_bytes += cost
 
-    def add_line(self, table: Table, line: bytes) -> None:
-        """Hold the encoded line of insert ``self.count``."""
-        done = self.run.add(table, self.tx, self.count, line)
+    def add_line(self, table: Table, line: bytes, op: Op = "insert") -> None:
+        """Hold the encoded line of change ``self.count``."""
+        done = self.run.add(table, self.tx, self.count, line, op)
         if done is not None:
             self.rows.append(done)
         self.count += 1
@@ -749,7 +764,7 @@ class _Open:
         index = self.spilled_upto
         while index < len(rows) and self.rows_bytes > goal:
             row = rows[index]
-            if type(row) is EncodedInserts:
+            if type(row) is EncodedRows:
                 if lines_file is None:
                     lines_file = self.lines_file = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
                         prefix="pgtail-lines-"
@@ -783,7 +798,7 @@ class _Open:
                 lines = read(row.length)
                 if len(lines) != row.length:
                     raise DecodeError("held transaction file is truncated")
-                yield EncodedInserts(row.table, row.tx, row.first_seq, row.count, lines)
+                yield EncodedRows(row.table, row.tx, row.first_seq, row.count, lines, row.op)
             else:
                 yield row
 
@@ -859,7 +874,7 @@ class Assembler:
         self.binary = binary
         self.spill_bytes = spill_bytes
         # A renderer's fast path: inserts whose columns all arrived as text become lines
-        # of EncodedInserts instead of Changes (in streamed transactions too: a mark for
+        # of EncodedRows instead of Changes (in streamed transactions too: a mark for
         # a subtransaction closes the run, so an abort cuts between rows).
         self.encoder = encoder
         # What the server says of types that are not built in (enums, domains, arrays of
@@ -944,6 +959,18 @@ class Assembler:
                                     elif kinds == info.all_binary:
                                         event = info.binary_insert(tup.values, target.tx, seq)
                                         cost = info.row_cost
+                    elif first == _UPDATE:  # without an old row: an insert's line, if asked
+                        header = 5 if in_stream else 1
+                        info = tables.get(_XID.unpack_from(payload, header)[0])
+                        if (
+                            info is not None
+                            and info.encodes_updates
+                            and payload[header + 4] == _NEW_TUPLE
+                        ):
+                            encode = info.text_encoder
+                            if encode is not None:
+                                line = encode(payload, header + 5, seq)
+                                table = info.table
                     if event is None and line is None:
                         event = self._convert(payload, first, in_stream, tables, target.tx, seq)
                         cost = _event_cost(event)
@@ -955,7 +982,7 @@ class Assembler:
                     # outside the try: a failure to hold it (a full disk) is not a decode
                     # error, and the change must not be held twice
                     if line is not None:
-                        target.add_line(table, line)
+                        target.add_line(table, line, "insert" if first == _INSERT else "update")
                     else:
                         target.add(event, len(payload) + cost)
                     if target.rows_bytes > target.rows_limit and not target.make_room():
@@ -1288,7 +1315,10 @@ class Assembler:
                 else None
             )
             if encoders is not None:
-                info.text_encoder = po.text_tuple_encoder(len(info.names), *encoders)
+                info.text_encoder = po.text_tuple_encoder(
+                    len(info.names), encoders.plain, encoders.with_nulls
+                )
+                info.encodes_updates = encoders.updates
             if len(self._infos) >= _INFO_CACHE_SIZE:
                 self._infos.clear()
             self._infos[key] = info
@@ -1414,7 +1444,7 @@ class Assembler:
 
     def _raw_events(
         self, state: _Open, tx: Transaction, in_stream: bool, seq: int
-    ) -> Iterator[Change | EncodedInserts | Truncate | Message]:
+    ) -> Iterator[Change | EncodedRows | Truncate | Message]:
         """The payloads held after the transaction went raw, decoded in order."""
         tables = state.raw_tables
         type_names = state.raw_type_names
@@ -1425,7 +1455,7 @@ class Assembler:
         unpack_uint32 = _XID.unpack_from
         header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
         encoding = self.encoder is not None  # (a stream's aborts are all behind it here)
-        run = _Run()  # encoded inserts not yet yielded
+        run = _Run()  # encoded lines not yet yielded
         for payload in state.held:
             first = payload[0]
             event: Change | Truncate | Message
@@ -1458,6 +1488,26 @@ class Assembler:
                         event = convert(payload, first, in_stream, tables, tx, seq)
                 else:
                     event = convert(payload, first, in_stream, tables, tx, seq)
+            elif first == _UPDATE and encoding:
+                line = None
+                try:
+                    info = tables.get(unpack_uint32(payload, header)[0])
+                    if (
+                        info is not None
+                        and info.encodes_updates
+                        and payload[header + 4] == _NEW_TUPLE
+                        and info.text_encoder is not None
+                    ):
+                        line = info.text_encoder(payload, header + 5, seq)
+                except (struct.error, IndexError):
+                    line = None
+                if line is not None:
+                    done = run.add(info.table, tx, seq, line, "update")  # type: ignore[union-attr]
+                    if done is not None:
+                        yield done
+                    seq += 1
+                    continue
+                event = convert(payload, first, in_stream, tables, tx, seq)
             elif first == _RELATION:
                 rel: po.Relation = parsers[first](payload, in_stream)  # type: ignore[assignment]
                 if not tables_copied:
@@ -1486,9 +1536,9 @@ class Assembler:
             yield done
 
 
-def _event_cost(event: Change | EncodedInserts | Truncate | Message) -> int:
+def _event_cost(event: Change | EncodedRows | Truncate | Message) -> int:
     """Estimated bytes of an event converted on arrival, besides its payload's."""
-    if type(event) is EncodedInserts:
+    if type(event) is EncodedRows:
         return len(event.lines) + _LINE_OVERHEAD * event.count
     if type(event) is not Change:
         return _ROW_OVERHEAD

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pgtail.changes import Change, EncodedInserts, Event, Message, Table, Truncate
+from pgtail.changes import Change, EncodedRows, Event, Message, Table, Truncate
 from pgtail.errors import ConfigurationError
 
 OPS = ("insert", "update", "delete", "truncate", "message")
@@ -94,10 +94,10 @@ class EventFilter:
             if self.redact:
                 return self._redacted(event)
             return event
-        if isinstance(event, EncodedInserts):
+        if isinstance(event, EncodedRows):
             if self.redact:
-                raise TypeError("--redact needs decoded rows, not encoded inserts")
-            if self.ops is not None and "insert" not in self.ops:
+                raise TypeError("--redact needs decoded rows, not encoded ones")
+            if self.ops is not None and event.op not in self.ops:
                 return None
             return event if self.table_selected(event.table) else None
         if isinstance(event, Truncate):

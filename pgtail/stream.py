@@ -966,7 +966,7 @@ class _Stream:
         nchanges = 0
         skipping = False
         Change, Truncate, Message = ch.Change, ch.Truncate, ch.Message
-        EncodedInserts = ch.EncodedInserts
+        EncodedRows = ch.EncodedRows
         TxBegin, TxCommit = ch.TxBegin, ch.TxCommit
 
         def flush_items() -> None:
@@ -1053,8 +1053,8 @@ class _Stream:
                     if kept is None:
                         continue
                     event = kept
-                if cls is EncodedInserts:
-                    inserts: ch.EncodedInserts = event  # type: ignore[assignment]
+                if cls is EncodedRows:
+                    inserts: ch.EncodedRows = event  # type: ignore[assignment]
                     count = inserts.count
                     if max_changes is not None and self.changes_seen + count >= max_changes:
                         inserts = inserts.head(max_changes - self.changes_seen)

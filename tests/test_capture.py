@@ -25,7 +25,7 @@ from pgtail.changes import (
     Assembler,
     Change,
     CommitPrepared,
-    EncodedInserts,
+    EncodedRows,
     Event,
     InsertEncoders,
     Message,
@@ -491,7 +491,9 @@ def test_insert_fast_paths_write_the_same_bytes(
 
             return checked
 
-        return InsertEncoders(strict(encoders.plain, False), strict(encoders.with_nulls, True))
+        return InsertEncoders(
+            strict(encoders.plain, False), strict(encoders.with_nulls, True), encoders.updates
+        )
 
     null_rows = [0]
     for mode in MODES:
@@ -506,14 +508,23 @@ def test_insert_fast_paths_write_the_same_bytes(
             **bound,
         )
         fast_events = [e for lsn, payload in payloads for e in fast.feed(payload, lsn)]
-        encoded = [e for e in fast_events if isinstance(e, EncodedInserts)]
+        encoded = [e for e in fast_events if isinstance(e, EncodedRows)]
         if not mode.binary:
             assert encoded, mode.name  # the fast path did run
             encoded_somewhere = True
-            # and took every insert, streamed transactions' too
-            assert not [e for e in fast_events if isinstance(e, Change) and e.op == "insert"], (
-                mode.name
-            )
+            # and took every insert, streamed transactions' too, and for JSON lines every
+            # update that carries no old row (nor unchanged TOAST)
+            assert not [
+                e
+                for e in fast_events
+                if isinstance(e, Change)
+                and (
+                    e.op == "insert"
+                    or (fmt == "json" and e.op == "update" and e.old is None)
+                    and not e.unchanged_toast
+                )
+            ], mode.name
+            assert any(e.op == "update" for e in encoded) is (fmt == "json"), mode.name
             assert any(e.tx.streamed for e in encoded) is bool(mode.streaming), mode.name
         general = _decode(mode, payloads, capture.user_types)
         assert _rendered(fmt, fast_events) == _rendered(fmt, general), mode.name

@@ -18,7 +18,7 @@ from pgtail.changes import (
     Change,
     Column,
     CommitPrepared,
-    EncodedInserts,
+    EncodedRows,
     Event,
     Message,
     RollbackPrepared,
@@ -732,7 +732,7 @@ def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
     lines_file = held.lines_file
     events = run(asm, [pb.commit(0x1000, 0x1010, T0)])
     assert lines_file.closed  # and gone with the transaction
-    assert sum(e.count for e in events if isinstance(e, EncodedInserts)) == 3000
+    assert sum(e.count for e in events if isinstance(e, EncodedRows)) == 3000
     general = run(Assembler(1), [ITEMS, *tx_block(4, body)])
     assert _rendered_json(events) == _rendered_json(general)
 
@@ -762,7 +762,7 @@ def test_a_full_disk_while_making_room_is_an_error_not_a_second_copy(
 def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Updates are held as events, which do not spill: past the bound the rest goes raw,
+    """Deletes are held as events, which do not spill: past the bound the rest goes raw,
     after the encoded lines that did spill (all of it in order at the commit)."""
     from pgtail.render.jsonl import insert_encoder
 
@@ -771,7 +771,7 @@ def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
     for i in range(1500):
         body.append(pb.insert(16384, [str(i).encode(), b"n", b"x" * 40]))
         if i >= 300:
-            body.append(pb.update(16384, [str(i).encode(), b"upd", b"y" * 40]))
+            body.append(pb.delete(16384, [str(i).encode(), None, None]))
     asm = Assembler(1, spill_bytes=60_000, encoder=insert_encoder)
     run(asm, [ITEMS, *tx_block(4, body)[:-1]])
     held = asm._current
@@ -780,7 +780,7 @@ def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
     general = run(Assembler(1), [ITEMS, *tx_block(4, body)])
     assert _rendered_json(events) == _rendered_json(general)
     seqs = [e.seq for e in events if isinstance(e, Change)]
-    assert len(seqs) == len(body) - sum(e.count for e in events if isinstance(e, EncodedInserts))
+    assert len(seqs) == len(body) - sum(e.count for e in events if isinstance(e, EncodedRows))
 
 
 def _big_mixed_workload() -> list[bytes]:
@@ -1071,7 +1071,7 @@ def test_encoded_streamed_inserts_survive_subtransaction_aborts_as_events_do(fmt
         boundaries.add((state.count, len(state.held)))
         events += run(asm, stream[-1:])
         # the four surviving inserts encoded: on arrival, or from the raw part at the commit
-        assert sum(e.count for e in events if isinstance(e, EncodedInserts)) == 4
+        assert sum(e.count for e in events if isinstance(e, EncodedRows)) == 4
         assert rendered(events) == expected, spill_bytes
     assert len(boundaries) >= 3  # the raw boundary fell at several places
     big = _big_mixed_workload()

@@ -260,7 +260,7 @@ def _fast_payloads(key: str) -> list[bytes]:
 @pytest.mark.parametrize("key", ["id", "id,big", ""], ids=["one-key", "two-keys", "no-key"])
 def test_encoded_inserts_render_as_changes_do(key: str) -> None:
     """Rows with and without NULLs, awkward names, every kind of writer: the same bytes."""
-    from pgtail.changes import Assembler, EncodedInserts
+    from pgtail.changes import Assembler, EncodedRows
     from pgtail.render.jsonl import insert_encoder
 
     payloads = _fast_payloads(key)
@@ -269,7 +269,7 @@ def test_encoded_inserts_render_as_changes_do(key: str) -> None:
         asm = Assembler(1, encoder=encoder)
         events = [e for p in payloads for e in asm.feed(p)]
         if encoder is not None:
-            inserts = [e for e in events if isinstance(e, EncodedInserts)]
+            inserts = [e for e in events if isinstance(e, EncodedRows)]
             assert sum(e.count for e in inserts) == len(payloads) - 3  # every row encoded
         out = io.BytesIO()
         renderer = JsonLinesRenderer(out)
@@ -278,3 +278,21 @@ def test_encoded_inserts_render_as_changes_do(key: str) -> None:
         outputs.append(out.getvalue())
     assert outputs[0] == outputs[1]
     assert outputs[0].count(b"\n") == len(payloads) - 3
+
+
+def test_encoded_rows_keep_their_op_through_filters_and_rendering() -> None:
+    """An encoded run of updates renders with op "update", and --ops / --table filter it
+    by its own op and table."""
+    from pgtail.changes import EncodedRows
+
+    lines = b'"seq":0,"x":1}\n"seq":1,"x":2}\n'
+    updates = EncodedRows(TABLE, TX, 0, 2, lines, "update")
+    inserts = EncodedRows(FULL, TX, 2, 2, lines)
+    assert [r["op"] for r in render(updates, inserts)] == ["update"] * 2 + ["insert"] * 2
+    assert [(r["table"], r["seq"]) for r in render(updates.head(1))] == [("items", 0)]
+    only_updates = EventFilter(ops=parse_ops("update"))
+    assert only_updates.apply(updates) is updates
+    assert only_updates.apply(inserts) is None
+    assert EventFilter(ops=parse_ops("insert")).apply(updates) is None
+    assert EventFilter(tables=("s.*",)).apply(updates) is None
+    assert EventFilter(tables=("s.*",)).apply(inserts) is inserts

@@ -353,6 +353,38 @@ def test_max_changes_confirms_only_whole_transactions(db: Any) -> None:
     assert [r["new"]["id"] for r in again] == [10, 11, 12, 13, 14]
 
 
+def test_updates_without_an_old_row_through_the_json_fast_path(db: Any) -> None:
+    """An UPDATE of a large table (key unchanged, nothing TOASTed) takes the encoded path
+    as inserts do: whole lines with op "update", cut by --max-changes, kept or dropped
+    by --ops."""
+    setup_schema(db)
+    rows = 6000  # past the size at which a transaction is converted on arrival
+    db.execute(
+        "INSERT INTO items SELECT g, 'name ' || g, g, 12.5, NULL, NULL, NULL, NULL, NULL, NULL"
+        f" FROM generate_series(1, {rows}) g"
+    )
+    create_slot(db, "s")
+    create_slot(db, "t")
+    db.execute("UPDATE items SET qty = qty + 1")
+    db.execute("DELETE FROM items WHERE id <= 2")
+    end = current_lsn(db)
+    records, _ = stream_json(db, end_lsn=end, filter=EventFilter(ops=frozenset({"update"})))
+    assert len(records) == rows
+    assert {r["op"] for r in records} == {"update"}
+    assert [r["seq"] for r in records] == list(range(rows))
+    assert [(r["key"], r["new"]["qty"]) for r in records[:2]] == [({"id": 1}, 2), ({"id": 2}, 3)]
+    assert records[0]["old"] is None and records[0]["unchanged_toast"] == []
+    deletes, _ = stream_json(
+        db, slot="t", end_lsn=end, filter=EventFilter(ops=frozenset({"insert", "delete"}))
+    )
+    assert [(r["op"], r["key"]) for r in deletes] == [("delete", {"id": 1}), ("delete", {"id": 2})]
+    create_slot(db, "u")
+    db.execute("UPDATE items SET qty = 0")
+    cut, result = stream_json(db, slot="u", max_changes=4321)
+    assert result.reason == "max_changes"
+    assert len(cut) == 4321 and {r["op"] for r in cut} == {"update"}
+
+
 def test_large_insert_transactions_through_the_json_fast_path(db: Any) -> None:
     """Plain all-text inserts take the encoded path: cut exactly by --max-changes, filtered
     by --table / --ops, and --redact (which needs the values) still masks."""

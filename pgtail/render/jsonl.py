@@ -57,7 +57,7 @@ import orjson
 from pgtail.changes import (
     Change,
     CommitPrepared,
-    EncodedInserts,
+    EncodedRows,
     Event,
     InsertEncoders,
     Message,
@@ -108,12 +108,13 @@ _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled sou
 
 
 def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
-    """The JSON lines fast path for inserts whose columns all arrived as text (or NULL).
+    """The JSON lines fast path for inserts whose columns all arrived as text (or NULL),
+    and for updates that carry no old row, whose lines are the same after the head.
 
     Returns two functions ``encode(seq, *values)``, one for rows without NULLs and one for
     rows with them (None for NULL): the change line of that insert from ``"seq"`` on,
     without its leading ``{`` and with its newline, byte for byte what `change_line` writes
-    after the head; `JsonLinesRenderer` adds the head when it renders the `EncodedInserts`
+    after the head; `JsonLinesRenderer` adds the head when it renders the `EncodedRows`
     the assembler collects them in. Generated once per table as one bytes format with the
     values written straight from their text (`pgtail.values.text_json`), so no row dict,
     Change or Python value is built. They raise on anything unusual, and the assembler then
@@ -203,7 +204,8 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
         function.append(f"    return {template_name} % ({values})")
     source = "\n".join(plain + nullable)
     exec(compile(source, f"<pgtail JSON inserts of {table.qualified_name}>", "exec"), namespace)
-    return InsertEncoders(namespace["plain"], namespace["with_nulls"])
+    # an Update without an old row has the same line after the head (whose op differs)
+    return InsertEncoders(namespace["plain"], namespace["with_nulls"], updates=True)
 
 
 def _percent(text: bytes) -> bytes:
@@ -293,15 +295,16 @@ class JsonLinesRenderer:
         )
         return last[3] + body[1:] + b"\n"
 
-    def encoded_lines(self, inserts: EncodedInserts) -> bytes:
-        """The lines of inserts `insert_encoder` wrote: each one's head put in front."""
+    def encoded_lines(self, rows: EncodedRows) -> bytes:
+        """The lines `insert_encoder` wrote: each one's head put in front."""
         last = self._last
-        tx = inserts.tx
-        table = inserts.table
-        if last is None or last[0] is not tx or last[1] is not table or last[2] != "insert":
-            last = self._line_parts(tx, table, "insert")
+        tx = rows.tx
+        table = rows.table
+        op = rows.op
+        if last is None or last[0] is not tx or last[1] is not table or last[2] != op:
+            last = self._line_parts(tx, table, op)
         head = last[3]  # up to the comma before "seq", where each encoded line starts
-        lines = inserts.lines
+        lines = rows.lines
         return head + lines[:-1].replace(b"\n", b"\n" + head) + b"\n"
 
     def _key_names_of(self, table: Table) -> tuple[str, ...]:
@@ -402,7 +405,7 @@ class JsonLinesRenderer:
         if cls is Change:
             self._out.write(self.change_line(event))  # type: ignore[arg-type]
             return
-        if cls is EncodedInserts:
+        if cls is EncodedRows:
             self._out.write(self.encoded_lines(event))  # type: ignore[arg-type]
             return
         record = self.record(event)

@@ -68,7 +68,7 @@ from pgtail.changes import (
     Change,
     Column,
     CommitPrepared,
-    EncodedInserts,
+    EncodedRows,
     Event,
     InsertEncoders,
     Message,
@@ -618,7 +618,7 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
 
     ``encode(seq, *values)`` gives the INSERT statement `SqlRenderer` writes for the row,
     byte for byte (the same per-table builder, fed the converted values without a row
-    dict or a Change), and `SqlRenderer` writes `EncodedInserts` as they are. None for a
+    dict or a Change), and `SqlRenderer` writes `EncodedRows` as they are. None for a
     name with a line break: an encoded statement must be one line.
     """
     columns = table.columns
@@ -822,7 +822,7 @@ class SqlRenderer:
     def render(self, event: Event) -> None:
         if type(event) is Change:
             self._out.write(self.change_sql(event).encode("utf-8"))
-        elif type(event) is EncodedInserts:  # from insert_encoder: whole statements
+        elif type(event) is EncodedRows:  # from insert_encoder: whole statements
             self._out.write(event.lines)
         elif isinstance(event, TxBegin):
             self._write(tx_comment(event.tx) + "\nBEGIN;\n")
