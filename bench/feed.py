@@ -1,0 +1,121 @@
+"""In-process cost per row of the assembler and renderer on one large captured transaction.
+
+Captures, on a throwaway server, the pgoutput messages of one 200,000-row transaction on
+the drain table of ``bench/drain.py`` (``--case insert``: the INSERT; ``update``: an
+UPDATE of every row, key unchanged; ``streamed``: the INSERT sent by the server as a
+streamed transaction, protocol 2 with ``streaming on``), then times in this process, on
+one core, ``Assembler.feed`` with the renderer's encoder and the renderer itself, as
+``pgtail stream --format FMT`` runs them. No network, no output pipe: what is left is
+pgtail's own work per row. CPU seconds (time.process_time), best of ``--repeat``.
+
+    /work/venv/bin/python bench/feed.py [--case insert|update|streamed] [--format json|sql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import select
+import sys
+import time
+from pathlib import Path
+
+import psycopg2
+import psycopg2.extras
+
+from pgtail import render
+from pgtail.changes import Assembler, EncodedRows, Event
+from pgtail.server import start_server
+
+sys.path.insert(0, str(Path(__file__).parent))
+from drain import INSERT, TABLE  # noqa: E402 - the drain benchmark's table and rows
+
+
+def capture(case: str, rows: int) -> tuple[int, list[bytes]]:
+    """(protocol version, payloads) of the case's transaction, Begin to Commit."""
+    settings = {"logical_decoding_work_mem": "64kB"} if case == "streamed" else {}
+    server = start_server(settings=settings)
+    try:
+        dsn = server.dsn()
+        conn = psycopg2.connect(dsn)
+        conn.autocommit = True
+        cur = conn.cursor()
+        cur.execute(TABLE)
+        cur.execute("CREATE PUBLICATION bench_pub FOR TABLE bench")
+        if case == "update":
+            cur.execute(INSERT, (rows,))
+        cur.execute("SELECT pg_create_logical_replication_slot('feed', 'pgoutput')")
+        if case == "update":
+            cur.execute("UPDATE bench SET qty = qty + 1")
+        else:
+            cur.execute(INSERT, (rows,))
+        proto = 2 if case == "streamed" else 1
+        options = {"proto_version": str(proto), "publication_names": "bench_pub"}
+        if case == "streamed":
+            options["streaming"] = "on"
+        factory = psycopg2.extras.LogicalReplicationConnection
+        replication = psycopg2.connect(dsn, connection_factory=factory)
+        rcur = replication.cursor()
+        rcur.start_replication(slot_name="feed", decode=False, options=options)
+        last = b"c" if case == "streamed" else b"C"
+        payloads: list[bytes] = []
+        while True:
+            message = rcur.read_message()
+            if message is None:
+                select.select([rcur], [], [], 1.0)
+                continue
+            payloads.append(bytes(message.payload))
+            if payloads[-1][:1] == last:
+                break
+        replication.close()
+        conn.close()
+        return proto, payloads
+    finally:
+        server.destroy()
+
+
+class _Sink:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def timed(proto: int, payloads: list[bytes], fmt: str) -> tuple[float, float, int]:
+    """(feed seconds, render seconds, changes) of one pass."""
+    assembler = Assembler(proto, encoder=render.insert_encoder(fmt))
+    renderer = render.make_renderer(fmt, _Sink())  # type: ignore[arg-type]
+    feed = assembler.feed
+    events: list[Event] = []
+    start = time.process_time()
+    for payload in payloads:
+        events.extend(feed(payload))
+    fed = time.process_time()
+    for event in events:
+        renderer.render(event)
+    done = time.process_time()
+    changes = sum(e.count if isinstance(e, EncodedRows) else 1 for e in events) - 2
+    return fed - start, done - fed, changes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--case", default="insert", choices=["insert", "update", "streamed"])
+    parser.add_argument("--format", default="json", choices=["json", "sql"])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    proto, payloads = capture(args.case, args.rows)
+    results = [timed(proto, payloads, args.format) for _ in range(args.repeat)]
+    feed_s = min(r[0] for r in results)
+    render_s = min(r[1] for r in results)
+    changes = results[0][2]
+    per_row = 1e6 / changes
+    print(
+        f"{args.case}, {changes:,} rows, --format {args.format}: feed {feed_s * per_row:.2f} µs"
+        f" + render {render_s * per_row:.2f} µs = {(feed_s + render_s) * per_row:.2f} µs per row"
+    )
+
+
+if __name__ == "__main__":
+    main()
