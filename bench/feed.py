@@ -2,13 +2,15 @@
 
 Captures, on a throwaway server, the pgoutput messages of one 200,000-row transaction on
 the drain table of ``bench/drain.py`` (``--case insert``: the INSERT; ``update``: an
-UPDATE of every row, key unchanged; ``streamed``: the INSERT sent by the server as a
-streamed transaction, protocol 2 with ``streaming on``), then times in this process, on
+UPDATE of every row, key unchanged; ``delete``: a DELETE of every row; ``streamed``: the
+INSERT sent by the server as a streamed transaction, protocol 2 with ``streaming on``),
+then times in this process, on
 one core, ``Assembler.feed`` with the renderer's encoder and the renderer itself, as
 ``pgtail stream --format FMT`` runs them. No network, no output pipe: what is left is
 pgtail's own work per row. CPU seconds (time.process_time), best of ``--repeat``.
 
-    /work/venv/bin/python bench/feed.py [--case insert|update|streamed] [--format json|sql]
+    /work/venv/bin/python bench/feed.py [--case insert|update|delete|streamed]
+                                        [--format json|sql]
 """
 
 from __future__ import annotations
@@ -41,11 +43,13 @@ def capture(case: str, rows: int) -> tuple[int, list[bytes]]:
         cur = conn.cursor()
         cur.execute(TABLE)
         cur.execute("CREATE PUBLICATION bench_pub FOR TABLE bench")
-        if case == "update":
+        if case in ("update", "delete"):
             cur.execute(INSERT, (rows,))
         cur.execute("SELECT pg_create_logical_replication_slot('feed', 'pgoutput')")
         if case == "update":
             cur.execute("UPDATE bench SET qty = qty + 1")
+        elif case == "delete":
+            cur.execute("DELETE FROM bench")
         else:
             cur.execute(INSERT, (rows,))
         proto = 2 if case == "streamed" else 1
@@ -100,7 +104,9 @@ def timed(proto: int, payloads: list[bytes], fmt: str) -> tuple[float, float, in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--case", default="insert", choices=["insert", "update", "streamed"])
+    parser.add_argument(
+        "--case", default="insert", choices=["insert", "update", "delete", "streamed"]
+    )
     parser.add_argument("--format", default="json", choices=["json", "sql"])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)

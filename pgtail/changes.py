@@ -219,6 +219,10 @@ class InsertEncoders(NamedTuple):
     # The same line serves an Update that carries no old row (JSON lines: only the op,
     # which the renderer puts in front, differs); not so for SQL's INSERT statements.
     updates: bool = False
+    # A Delete's line from its old row ("O": plain, with NULLs) or old key ("K", whose
+    # other columns arrive as NULL), if the renderer has them.
+    full_delete: tuple[InsertEncoder, InsertEncoder] | None = None
+    key_delete: InsertEncoder | None = None
 
 
 # --- Assembler ----------------------------------------------------------------
@@ -252,6 +256,9 @@ _KIND_BINARY = po.KIND_BINARY
 
 _XID = struct.Struct("!I")
 _NEW_TUPLE = ord("N")
+_OLD_TUPLE = ord("O")  # a Delete's / Update's whole old row (replica identity full)
+_KEY_TUPLE = ord("K")  # its old key, the other columns sent as NULL
+_OP_OF_BYTE: dict[int, Op] = {_INSERT: "insert", _UPDATE: "update", _DELETE: "delete"}
 _RECORD_LEN = struct.Struct("!I")
 _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its list slot
 # A converted row costs its payload's bytes plus, per column, a dict slot and a Python
@@ -346,7 +353,7 @@ class _TableInfo:
         "text_insert",
         "binary_insert",
         "text_encoder",
-        "encodes_updates",
+        "change_encoders",
     )
 
     def __init__(
@@ -387,7 +394,9 @@ class _TableInfo:
         # set by an Assembler with an encoder: encode(payload, offset, seq) gives the line
         # of an Insert whose values are all text or NULL, or None for the general path
         self.text_encoder: po.TupleEncoder | None = None
-        self.encodes_updates = False  # and of an Update without an old row, too
+        # (message byte, tuple flag) -> encode(payload, offset, seq) of that tuple's
+        # line, for the updates and deletes the renderer encodes too
+        self.change_encoders: dict[tuple[int, int], po.TupleEncoder] = {}
         self.row_cost = _ROW_OVERHEAD + _COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -959,15 +968,11 @@ class Assembler:
                                     elif kinds == info.all_binary:
                                         event = info.binary_insert(tup.values, target.tx, seq)
                                         cost = info.row_cost
-                    elif first == _UPDATE:  # without an old row: an insert's line, if asked
+                    elif first in (_UPDATE, _DELETE):  # the renderer's encoder, if any
                         header = 5 if in_stream else 1
                         info = tables.get(_XID.unpack_from(payload, header)[0])
-                        if (
-                            info is not None
-                            and info.encodes_updates
-                            and payload[header + 4] == _NEW_TUPLE
-                        ):
-                            encode = info.text_encoder
+                        if info is not None and info.change_encoders:
+                            encode = info.change_encoders.get((first, payload[header + 4]))
                             if encode is not None:
                                 line = encode(payload, header + 5, seq)
                                 table = info.table
@@ -982,7 +987,7 @@ class Assembler:
                     # outside the try: a failure to hold it (a full disk) is not a decode
                     # error, and the change must not be held twice
                     if line is not None:
-                        target.add_line(table, line, "insert" if first == _INSERT else "update")
+                        target.add_line(table, line, _OP_OF_BYTE[first])
                     else:
                         target.add(event, len(payload) + cost)
                     if target.rows_bytes > target.rows_limit and not target.make_room():
@@ -1318,7 +1323,16 @@ class Assembler:
                 info.text_encoder = po.text_tuple_encoder(
                     len(info.names), encoders.plain, encoders.with_nulls
                 )
-                info.encodes_updates = encoders.updates
+                natts = len(info.names)
+                by_change = info.change_encoders
+                if encoders.updates:  # an Update without an old row: an insert's line
+                    by_change[_UPDATE, _NEW_TUPLE] = info.text_encoder
+                if encoders.full_delete is not None:
+                    full = encoders.full_delete
+                    by_change[_DELETE, _OLD_TUPLE] = po.text_tuple_encoder(natts, *full)
+                if encoders.key_delete is not None:
+                    old_key = encoders.key_delete
+                    by_change[_DELETE, _KEY_TUPLE] = po.text_tuple_encoder(natts, old_key, old_key)
             if len(self._infos) >= _INFO_CACHE_SIZE:
                 self._infos.clear()
             self._infos[key] = info
@@ -1488,21 +1502,18 @@ class Assembler:
                         event = convert(payload, first, in_stream, tables, tx, seq)
                 else:
                     event = convert(payload, first, in_stream, tables, tx, seq)
-            elif first == _UPDATE and encoding:
+            elif first in (_UPDATE, _DELETE) and encoding:
                 line = None
                 try:
                     info = tables.get(unpack_uint32(payload, header)[0])
-                    if (
-                        info is not None
-                        and info.encodes_updates
-                        and payload[header + 4] == _NEW_TUPLE
-                        and info.text_encoder is not None
-                    ):
-                        line = info.text_encoder(payload, header + 5, seq)
+                    if info is not None and info.change_encoders:
+                        encode = info.change_encoders.get((first, payload[header + 4]))
+                        if encode is not None:
+                            line = encode(payload, header + 5, seq)
                 except (struct.error, IndexError):
                     line = None
                 if line is not None:
-                    done = run.add(info.table, tx, seq, line, "update")  # type: ignore[union-attr]
+                    done = run.add(info.table, tx, seq, line, _OP_OF_BYTE[first])  # type: ignore[union-attr]
                     if done is not None:
                         yield done
                     seq += 1

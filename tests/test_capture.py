@@ -478,21 +478,28 @@ def test_insert_fast_paths_write_the_same_bytes(
         encoders = _ENCODERS[fmt](table, converters)
         assert encoders is not None, table.qualified_name
 
-        def strict(encode: Any, nulls: bool) -> Any:
+        def strict(encode: Any, nulls: bool | None) -> Any:
             def checked(seq: int, *values: bytes | None) -> bytes:
                 try:
                     line = encode(seq, *values)
                 except Exception as exc:
                     failures.append(f"{table.qualified_name}: {exc!r}")
                     raise
-                assert (None in values) is nulls
-                null_rows[0] += nulls
+                if nulls is not None:
+                    assert (None in values) is nulls
+                    null_rows[0] += nulls
                 return line
 
             return checked
 
+        full = encoders.full_delete
+        key = encoders.key_delete
         return InsertEncoders(
-            strict(encoders.plain, False), strict(encoders.with_nulls, True), encoders.updates
+            strict(encoders.plain, False),
+            strict(encoders.with_nulls, True),
+            encoders.updates,
+            (strict(full[0], False), strict(full[1], True)) if full else None,
+            strict(key, None) if key else None,
         )
 
     null_rows = [0]
@@ -512,19 +519,19 @@ def test_insert_fast_paths_write_the_same_bytes(
         if not mode.binary:
             assert encoded, mode.name  # the fast path did run
             encoded_somewhere = True
+
             # and took every insert, streamed transactions' too, and for JSON lines every
-            # update that carries no old row (nor unchanged TOAST)
-            assert not [
-                e
-                for e in fast_events
-                if isinstance(e, Change)
-                and (
-                    e.op == "insert"
-                    or (fmt == "json" and e.op == "update" and e.old is None)
-                    and not e.unchanged_toast
-                )
-            ], mode.name
-            assert any(e.op == "update" for e in encoded) is (fmt == "json"), mode.name
+            # delete and every update that carries no old row (neither with unchanged TOAST)
+            def encodable(change: Change) -> bool:
+                if change.op == "insert":
+                    return True
+                if fmt != "json" or change.unchanged_toast:
+                    return False
+                return change.op == "delete" or change.old is None
+
+            assert not [e for e in fast_events if isinstance(e, Change) and encodable(e)], mode.name
+            for op in ("update", "delete"):
+                assert any(e.op == op for e in encoded) is (fmt == "json"), (mode.name, op)
             assert any(e.tx.streamed for e in encoded) is bool(mode.streaming), mode.name
         general = _decode(mode, payloads, capture.user_types)
         assert _rendered(fmt, fast_events) == _rendered(fmt, general), mode.name

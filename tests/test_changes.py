@@ -762,16 +762,18 @@ def test_a_full_disk_while_making_room_is_an_error_not_a_second_copy(
 def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Deletes are held as events, which do not spill: past the bound the rest goes raw,
-    after the encoded lines that did spill (all of it in order at the commit)."""
+    """Updates that carry their old key are held as events, which do not spill: past the
+    bound the rest goes raw, after the encoded lines that did spill (all of it in order at
+    the commit)."""
     from pgtail.render.jsonl import insert_encoder
 
     monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
     body: list[bytes] = []
     for i in range(1500):
         body.append(pb.insert(16384, [str(i).encode(), b"n", b"x" * 40]))
-        if i >= 300:
-            body.append(pb.delete(16384, [str(i).encode(), None, None]))
+        if i >= 300:  # the key changes: the old key comes along
+            old_key = [str(i).encode(), None, None]
+            body.append(pb.update(16384, [str(-i).encode(), b"n", b"y" * 40], old=old_key))
     asm = Assembler(1, spill_bytes=60_000, encoder=insert_encoder)
     run(asm, [ITEMS, *tx_block(4, body)[:-1]])
     held = asm._current

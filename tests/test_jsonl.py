@@ -249,17 +249,25 @@ def _fast_payloads(key: str) -> list[bytes]:
                 row = [first for *_, (first, *_) in _FAST_COLUMNS]
                 row[i] = value
                 rows.append(row)
+    key_positions = [i for i, (name, *_) in enumerate(_FAST_COLUMNS) if name in keys]
     return [
         relation,
         pb.begin(100, T0, 9),
         *(pb.insert(7, row) for row in rows),
+        *(pb.update(7, row) for row in rows),  # no old row: an insert's line
+        *(pb.delete(7, row, "O") for row in rows),  # the whole old row
+        *(  # the old key, the other columns NULL
+            pb.delete(7, [v if i in key_positions else None for i, v in enumerate(row)], "K")
+            for row in rows
+        ),
         pb.commit(100, 140, T0),
     ]
 
 
 @pytest.mark.parametrize("key", ["id", "id,big", ""], ids=["one-key", "two-keys", "no-key"])
-def test_encoded_inserts_render_as_changes_do(key: str) -> None:
-    """Rows with and without NULLs, awkward names, every kind of writer: the same bytes."""
+def test_encoded_rows_render_as_changes_do(key: str) -> None:
+    """Inserts, updates without an old row, deletes with the old row or key; rows with and
+    without NULLs, awkward names, every kind of writer: the same bytes."""
     from pgtail.changes import Assembler, EncodedRows
     from pgtail.render.jsonl import insert_encoder
 

@@ -353,10 +353,10 @@ def test_max_changes_confirms_only_whole_transactions(db: Any) -> None:
     assert [r["new"]["id"] for r in again] == [10, 11, 12, 13, 14]
 
 
-def test_updates_without_an_old_row_through_the_json_fast_path(db: Any) -> None:
-    """An UPDATE of a large table (key unchanged, nothing TOASTed) takes the encoded path
-    as inserts do: whole lines with op "update", cut by --max-changes, kept or dropped
-    by --ops."""
+def test_updates_and_deletes_through_the_json_fast_path(db: Any) -> None:
+    """An UPDATE of a large table (key unchanged, nothing TOASTed) and a DELETE take the
+    encoded path as inserts do: whole lines with their op, cut by --max-changes, kept or
+    dropped by --ops."""
     setup_schema(db)
     rows = 6000  # past the size at which a transaction is converted on arrival
     db.execute(
@@ -383,6 +383,12 @@ def test_updates_without_an_old_row_through_the_json_fast_path(db: Any) -> None:
     cut, result = stream_json(db, slot="u", max_changes=4321)
     assert result.reason == "max_changes"
     assert len(cut) == 4321 and {r["op"] for r in cut} == {"update"}
+    create_slot(db, "v")
+    db.execute("DELETE FROM items")
+    gone, _ = stream_json(db, slot="v", end_lsn=current_lsn(db))
+    assert len(gone) == rows - 2 and {r["op"] for r in gone} == {"delete"}
+    assert gone[0]["key"] == gone[0]["old"] == {"id": 3} and gone[0]["old_kind"] == "key"
+    assert gone[0]["new"] is None and gone[-1]["seq"] == rows - 3
 
 
 def test_large_insert_transactions_through_the_json_fast_path(db: Any) -> None:

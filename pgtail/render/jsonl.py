@@ -108,25 +108,26 @@ _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled sou
 
 
 def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
-    """The JSON lines fast path for inserts whose columns all arrived as text (or NULL),
-    and for updates that carry no old row, whose lines are the same after the head.
+    """The JSON lines fast path for changes whose tuple arrived all text (or NULL):
+    inserts, updates that carry no old row (the same line after the head), and deletes.
 
-    Returns two functions ``encode(seq, *values)``, one for rows without NULLs and one for
-    rows with them (None for NULL): the change line of that insert from ``"seq"`` on,
-    without its leading ``{`` and with its newline, byte for byte what `change_line` writes
-    after the head; `JsonLinesRenderer` adds the head when it renders the `EncodedRows`
-    the assembler collects them in. Generated once per table as one bytes format with the
-    values written straight from their text (`pgtail.values.text_json`), so no row dict,
-    Change or Python value is built. They raise on anything unusual, and the assembler then
-    takes the general path for that row.
+    Returns functions ``encode(seq, *values)``, one for rows without NULLs and one for
+    rows with them (None for NULL), for the new row of an insert and for the old row of a
+    replica identity full delete, and one for the old key of a delete: the change line
+    from ``"seq"`` on, without its leading ``{`` and with its newline, byte for byte what
+    `change_line` writes after the head; `JsonLinesRenderer` adds the head when it renders
+    the `EncodedRows` the assembler collects them in. Generated once per table as bytes
+    formats with the values written straight from their text (`pgtail.values.text_json`),
+    so no row dict, Change or Python value is built. They raise on anything unusual, and
+    the assembler then takes the general path for that row.
     """
     columns = table.columns
     if not columns or len(columns) > _ENCODE_MAX_COLUMNS or len(text_converters) != len(columns):
         return None
     namespace: dict[str, Any] = {"escapes": _JSON_ESCAPES.search}
     args = "".join(f", v{i}" for i in range(len(columns)))
-    plain = [f"def plain(seq{args}):"]  # no NULLs: ints and strings formatted by the template
-    nullable = [f"def with_nulls(seq{args}):"]  # every value a JSON text of its own
+    plain: list[str] = []  # no NULLs: ints and strings formatted by the template
+    nullable: list[str] = []  # every value a JSON text of its own
     plain_pieces: dict[str, bytes] = {}  # column name -> its "name":<format> piece
     strings: list[int] = []  # the columns of kind "string", checked together in plain
     for i, column in enumerate(columns):
@@ -183,29 +184,59 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     namespace["_dumps"] = orjson.dumps
     namespace["_default"] = json_default
     keys = table.key_columns
+    position = {c.name: i for i, c in enumerate(columns)}
+    key_values = [f"j{position[k]}" for k in keys]
+    all_values = [f"j{i}" for i in range(len(columns))]
     nullable_pieces = {c.name: _percent(dumps(c.name)) + b":%b" for c in columns}
-    for function, pieces in ((plain, plain_pieces), (nullable, nullable_pieces)):
-        key = b"{" + b",".join(pieces[k] for k in keys) + b"}" if keys else b"null"
-        template = (
-            b'"seq":%d,"replica_identity":'
-            + _percent(dumps(table.replica_identity))
+    head = b'"seq":%d,"replica_identity":' + _percent(dumps(table.replica_identity))
+
+    def obj(pieces: dict[str, bytes], names: Sequence[str]) -> bytes:
+        return b"{" + b",".join(pieces[n] for n in names) + b"}"
+
+    def line(pieces: dict[str, bytes], old: bytes, old_kind: bytes, new: bytes) -> bytes:
+        key = obj(pieces, keys) if keys else b"null"
+        return (
+            head
             + b',"key":'
             + key
-            + b',"old":null,"old_kind":null,"new":{'
-            + b",".join(pieces[c.name] for c in columns)
-            + b'},"unchanged_toast":[]}\n'
+            + b',"old":'
+            + old
+            + b',"old_kind":'
+            + old_kind
+            + b',"new":'
+            + new
+            + b',"unchanged_toast":[]}\n'
         )
-        template_name = f"{function[0][4:].split('(')[0]}_line"
-        namespace[template_name] = template
-        position = {c.name: i for i, c in enumerate(columns)}
-        values = ", ".join(
-            ["seq", *(f"j{position[k]}" for k in keys), *(f"j{i}" for i in range(len(columns)))]
-        )
-        function.append(f"    return {template_name} % ({values})")
-    source = "\n".join(plain + nullable)
-    exec(compile(source, f"<pgtail JSON inserts of {table.qualified_name}>", "exec"), namespace)
-    # an Update without an old row has the same line after the head (whose op differs)
-    return InsertEncoders(namespace["plain"], namespace["with_nulls"], updates=True)
+
+    names = [c.name for c in columns]
+    functions = []  # (name, body, template, the values after seq and the key)
+    for variant, body, pieces in (
+        ("plain", plain, plain_pieces),
+        ("with_nulls", nullable, nullable_pieces),
+    ):
+        # an insert, and an update without an old row: the new row
+        new_row = line(pieces, b"null", b"null", obj(pieces, names))
+        functions.append((variant, body, new_row, all_values))
+        # a delete with the whole old row (replica identity full)
+        old_row = line(pieces, obj(pieces, names), b'"full"', b"null")
+        functions.append((f"full_delete_{variant}", body, old_row, all_values))
+    # a delete with the old key (the other columns sent as NULL)
+    old_key = line(nullable_pieces, obj(nullable_pieces, keys), b'"key"', b"null")
+    functions.append(("key_delete", nullable, old_key, key_values))
+    source = []
+    for fname, body, template, values in functions:
+        namespace[f"{fname}_line"] = template
+        arguments = ", ".join(["seq", *key_values, *values])
+        source += [f"def {fname}(seq{args}):", *body, f"    return {fname}_line % ({arguments})"]
+    label = f"<pgtail JSON lines of {table.qualified_name}>"
+    exec(compile("\n".join(source), label, "exec"), namespace)
+    return InsertEncoders(
+        namespace["plain"],
+        namespace["with_nulls"],
+        updates=True,  # the same line after the head, whose op differs
+        full_delete=(namespace["full_delete_plain"], namespace["full_delete_with_nulls"]),
+        key_delete=namespace["key_delete"],
+    )
 
 
 def _percent(text: bytes) -> bytes:
