@@ -34,7 +34,7 @@ from typing import IO, Any, Literal, NamedTuple
 
 from pgtail import pgoutput as po
 from pgtail import values
-from pgtail.errors import DecodeError
+from pgtail.errors import DecodeError, SpillError
 
 Op = Literal["insert", "update", "delete"]
 OldKind = Literal["key", "full"]
@@ -537,6 +537,12 @@ class _Held:
         return index
 
     def spill(self) -> None:
+        try:
+            self._spill()
+        except OSError as exc:
+            raise _spill_error(exc) from exc
+
+    def _spill(self) -> None:
         if self.file is None:
             self.file = tempfile.TemporaryFile(prefix="pgtail-tx-")  # noqa: SIM115 - closed by close()
         out = self.file
@@ -601,6 +607,15 @@ class _Held:
             self.file.close()
             self.file = None
         self.records = []
+
+
+def _spill_error(exc: OSError) -> SpillError:
+    where = tempfile.gettempdir()
+    return SpillError(
+        f"cannot hold a large transaction until its commit in {where}: {exc.strerror or exc}",
+        hint="past 64 MiB a transaction waits in a temporary file there; free space, or "
+        "set TMPDIR to a larger disk, and run pgtail again: nothing unwritten was confirmed",
+    )
 
 
 def _read_records(source: IO[bytes], count: int) -> Iterator[bytes]:
@@ -766,6 +781,12 @@ class _Open:
         """Past the bound: move encoded inserts, the oldest first, to the lines file until
         half the bound is free. False when too few of the rows are encoded inserts: the
         caller then makes the transaction raw."""
+        try:
+            return self._make_room()
+        except OSError as exc:
+            raise _spill_error(exc) from exc
+
+    def _make_room(self) -> bool:
         self.close_run()
         rows = self.rows
         goal = self.rows_limit // 2

@@ -58,5 +58,9 @@ class ReplicationError(PgtailError):
     """The replication stream failed in a way that reconnecting did not fix."""
 
 
+class SpillError(PgtailError):
+    """A transaction held past the memory bound cannot go to its temporary file."""
+
+
 class DataLossError(PgtailError):
     """Changes that should have been delivered are no longer available from the slot."""

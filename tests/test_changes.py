@@ -28,7 +28,7 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
-from pgtail.errors import DecodeError
+from pgtail.errors import DecodeError, SpillError
 from tests import pgbytes as pb
 
 INT4 = 23
@@ -737,26 +737,34 @@ def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
     assert _rendered_json(events) == _rendered_json(general)
 
 
-def test_a_full_disk_while_making_room_is_an_error_not_a_second_copy(
+def test_a_full_disk_while_holding_is_an_error_not_a_second_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A failure to spill is not a decode failure: it propagates (the CLI reports it)
-    instead of sending the change it was holding down the raw path a second time."""
+    """A failure to spill is not a decode failure: it propagates as a SpillError naming
+    the directory (the CLI prints it) instead of sending the change it was holding down
+    the raw path a second time."""
     from pgtail.render.jsonl import insert_encoder
 
     monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
 
-    def full(self: Any) -> bool:
+    def full(*args: Any, **kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(changes._Open, "make_room", full)
+    monkeypatch.setattr(tempfile, "TemporaryFile", full)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * 50]) for i in range(500)]
-    for encoder in (insert_encoder, None):  # encoded lines, and events
+    # encoded lines (make_room), then events going raw (_Held.spill)
+    for encoder in (insert_encoder, None):
         asm = Assembler(1, spill_bytes=10_000, encoder=encoder)
-        with pytest.raises(OSError, match="No space left"):
-            run(asm, [ITEMS, *tx_block(4, body)])
+        fed = 0
+        with pytest.raises(SpillError, match="No space left on device") as caught:
+            for payload in [ITEMS, *tx_block(4, body)]:
+                fed += payload[:1] == b"I"
+                list(asm.feed(payload))
+        assert tempfile.gettempdir() in str(caught.value) and "TMPDIR" in str(caught.value)
         held = asm._current
-        assert held is not None and not held.raw and len(held.held) == 0
+        assert held is not None and held.raw is (encoder is None)
+        assert 0 < fed < len(body)
+        assert held.count + len(held.held) == fed  # each change fed held once, not twice
 
 
 def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
