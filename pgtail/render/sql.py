@@ -503,6 +503,9 @@ _INLINE_CAST = (
     "Q + t{i}.replace(Q, QQ) + Q + S{i} if type({x}) is FRAG"
     " and BS not in (t{i} := DUMPS({x}).decode()) and t{i}.isprintable() else L{i}({x})"
 )
+# a float's repr holds no quote or backslash (the cast literal's own float branch)
+_INLINE_FLOAT = "Q + repr({x}) + Q + S{i} if type({x}) is float else L{i}({x})"
+_FLOAT_CASTS = frozenset({"double precision", "real"})
 _INLINE_ARRAY = (
     "Q + t{i}.replace(Q, QQ) + Q + S{i} if type({x}) is list"
     " and BS not in (t{i} := ARRAY({x})) and t{i}.isprintable() else L{i}({x})"
@@ -533,7 +536,12 @@ def _insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
         suffix = _CAST_SUFFIX.get(fn)
         if template is None and suffix is not None:
             namespace[f"S{i}"] = suffix
-            template = _INLINE_ARRAY if fn in _ARRAY_FNS else _INLINE_CAST
+            if fn in _ARRAY_FNS:
+                template = _INLINE_ARRAY
+            elif suffix[2:] in _FLOAT_CASTS:
+                template = _INLINE_FLOAT
+            else:
+                template = _INLINE_CAST
         if template is None:
             template = "L{i}({x})"
         lines.append(f"    v{i} = " + template.format(x=f"x{i}", i=i))
