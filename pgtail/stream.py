@@ -980,6 +980,7 @@ class _Stream:
         read_message = self.cursor.read_message
         feed = assembler.feed
         monotonic = time.monotonic
+        in_burst = False  # messages came since the last empty read
         while True:
             if signals.received is not None:
                 flush_items()
@@ -989,11 +990,15 @@ class _Stream:
             except psycopg2.Error as exc:
                 raise _lost(exc) from None
             if msg is None:
+                if in_burst:  # data until just now: the idle time starts here
+                    self.last_data = monotonic()
+                    in_burst = False
                 flush_items()
                 self._idle_tick(assembler.open_transactions(), end_lsn)
                 continue
-            self.last_data = monotonic()
-            self.received_since_connect = True
+            if not in_burst:
+                in_burst = True
+                self.received_since_connect = True
             for event in feed(msg.payload, msg.data_start):
                 cls = type(event)
                 if skipping:
