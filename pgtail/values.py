@@ -1643,7 +1643,7 @@ def _converters_of(
 # general path; tests compare the two on arbitrary bytes.
 
 JsonWriter = Callable[[bytes], bytes]
-JsonKind = Literal["int", "string", "raw", "call", "convert"]
+JsonKind = Literal["int", "string", "raw", "call", "convert", "utc_timestamp"]
 
 # what JSON escapes in a string (orjson leaves DEL and non-ASCII as they are)
 JSON_ESCAPES = re.compile(rb'[\x00-\x1f"\\]')
@@ -1676,7 +1676,10 @@ def text_json(convert: Converter) -> tuple[JsonKind, Callable[[bytes], Any]]:
     - ``("raw", w)``: the value's bytes as they are;
     - ``("call", w)``: ``w(value)``;
     - ``("convert", convert)``: no shortcut, ``dumps(convert(value))`` itself (the caller
-      inlines it).
+      inlines it);
+    - ``("utc_timestamp", convert)``: a timestamptz, whose text ``D T+00`` (the decoding
+      session's TimeZone is UTC) is ``"DTT+00:00"`` with its first space made a ``T``
+      when the text is ASCII with nothing JSON escapes; otherwise ``dumps(convert(value))``.
     ``w`` and ``convert`` may raise on bytes no server sends; the caller then takes the
     general path.
     """
@@ -1687,6 +1690,8 @@ def text_json(convert: Converter) -> tuple[JsonKind, Callable[[bytes], Any]]:
         return special
     if convert is _decode or convert is _numeric_text:
         return "string", _writer(convert)
+    if convert is _timestamptz_text:
+        return "utc_timestamp", convert
     # The rest (timestamps, arrays, floats, ...) as dumps(converter(value)): checking the
     # bytes for what JSON escapes costs as much as the converter's own fast paths.
     return "convert", convert

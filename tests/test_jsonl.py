@@ -227,7 +227,22 @@ _FAST_COLUMNS = [
     ("raw", 114, [b'{"a":\n1}', None]),
     ("flag", 16, [b"t", b"f", None]),
     ("ratio", 701, [b"1.5", b"Infinity", b"1e+100", b"15", None]),
-    ("at", 1184, [b"2024-01-02 03:04:05.5+00", b"infinity", None]),
+    (
+        "at",
+        1184,
+        [
+            b"2024-01-02 03:04:05.5+00",
+            b"infinity",
+            None,
+            b"12345-01-02 03:04:05+00",  # a five-digit year: the first space moves
+            b"2024-01-02 03:04:05+00 BC",
+            b"2024-01-02 03:04:05+05:30",  # not UTC: the converter's
+            b'2024-01-02 03:0"4:05+00',  # malformed: what JSON escapes
+            "2024-01-02 03:04:05é+00".encode(),
+            b"2024-01-02\t03:04:05+00",
+            b"2024-01-02 03:04 :05+00",  # two spaces: only the first becomes a T
+        ],
+    ),
     ("tags", 1009, [b'{a,"b c",NULL}', b"{}", None]),
     ("mood", 16_384, [b"happy", None]),  # a user type (enum): its text
 ]

@@ -908,6 +908,10 @@ def _fast_json(oid: int, raw: bytes) -> bytes:
         return raw
     if kind == "convert":
         return dumps(write(raw))
+    if kind == "utc_timestamp":  # as the JSON lines encoder writes it
+        if raw[-3:] == b"+00" and raw.isascii() and values.JSON_ESCAPES.search(raw) is None:
+            return b'"' + raw[:-3].replace(b" ", b"T", 1) + b'+00:00"'
+        return dumps(write(raw))
     return write(raw)
 
 
@@ -950,6 +954,7 @@ def test_text_json_fast_cases_are_taken() -> None:
     assert _text_json(values.JSON)[1](b'{"a":\n1}') == b'{"a": 1}'
     assert _text_json(values.JSON)[1] is values._json_bytes  # not the generic writer
     assert _text_json(values.FLOAT8) == ("convert", converters(values.FLOAT8)[0])
+    assert _text_json(values.TIMESTAMPTZ)[0] == "utc_timestamp"
     assert [_text_json(oid)[0] for oid in (values.INT8, values.XID8, values.TEXT)] == [
         "int",
         "int",

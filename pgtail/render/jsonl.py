@@ -130,6 +130,7 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     nullable: list[str] = []  # every value a JSON text of its own
     plain_pieces: dict[str, bytes] = {}  # column name -> its "name":<format> piece
     strings: list[int] = []  # the columns of kind "string", checked together in plain
+    checked: list[int] = []  # timestamps written from their bytes, checked with them
     for i, column in enumerate(columns):
         kind, writer = text_json(text_converters[i])
         name = _percent(dumps(column.name))
@@ -162,17 +163,34 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
             plain.append(f"    j{i} = _dumps(c{i}({value}), default=_default)")
             plain_pieces[column.name] = name + b":%b"
             nullable += ["    else:", f"        j{i} = _dumps(c{i}(j{i}), default=_default)"]
+        elif kind == "utc_timestamp":
+            # "D T+00" -> "DTT+00:00", its bytes checked with the strings below
+            namespace[f"c{i}"] = writer
+            plain += [
+                f"    if {value}[-3:] == b'+00':",
+                f"        j{i} = b'\"' + {value}[:-3].replace(b' ', b'T', 1) + b'+00:00\"'",
+                "    else:",
+                f"        j{i} = _dumps(c{i}({value}), default=_default)",
+            ]
+            checked.append(i)
+            plain_pieces[column.name] = name + b":%b"
+            nullable += [
+                f"    elif j{i}[-3:] == b'+00' and j{i}.isascii() and escapes(j{i}) is None:",
+                f"        j{i} = b'\"' + j{i}[:-3].replace(b' ', b'T', 1) + b'+00:00\"'",
+                "    else:",
+                f"        j{i} = _dumps(c{i}(j{i}), default=_default)",
+            ]
         else:
             plain.append(f"    j{i} = w{i}({value})")
             plain_pieces[column.name] = name + b":%b"
             nullable += ["    else:", f"        j{i} = w{i}(j{i})"]
-    if strings:
-        # one check of all string values at once; per value only when it finds something
-        # JSON escapes (or non-ASCII, whose escaping orjson decides)
+    if strings or checked:
+        # one check of all string (and shortcut timestamp) values at once; per value only
+        # when it finds something JSON escapes (or non-ASCII, whose escaping orjson decides)
         indent = "    "
-        if len(strings) > 1:
+        if len(strings) + len(checked) > 1:
             plain += [
-                "    s = " + " + ".join(f"v{i}" for i in strings),
+                "    s = " + " + ".join(f"v{i}" for i in [*strings, *checked]),
                 "    if not s.isascii() or escapes(s) is not None:",
             ]
             indent += "    "
@@ -181,6 +199,8 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
                 f"{indent}if not v{i}.isascii() or escapes(v{i}) is not None:",
                 f"{indent}    j{i} = w{i}(v{i})[1:-1]",
             ]
+        for i in checked:  # the converter decides
+            plain.append(f"{indent}j{i} = _dumps(c{i}(v{i}), default=_default)")
     namespace["_dumps"] = orjson.dumps
     namespace["_default"] = json_default
     keys = table.key_columns
