@@ -63,6 +63,7 @@ __all__ = [
     "converters",
     "JSON_ESCAPES",
     "UserType",
+    "decodes_text",
     "dumps",
     "json_default",
     "text_json",
@@ -1695,6 +1696,12 @@ def text_json(convert: Converter) -> tuple[JsonKind, Callable[[bytes], Any]]:
     # The rest (timestamps, arrays, floats, ...) as dumps(converter(value)): checking the
     # bytes for what JSON escapes costs as much as the converter's own fast paths.
     return "convert", convert
+
+
+def decodes_text(convert: Converter) -> bool:
+    """Whether ``convert(value)`` is ``value.decode("utf-8", "replace")`` (text, varchar,
+    numeric, unknown types...): a generated caller may inline it."""
+    return convert is _decode or convert is _numeric_text
 
 
 def _writer(convert: Converter) -> JsonWriter:

@@ -70,6 +70,7 @@ from pgtail.changes import (
     CommitPrepared,
     EncodedRows,
     Event,
+    InsertEncoder,
     InsertEncoders,
     Message,
     RollbackPrepared,
@@ -81,7 +82,7 @@ from pgtail.changes import (
 )
 from pgtail.lsn import format_lsn
 from pgtail.render import RenderOptions
-from pgtail.values import Converter, to_text, type_name
+from pgtail.values import Converter, decodes_text, to_text, type_name
 
 # PostgreSQL's keywords that are not UNRESERVED (reserved, column-name and
 # type/function-name keywords: pg_get_keywords() catcode <> 'U', PostgreSQL 18).
@@ -512,23 +513,8 @@ _INLINE_ARRAY = (
 )
 
 
-def _insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
-    """A function of a row's ``values()`` giving the INSERT statement: ``head``, the
-    literal of each value by ``fns``, ``);``. Generated so that the common cases take
-    no call per value; its source holds only indexes and names bound below, never a
-    column name or value."""
-    namespace: dict[str, Any] = {
-        "HEAD": head,
-        "BS": "\\",
-        "Q": "'",
-        "QQ": "''",
-        "T": "true",
-        "F": "false",
-        "NUM": _PLAIN_NUMERIC.match,
-        "FRAG": _Fragment,
-        "DUMPS": _dumps,
-        "ARRAY": _array_text,
-    }
+def _literal_lines(fns: list[Literal], namespace: dict[str, Any]) -> list[str]:
+    """``v<i> = <the literal of x<i>>`` for each column, inline for the common cases."""
     lines = []
     for i, fn in enumerate(fns):
         namespace[f"L{i}"] = fn
@@ -545,6 +531,31 @@ def _insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
         if template is None:
             template = "L{i}({x})"
         lines.append(f"    v{i} = " + template.format(x=f"x{i}", i=i))
+    return lines
+
+
+def _builder_namespace(head: str) -> dict[str, Any]:
+    return {
+        "HEAD": head,
+        "BS": "\\",
+        "Q": "'",
+        "QQ": "''",
+        "T": "true",
+        "F": "false",
+        "NUM": _PLAIN_NUMERIC.match,
+        "FRAG": _Fragment,
+        "DUMPS": _dumps,
+        "ARRAY": _array_text,
+    }
+
+
+def _insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
+    """A function of a row's ``values()`` giving the INSERT statement: ``head``, the
+    literal of each value by ``fns``, ``);``. Generated so that the common cases take
+    no call per value; its source holds only indexes and names bound below, never a
+    column name or value."""
+    namespace = _builder_namespace(head)
+    lines = _literal_lines(fns, namespace)
     args = "".join(f"x{i}, " for i in range(len(fns)))
     values = ", ".join(f"{{v{i}}}" for i in range(len(fns)))
     source = (
@@ -555,6 +566,35 @@ def _insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
     exec(compile(source, "<pgtail.render.sql insert>", "exec"), namespace)  # noqa: S102
     build: Callable[[Any], str] = namespace["build"]
     return build
+
+
+def _text_insert_builders(
+    head: str, fns: list[Literal], converters: Sequence[Converter]
+) -> tuple[InsertEncoder, InsertEncoder]:
+    """`_insert_builder` for the text values of an Insert: ``encode(seq, v0, ..., vN)``
+    converts each value (inline where the converter is a plain decode) and gives the
+    statement's bytes; one function for rows without NULLs, one for rows with them."""
+    namespace = _builder_namespace(head)
+    lines = _literal_lines(fns, namespace)
+    args = "".join(f", v{i}" for i in range(len(fns)))
+    values = ", ".join(f"{{v{i}}}" for i in range(len(fns)))
+    converted = []
+    for i, convert in enumerate(converters):
+        namespace[f"C{i}"] = convert
+        converted.append(
+            f'v{i}.decode("utf-8", "replace")' if decodes_text(convert) else f"C{i}(v{i})"
+        )
+    tail = [*lines, f"    return f'{{HEAD}}{values});\\n'.encode('utf-8')"]
+    source = [
+        f"def plain(seq{args}):",
+        *(f"    x{i} = {expr}" for i, expr in enumerate(converted)),
+        *tail,
+        f"def with_nulls(seq{args}):",
+        *(f"    x{i} = None if v{i} is None else {expr}" for i, expr in enumerate(converted)),
+        *tail,
+    ]
+    exec(compile("\n".join(source), "<pgtail.render.sql text insert>", "exec"), namespace)  # noqa: S102
+    return namespace["plain"], namespace["with_nulls"]
 
 
 # --- per-table plans ------------------------------------------------------------
@@ -637,20 +677,11 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
         return None
     plan = _Plan(table)
     idents = ", ".join(plan.ident(c.name) for c in columns)
-    build = _insert_builder(
+    plain, with_nulls = _text_insert_builders(
         f"INSERT INTO {plan.name} ({idents}) VALUES (",
         [plan.literals[c.name] for c in columns],
+        text_converters,
     )
-    converters = list(text_converters)
-    call = _call
-
-    def plain(seq: int, *values: bytes) -> bytes:
-        return build(map(call, converters, values)).encode("utf-8")
-
-    def with_nulls(seq: int, *values: bytes | None) -> bytes:
-        converted = [None if v is None else c(v) for c, v in zip(converters, values, strict=True)]
-        return build(converted).encode("utf-8")
-
     return InsertEncoders(plain, with_nulls)
 
 
