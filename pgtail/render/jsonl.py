@@ -164,21 +164,20 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
             plain_pieces[column.name] = name + b":%b"
             nullable += ["    else:", f"        j{i} = _dumps(c{i}(j{i}), default=_default)"]
         elif kind == "utc_timestamp":
-            # "D T+00" -> "DTT+00:00", its bytes checked with the strings below
+            # "D T+00" -> "DTT+00:00"; in plain its bytes are checked with the strings below
             namespace[f"c{i}"] = writer
+            utc = "b'\"' + {x}[:-3].replace(b' ', b'T', 1) + b'+00:00\"'"
+            convert = "_dumps(c{i}({x}), default=_default)"
             plain += [
-                f"    if {value}[-3:] == b'+00':",
-                f"        j{i} = b'\"' + {value}[:-3].replace(b' ', b'T', 1) + b'+00:00\"'",
-                "    else:",
-                f"        j{i} = _dumps(c{i}({value}), default=_default)",
+                f"    j{i} = {utc.format(x=value)} if {value}[-3:] == b'+00'"
+                f" else {convert.format(i=i, x=value)}",
             ]
             checked.append(i)
             plain_pieces[column.name] = name + b":%b"
             nullable += [
                 f"    elif j{i}[-3:] == b'+00' and j{i}.isascii() and escapes(j{i}) is None:",
-                f"        j{i} = b'\"' + j{i}[:-3].replace(b' ', b'T', 1) + b'+00:00\"'",
-                "    else:",
-                f"        j{i} = _dumps(c{i}(j{i}), default=_default)",
+                f"        j{i} = {utc.format(x=f'j{i}')}",
+                f"    else:\n        j{i} = {convert.format(i=i, x=f'j{i}')}",
             ]
         else:
             plain.append(f"    j{i} = w{i}({value})")
