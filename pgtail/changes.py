@@ -16,8 +16,8 @@ dropped before anything is rendered. Changes are decoded and converted as they
 arrive (while the server is still sending the rest of the transaction) up to a
 memory bound; past it the rest of the transaction is held as raw payloads, spilled
 to a temporary file, and decoded at the commit. Given a renderer's ``encoder``, inserts
-of a plain transaction whose values all arrived as text (or NULL) skip the events
-altogether: the renderer's own bytes for them arrive as `EncodedRows`.
+whose values all arrived as text (or NULL), and the updates and deletes it has lines for,
+skip the events altogether: the renderer's own bytes for them arrive as `EncodedRows`.
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ class Message:
 @dataclass(frozen=True, slots=True)
 class EncodedRows:
     """Consecutive changes of one kind to one table, written by a renderer's encoder on
-    arrival: inserts, or (when the encoder says its lines serve them) updates that carry
-    no old row.
+    arrival: inserts, and, when the encoder has lines for them, updates that carry no old
+    row and deletes.
 
     Only an `Assembler` given an ``encoder`` makes these, and only the renderer that
     supplied the encoder can render them: ``lines`` holds ``count`` lines, one per change,
@@ -212,7 +212,8 @@ InsertEncoder = po.ValuesEncoder
 
 
 class InsertEncoders(NamedTuple):
-    """A renderer's encoders for one table's inserts whose columns all arrived as text."""
+    """A renderer's encoders for one table's changes whose tuple arrived all text (or
+    NULL): inserts, and what else it has lines for."""
 
     plain: InsertEncoder  # no NULLs
     with_nulls: InsertEncoder  # some values None (NULL)
@@ -267,7 +268,7 @@ _RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its l
 _COLUMN_COST = 72
 _ROW_OVERHEAD = 256
 _LINE_OVERHEAD = 8  # an encoded insert's line: its bytes, joined, plus a list slot until then
-_RUN_LINES = 256  # encoded inserts per EncodedRows: joined on arrival, a chunk at a time
+_RUN_LINES = 256  # encoded lines per EncodedRows: joined on arrival, a chunk at a time
 _RAW_SHARE = 8  # a raw part's in-memory buffer: this fraction of the bound
 _SPILLED_COST = 100  # what a _SpilledRun left in rows costs
 # A plain transaction is converted on arrival only once it has this many changes. A
@@ -671,18 +672,18 @@ class _SpilledRun:
 
     __slots__ = ("table", "tx", "first_seq", "count", "op", "offset", "length")
 
-    def __init__(self, inserts: EncodedRows, offset: int) -> None:
-        self.table = inserts.table
-        self.tx = inserts.tx
-        self.first_seq = inserts.first_seq
-        self.count = inserts.count
-        self.op = inserts.op
+    def __init__(self, rows: EncodedRows, offset: int) -> None:
+        self.table = rows.table
+        self.tx = rows.tx
+        self.first_seq = rows.first_seq
+        self.count = rows.count
+        self.op = rows.op
         self.offset = offset  # where its lines start in the lines file
-        self.length = len(inserts.lines)
+        self.length = len(rows.lines)
 
 
 def _changes_in(rows: Iterable[Any]) -> int:
-    """How many changes held rows stand for (encoded inserts count each of theirs)."""
+    """How many changes held rows stand for (encoded rows count each of theirs)."""
     return sum(e.count if type(e) is EncodedRows or type(e) is _SpilledRun else 1 for e in rows)
 
 
@@ -692,7 +693,7 @@ class _Open:
     Its changes are decoded and converted as they arrive, into ``rows`` (events of
     ``tx``, whose fields the commit fills in; ``seq`` is the row's index, which stays
     right because a rolled-back subtransaction only ever drops the tail), while their
-    estimated size stays under the bound. Past it, encoded inserts (the oldest first) move
+    estimated size stays under the bound. Past it, encoded rows (the oldest first) move
     to a temporary file until half the bound is free (`make_room`), so a large transaction
     of plain inserts keeps being encoded on arrival, while the server is still sending it.
     When that frees too little the transaction goes ``raw``: the rest
@@ -722,7 +723,6 @@ class _Open:
         "count",
         "run",
         "lines_file",
-        "lines_end",
         "spilled_upto",
     )
 
@@ -751,13 +751,12 @@ class _Open:
         self.tx = Transaction(xid=xid, commit_lsn=0, end_lsn=0, commit_time=datetime.min)
         self.deferred = False  # raw only until it is large enough (see _DEFERRED_ROWS)
         self.count = 0  # events in rows (an EncodedRows counts its inserts): the next seq
-        self.run = _Run()  # encoded inserts not yet in rows
+        self.run = _Run()  # encoded lines not yet in rows
         self.lines_file: IO[bytes] | None = None  # the lines of the _SpilledRuns in rows
-        self.lines_end = 0  # where the next spilled lines go in it
         self.spilled_upto = 0  # rows before this index hold no EncodedRows
 
     def close_run(self) -> None:
-        """Put the encoded inserts collected so far into rows, as one EncodedRows."""
+        """Put the encoded lines collected so far into rows, as one EncodedRows."""
         done = self.run.take(self.tx)
         if done is not None:
             self.rows.append(done)
@@ -778,8 +777,8 @@ class _Open:
         self.rows_bytes += len(line) + _LINE_OVERHEAD
 
     def make_room(self) -> bool:
-        """Past the bound: move encoded inserts, the oldest first, to the lines file until
-        half the bound is free. False when too few of the rows are encoded inserts: the
+        """Past the bound: move encoded rows, the oldest first, to the lines file until
+        half the bound is free. False when too few of the rows are encoded: the
         caller then makes the transaction raw."""
         try:
             return self._make_room()
@@ -799,10 +798,9 @@ class _Open:
                     lines_file = self.lines_file = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
                         prefix="pgtail-lines-"
                     )
-                lines_file.seek(self.lines_end)
+                lines_file.seek(0, 2)  # after the last spilled run (see truncate)
+                rows[index] = _SpilledRun(row, lines_file.tell())
                 lines_file.write(row.lines)
-                rows[index] = _SpilledRun(row, self.lines_end)
-                self.lines_end += len(row.lines)
                 self.rows_bytes -= len(row.lines) + row.count * _LINE_OVERHEAD - _SPILLED_COST
             index += 1
         self.spilled_upto = index
@@ -841,7 +839,7 @@ class _Open:
 
     def mark(self) -> int:
         """The position of the next record: rows first, then the raw payloads. Encoded
-        inserts before it are closed into rows, so that it falls between two rows."""
+        lines before it are closed into rows, so that it falls between two rows."""
         if not self.raw:
             self.close_run()
             return len(self.rows)
@@ -850,14 +848,13 @@ class _Open:
     def truncate(self, position: int) -> None:
         """Drop every record from ``position`` on (schema messages stay, see _Held).
 
-        The open run of encoded inserts goes too: it began after the last mark."""
+        The open run of encoded lines goes too: it began after the last mark."""
         self.run = _Run()
         if position < len(self.rows):
             spilled = [r for r in self.rows[position:] if type(r) is _SpilledRun]
             if spilled:  # their lines are the file's tail: cut it there
-                self.lines_end = spilled[0].offset
                 assert self.lines_file is not None
-                self.lines_file.truncate(self.lines_end)
+                self.lines_file.truncate(spilled[0].offset)
             del self.rows[position:]
             self.spilled_upto = min(self.spilled_upto, position)
             if self.raw:
