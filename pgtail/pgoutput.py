@@ -663,7 +663,8 @@ _text_tuple_code: dict[int, CodeType] = {}
 
 
 def text_tuple_encoder(natts: int, plain: ValuesEncoder, with_nulls: ValuesEncoder) -> TupleEncoder:
-    """A fast path for the TupleData of a text-mode Insert: ``encode(buf, offset, seq)``.
+    """A fast path for a text-mode TupleData (an Insert's or Update's new row, a Delete's
+    old row or key): ``encode(buf, offset, seq)``.
 
     ``offset`` is where the TupleData starts (its column count). When the tuple has
     ``natts`` columns, all text or NULL, and ends where ``buf`` does, returns

@@ -950,7 +950,7 @@ class _Stream:
         from pgtail.changes import Assembler
 
         cfg = self.config
-        # the renderer's fast path for plain inserts (not with --redact: it needs values)
+        # the renderer's fast path for text rows (not with --redact: it needs values)
         encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
         assembler = Assembler(
             self.proto_version, binary=cfg.binary, encoder=encoder, type_lookup=self.lookup_types

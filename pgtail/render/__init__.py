@@ -80,7 +80,7 @@ InsertEncoderFactory = Callable[[Table, Sequence[Converter]], InsertEncoders | N
 
 def insert_encoder(fmt: str) -> InsertEncoderFactory | None:
     """The ``encoder`` an `Assembler` takes for ``--format fmt``: the renderer's fast path
-    for inserts that arrive as text (see `pgtail.changes.EncodedRows`), or None."""
+    for changes that arrive as text (see `pgtail.changes.EncodedRows`), or None."""
     if fmt == "json":
         from pgtail.render import jsonl
 

@@ -290,6 +290,10 @@ class JsonLinesRenderer:
     def _line_parts(
         self, tx: Transaction, table: Table, op: str
     ) -> tuple[Transaction, Table, str, bytes, tuple[str, ...]]:
+        """What the lines of ``op`` on ``table`` in ``tx`` share (the last ones', if the same)."""
+        last = self._last
+        if last is not None and last[0] is tx and last[1] is table and last[2] == op:
+            return last
         fields = self._fields(tx)
         head_key = (op, id(table))
         head = self._heads.get(head_key)
@@ -311,7 +315,7 @@ class JsonLinesRenderer:
         tx = change.tx
         table = change.table
         op = change.op
-        last = self._last
+        last = self._last  # _line_parts' own check, inlined: this runs once per row
         if last is None or last[0] is not tx or last[1] is not table or last[2] != op:
             last = self._line_parts(tx, table, op)
         names = last[4]
@@ -347,13 +351,8 @@ class JsonLinesRenderer:
 
     def encoded_lines(self, rows: EncodedRows) -> bytes:
         """The lines `insert_encoder` wrote: each one's head put in front."""
-        last = self._last
-        tx = rows.tx
-        table = rows.table
-        op = rows.op
-        if last is None or last[0] is not tx or last[1] is not table or last[2] != op:
-            last = self._line_parts(tx, table, op)
-        head = last[3]  # up to the comma before "seq", where each encoded line starts
+        # up to the comma before "seq", where each encoded line starts
+        head = self._line_parts(rows.tx, rows.table, rows.op)[3]
         lines = rows.lines
         return head + lines[:-1].replace(b"\n", b"\n" + head) + b"\n"
 

@@ -665,8 +665,8 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     """The SQL fast path for inserts whose values all arrived as text (or NULL).
 
     ``encode(seq, *values)`` gives the INSERT statement `SqlRenderer` writes for the row,
-    byte for byte (the same per-table builder, fed the converted values without a row
-    dict or a Change), and `SqlRenderer` writes `EncodedRows` as they are. None for a
+    byte for byte (the same literals as the per-table builder, each value converted
+    inline, without a row dict or a Change), and `SqlRenderer` writes `EncodedRows` as they are. None for a
     name with a line break: an encoded statement must be one line.
     """
     columns = table.columns
