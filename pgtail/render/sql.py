@@ -666,8 +666,8 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
 
     ``encode(seq, *values)`` gives the INSERT statement `SqlRenderer` writes for the row,
     byte for byte (the same literals as the per-table builder, each value converted
-    inline, without a row dict or a Change), and `SqlRenderer` writes `EncodedRows` as they are. None for a
-    name with a line break: an encoded statement must be one line.
+    inline, without a row dict or a Change), and `SqlRenderer` writes `EncodedRows` as
+    they are. None for a name with a line break: an encoded statement must be one line.
     """
     columns = table.columns
     if not columns or len(text_converters) != len(columns):
