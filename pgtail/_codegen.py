@@ -1,0 +1,63 @@
+"""The one place that turns generated source into functions.
+
+pgtail writes a few hot functions per table or per column count at run time (tuple
+readers, row encoders, frozen-object constructors): straight-line code with no loop or
+call per column is 1.3-2.3x faster on the row path. Every such function is built here:
+
+- its source is registered with :mod:`linecache` under a unique ``<pgtail …>`` file name,
+  so a traceback through generated code shows the generated line;
+- ``PGTAIL_NO_CODEGEN=1`` turns generation off: each call site then uses its plain,
+  hand-written implementation, which must give byte-identical results (the test suite
+  runs the encoder and decoder tests both ways).
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import os
+from collections.abc import Callable
+from types import CodeType
+from typing import Any
+
+_counter = itertools.count(1)
+
+
+def enabled() -> bool:
+    """Whether call sites should use generated code (``PGTAIL_NO_CODEGEN`` unset or ``0``).
+
+    Read at each call, not at import, so tests can switch it per test; call sites that
+    cache what they built key their cache on this value too.
+    """
+    return os.environ.get("PGTAIL_NO_CODEGEN", "") in ("", "0")
+
+
+def compile_source(source: str, label: str) -> CodeType:
+    """Compile ``source`` (one or more definitions) and register it with linecache.
+
+    ``label`` says what the code is, e.g. ``"jsonl insert public.orders"``; the file
+    name becomes ``<pgtail LABEL #N>``, unique per call so two versions never share lines.
+    """
+    filename = f"<pgtail {label} #{next(_counter)}>"
+    text = source if source.endswith("\n") else source + "\n"
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    return compile(text, filename, "exec")
+
+
+def define(
+    source: str, name: str, label: str, namespace: dict[str, Any]
+) -> Callable[..., Any]:
+    """Execute generated ``source`` in ``namespace`` and return the function ``name`` it
+    defines. ``namespace`` holds the globals the generated code refers to."""
+    exec(compile_source(source, label), namespace)  # noqa: S102 - generated here, by pgtail
+    function: Callable[..., Any] = namespace[name]
+    return function
+
+
+def code_of(source: str, name: str, label: str) -> CodeType:
+    """The code object of function ``name`` defined in ``source``, for call sites that
+    bind one compiled body to several namespaces with :class:`types.FunctionType`."""
+    namespace: dict[str, Any] = {}
+    exec(compile_source(source, label), namespace)  # noqa: S102
+    code: CodeType = namespace[name].__code__
+    return code
