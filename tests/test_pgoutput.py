@@ -48,7 +48,7 @@ from pgtail.pgoutput import (
 from tests import pgbytes as pb
 
 if TYPE_CHECKING:
-    from conftest import Database
+    from tests.helpers import Database
 
 # --- byte builders (the package has none: encoding is not its job) -------------------
 
