@@ -1,9 +1,10 @@
 """What the test modules share: a database on a test server and what they ask of it.
 
-Test modules import helpers from here (and bytes from ``pgbytes``, a workload from
-``workload``, a TCP proxy from ``proxy``), never from one another nor from conftest:
-a test module must stay readable and runnable on its own. ``conftest`` builds its
-``db`` fixtures from :func:`fresh_database`.
+Test modules import helpers from here (and bytes from ``pgbytes``, message cases from
+``pgoutput_corpus``, decoded events from ``events``, a workload from ``workload``, a TCP
+proxy from ``proxy``), never from one another nor from conftest: a test module must stay
+readable and runnable on its own. ``conftest`` builds its ``db`` fixtures from
+:func:`fresh_database`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The test suite's own layout: test modules import shared code only from the helper
-modules (``helpers``, ``pgbytes``, ``workload``, ``proxy``), never another test module
-nor conftest, so each one reads and runs on its own and no helper lives in two places."""
+modules (``helpers``, ``pgbytes``, ``pgoutput_corpus``, ``events``, ``workload``,
+``proxy``), never another test module nor conftest, so each one reads and runs on its
+own and no helper lives in two places."""
 
 from __future__ import annotations
 
