@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -39,10 +39,6 @@ def u64(value: int) -> bytes:
     return struct.pack("!Q", value)
 
 
-def i64(value: int) -> bytes:
-    return struct.pack("!q", value)
-
-
 def pg_time(when: datetime | int) -> int:
     """A datetime as PostgreSQL's microseconds since 2000-01-01 UTC; an int is taken as
     such already (for the times a datetime cannot hold, like infinity)."""
@@ -50,10 +46,6 @@ def pg_time(when: datetime | int) -> int:
         return when
     delta = when - PG_EPOCH
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def from_pg_time(micros: int) -> datetime:
-    return PG_EPOCH + timedelta(microseconds=micros)
 
 
 def cstring(text: str) -> bytes:

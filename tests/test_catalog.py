@@ -332,10 +332,6 @@ def test_row_filter_outside_identity_refused(odd: Database) -> None:
     assert pub_count(odd) == 0
 
 
-def _t(name: str) -> list[TableTarget]:
-    return [TableTarget(TableSpec(None, name))]
-
-
 def test_add_and_remove(odd: Database) -> None:
     catalog.create_publication(odd.dsn, "ar")
     assert catalog.get_publication(odd.dsn, "ar").published_tables == ()

@@ -24,6 +24,7 @@ from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions
 from pgtail.stream import StreamConfig, StreamResult, max_proto_version, run
 from tests.helpers import confirmed, insert_lsn
+from tests.helpers import streaming as hold_slot  # "streaming" names a loop variable here
 
 SCHEMA = """
 CREATE TABLE items (
@@ -172,17 +173,6 @@ def stream_json(
         wait_released(db, slot)
     lines = out.getvalue().splitlines()
     return [orjson.loads(line) for line in lines], result
-
-
-def proto_combinations(major: int) -> list[tuple[int, str]]:
-    combos = []
-    for proto in range(1, max_proto_version(major) + 1):
-        combos.append((proto, "off"))
-        if proto >= 2:
-            combos.append((proto, "on"))
-        if proto >= 4:
-            combos.append((proto, "parallel"))
-    return combos
 
 
 @pytest.mark.parametrize("proto", [1, 2, 3, 4])
@@ -562,17 +552,8 @@ def test_error_missing_slot(db: Any) -> None:
 def test_error_slot_active_names_pid(db: Any) -> None:
     setup_schema(db)
     create_slot(db, "s")
-    holder = psycopg2.connect(
-        db.dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection
-    )
-    try:
-        cur = holder.cursor()
-        cur.start_replication("s", options={"proto_version": "1", "publication_names": "pub"})
-        pid = holder.get_backend_pid()
-        with pytest.raises(SlotError, match=f"active for PID {pid}"):
-            stream_json(db, "s")
-    finally:
-        holder.close()
+    with hold_slot(db, "s", "pub") as pid, pytest.raises(SlotError, match=f"active for PID {pid}"):
+        stream_json(db, "s")
 
 
 def test_error_wrong_plugin(db: Any) -> None:
@@ -726,9 +707,6 @@ def test_errors_are_pgtail_errors_without_passwords(db: Any) -> None:
             install_signal_handlers=False,
         )
     assert "s3cret" not in str(info.value)
-
-
-import psycopg2.extras  # noqa: E402  (used by the slot-active test)
 
 
 def test_sql_format_replays_into_a_copy(db: Any) -> None:
