@@ -158,6 +158,18 @@ def wait_active(db: Any, slot: str = "s", timeout: float = 30) -> None:
     raise AssertionError(f"slot {slot} never became active")
 
 
+def wait_inactive(db: Any, slot: str = "s", timeout: float = 30) -> None:
+    """Wait until no walsender holds ``slot`` (or it is gone): the consumer has let go,
+    after the walsender processed its last feedback."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rows = db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+        if not rows or not rows[0][0]:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"slot {slot} stayed active")
+
+
 @contextmanager
 def streaming(db: Database, slot: str, publication: str) -> Iterator[int]:
     """Hold ``slot`` active with a real walsender; yields the walsender's PID."""

@@ -23,7 +23,7 @@ from pgtail.filters import EventFilter
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions
 from pgtail.stream import StreamConfig, StreamResult, max_proto_version, run
-from tests.helpers import confirmed, insert_lsn
+from tests.helpers import confirmed, insert_lsn, wait_inactive
 from tests.helpers import streaming as hold_slot  # "streaming" names a loop variable here
 
 SCHEMA = """
@@ -54,19 +54,6 @@ def create_slot(db: Any, name: str, two_phase: bool = False) -> None:
         )
     else:
         db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
-
-
-def wait_released(db: Any, slot: str) -> None:
-    """Wait until the walsender let go of the slot: it has processed our last feedback."""
-    import time
-
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        rows = db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
-        if not rows or not rows[0][0]:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"slot {slot} still active")
 
 
 def workload(db: Any) -> list[tuple[str, str, Any]]:
@@ -170,7 +157,7 @@ def stream_json(
     config = StreamConfig(dsn=db.dsn, slot=slot, **options)
     result = run(config, out, install_signal_handlers=False)
     if slot is not None:
-        wait_released(db, slot)
+        wait_inactive(db, slot)
     lines = out.getvalue().splitlines()
     return [orjson.loads(line) for line in lines], result
 
@@ -406,7 +393,7 @@ def test_large_insert_transactions_through_the_json_fast_path(db: Any) -> None:
         dsn=db.dsn, slot="q", publications=("pub",), format="sql", max_changes=4500
     )
     assert run(config, out, install_signal_handlers=False).reason == "max_changes"
-    wait_released(db, "q")
+    wait_inactive(db, "q")
     inserts = [line for line in out.getvalue().splitlines() if line.startswith(b"INSERT")]
     assert len(inserts) == 4500
     assert inserts[-1].startswith(b"INSERT INTO public.items (id, name, qty, price, tags, meta,")
@@ -786,7 +773,7 @@ def test_raw_format_with_streaming_large_transaction(db: Any) -> None:
         install_signal_handlers=False,
     )
     assert result.reason == "end"
-    wait_released(db, "s")
+    wait_inactive(db, "s")
     kinds = [line.split()[1] for line in out.getvalue().decode().splitlines()]
     assert kinds.count("Insert") == 1500
     assert "StreamStart" in kinds and kinds[-1] == "StreamCommit"
