@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
 
 import psycopg2
 import psycopg2.extras
@@ -129,12 +128,12 @@ def write(db: Database, statement: str) -> None:
     db.execute("SET synchronous_commit = on; " + statement)
 
 
-def insert_lsn(db: Any) -> int:
+def insert_lsn(db: Database) -> int:
     """The server's current WAL insert position."""
     return parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
 
 
-def confirmed(db: Any, slot: str = "s") -> int:
+def confirmed(db: Database, slot: str = "s") -> int:
     """The slot's confirmed_flush_lsn."""
     rows = db.execute(
         "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (slot,)
@@ -142,7 +141,7 @@ def confirmed(db: Any, slot: str = "s") -> int:
     return parse_lsn(str(rows[0][0]))
 
 
-def wait_active(db: Any, slot: str = "s", timeout: float = 30) -> None:
+def wait_active(db: Database, slot: str = "s", timeout: float = 30) -> None:
     """Wait until a walsender holds ``slot``; errors while the server restarts are retried."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -158,7 +157,7 @@ def wait_active(db: Any, slot: str = "s", timeout: float = 30) -> None:
     raise AssertionError(f"slot {slot} never became active")
 
 
-def wait_inactive(db: Any, slot: str = "s", timeout: float = 30) -> None:
+def wait_inactive(db: Database, slot: str = "s", timeout: float = 30) -> None:
     """Wait until no walsender holds ``slot`` (or it is gone): the consumer has let go,
     after the walsender processed its last feedback."""
     deadline = time.time() + timeout
