@@ -492,7 +492,7 @@ def test_raw_format_traces_messages(db: Any) -> None:
     assert "final_lsn=" in lines[0] and "/" in lines[0].split("final_lsn=")[1]
 
 
-def test_idle_stream_advances_confirmed(db: Any) -> None:
+def test_idle_stream_advances_confirmed_flush(db: Any) -> None:
     """Writes outside the publication move the slot while pgtail idles."""
     setup_schema(db)
     create_slot(db, "s")

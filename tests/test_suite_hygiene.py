@@ -37,22 +37,22 @@ def forbidden_imports(source: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(
-    "source",
-    [
-        "from tests.test_catalog import streaming",
-        "from test_pgoutput import insert",
-        "import test_cli_slot",
-        "import tests.test_cli_slot",
-        "from tests import test_doctor",
-        "from tests.conftest import Database",
-        "from conftest import Database",
-        "from .conftest import Database",
-        "from . import test_stream",
-        "def f():\n    from tests.test_catalog import streaming",
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from conftest import Database",
-    ],
-)
+FORMS = {
+    "from-package-module": "from tests.test_catalog import streaming",
+    "from-module": "from test_pgoutput import insert",
+    "import": "import test_cli_slot",
+    "import-package-module": "import tests.test_cli_slot",
+    "from-package": "from tests import test_doctor",
+    "from-package-conftest": "from tests.conftest import Database",
+    "from-conftest": "from conftest import Database",
+    "relative-conftest": "from .conftest import Database",
+    "relative-module": "from . import test_stream",
+    "inside-function": "def f():\n    from tests.test_catalog import streaming",
+    "type-checking": "if TYPE_CHECKING:\n    from conftest import Database",
+}
+
+
+@pytest.mark.parametrize("source", FORMS.values(), ids=FORMS.keys())
 def test_checker_finds_each_form(source: str) -> None:
     assert len(forbidden_imports(source)) == 1
 
