@@ -9,15 +9,13 @@ database on that server (dropped afterwards together with any slot left in it).
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg2
 import pytest
 
 from pgtail.server import LocalServer, embedded_bindir, start_server
+from tests.helpers import Database, fresh_database
 
 PG15_BINDIR = Path("/usr/lib/postgresql/15/bin")
 
@@ -70,95 +68,17 @@ def pg18() -> LocalServer:
     return get_server("18")
 
 
-@dataclass
-class Database:
-    server: LocalServer
-    name: str
-
-    @property
-    def dsn(self) -> str:
-        return self.server.dsn(self.name)
-
-    @property
-    def major(self) -> int:
-        return self.server.major
-
-    def connect(self, **kwargs: object) -> psycopg2.extensions.connection:
-        conn = psycopg2.connect(self.dsn, **kwargs)
-        conn.autocommit = True
-        return conn
-
-    def execute(self, sql: str, params: object = None) -> list[tuple[object, ...]]:
-        conn = self.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, params)
-                return cur.fetchall() if cur.description else []
-        finally:
-            conn.close()
-
-
-def _fresh_database(server: LocalServer) -> Iterator[Database]:
-    name = "t_" + uuid.uuid4().hex[:12]
-    admin = psycopg2.connect(server.dsn("postgres"))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield Database(server, name)
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(
-                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
-                "WHERE database = %s AND active_pid IS NOT NULL",
-                (name,),
-            )
-            cur.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()",
-                (name,),
-            )
-            for _ in range(50):
-                cur.execute(
-                    "SELECT count(*) FROM pg_replication_slots WHERE database = %s AND active",
-                    (name,),
-                )
-                row = cur.fetchone()
-                if row is None or row[0] == 0:
-                    break
-                import time
-
-                time.sleep(0.1)
-            cur.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE database = %s",
-                (name,),
-            )
-            cur.execute("SELECT gid FROM pg_prepared_xacts WHERE database = %s", (name,))
-            prepared = [r[0] for r in cur.fetchall()]
-        if prepared:
-            conn = psycopg2.connect(server.dsn(name))
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                for gid in prepared:
-                    cur.execute("ROLLBACK PREPARED %s", (gid,))
-            conn.close()
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
 @pytest.fixture
 def db(pg: LocalServer) -> Iterator[Database]:
     """A fresh database on each server major; dropped with its slots afterwards."""
-    yield from _fresh_database(pg)
+    yield from fresh_database(pg)
 
 
 @pytest.fixture
 def db15(pg15: LocalServer) -> Iterator[Database]:
-    yield from _fresh_database(pg15)
+    yield from fresh_database(pg15)
 
 
 @pytest.fixture
 def db18(pg18: LocalServer) -> Iterator[Database]:
-    yield from _fresh_database(pg18)
+    yield from fresh_database(pg18)

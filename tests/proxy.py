@@ -26,7 +26,6 @@ class Proxy:
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._closed = False
         self.connections = 0  # accepted so far
-        self.bytes_forwarded = 0
         self._thread = threading.Thread(target=self._accept_loop, daemon=True)
         self._thread.start()
 
@@ -60,7 +59,6 @@ class Proxy:
                     if not data:
                         return
                     dst.sendall(data)
-                    self.bytes_forwarded += len(data)
                 if self._closed:
                     return
         except OSError:

@@ -41,7 +41,7 @@ from pgtail.render import sql as sql_render
 from pgtail.server import LocalServer
 from pgtail.values import UserType, dumps
 from tests import workload as wl
-from tests.conftest import _fresh_database  # the suite's own fresh-database helper
+from tests.helpers import fresh_database
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def _decode(
 
 @pytest.fixture(scope="module")
 def capture(pg: LocalServer) -> Iterator[Capture]:
-    for database in _fresh_database(pg):
+    for database in fresh_database(pg):
         conn = database.connect()
         try:
             wl.create_schema(conn)

@@ -4,11 +4,9 @@ need quoting, and SQL injection attempts that must fail without touching the dat
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 
 import psycopg2
-import psycopg2.extras
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,45 +15,11 @@ from pgtail import catalog
 from pgtail.catalog import TableSpec, TableTarget, parse_table_spec
 from pgtail.errors import ConfigurationError, PublicationError, SlotError
 from pgtail.lsn import parse_lsn
-from tests.conftest import Database
-
-
-def write(db: Database, statement: str) -> None:
-    """Run a change and wait for its WAL to be flushed: the servers run with
-    synchronous_commit = off, and logical decoding reads only flushed WAL."""
-    db.execute("SET synchronous_commit = on; " + statement)
+from tests.helpers import Database, streaming, write
 
 
 def current_lsn(db: Database) -> int:
     return parse_lsn(str(db.execute("SELECT pg_current_wal_lsn()::text")[0][0]))
-
-
-@contextmanager
-def streaming(db: Database, slot: str, publication: str) -> Iterator[int]:
-    """Hold ``slot`` active with a real walsender; yields the walsender's PID."""
-    conn = psycopg2.connect(db.dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
-    try:
-        cur = conn.cursor()
-        cur.start_replication(
-            slot_name=slot,
-            decode=False,
-            options={"proto_version": "1", "publication_names": publication},
-        )
-        pid = None
-        for _ in range(100):
-            rows = db.execute(
-                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s AND active",
-                (slot,),
-            )
-            if rows:
-                pid = int(rows[0][0])  # type: ignore[call-overload]
-                break
-            time.sleep(0.05)
-        assert pid is not None, "the slot never became active"
-        yield pid
-    finally:
-        with suppress(Exception):
-            conn.close()
 
 
 # --------------------------------------------------------------------------- slots
@@ -366,10 +330,6 @@ def test_row_filter_outside_identity_refused(odd: Database) -> None:
             odd.dsn, "f", tables=[TableTarget(TableSpec(None, "orders"), "region = 'eu'")]
         )
     assert pub_count(odd) == 0
-
-
-def _t(name: str) -> list[TableTarget]:
-    return [TableTarget(TableSpec(None, name))]
 
 
 def test_add_and_remove(odd: Database) -> None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.conftest import Database
-from tests.test_cli_slot import run_cli
+from tests.helpers import Database, run_cli
 
 SETUP = """
 CREATE SCHEMA "My Schema";

@@ -6,21 +6,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from pgtail.cli import main
-from tests.conftest import Database
-from tests.test_catalog import streaming, write
-
-
-def run_cli(args: list[str], env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
-    """Run ``pgtail ARGS`` through main(); returns (exit code, stdout, stderr)."""
-    runner = CliRunner()
-    with runner.isolation(env=env) as (out, err, _):
-        try:
-            main(args)
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        return code, out.getvalue().decode(), err.getvalue().decode()
+from tests.helpers import Database, run_cli, streaming, write
 
 
 def test_create_list_info_drop(db: Database) -> None:

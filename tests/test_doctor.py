@@ -10,26 +10,12 @@ from collections.abc import Iterator
 import orjson
 import psycopg2
 import pytest
-from click.testing import CliRunner
 
 from pgtail import catalog, doctor
-from pgtail.cli import main
 from pgtail.doctor import Check
 from pgtail.errors import ServerCapabilityError
 from pgtail.server import LocalServer, start_server
-from tests.conftest import Database
-
-
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    """Run ``pgtail ARGS`` in-process through main(); (exit code, stdout, stderr)."""
-    runner = CliRunner()
-    with runner.isolation() as (out, err, _):
-        try:
-            main(args)
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        return code, out.getvalue().decode(), err.getvalue().decode()
+from tests.helpers import Database, run_cli, streaming
 
 
 def checks_for(checks: list[Check], check_id: str, subject: str | None = None) -> list[Check]:
@@ -102,8 +88,6 @@ def test_healthy_server_passes(db: Database) -> None:
 
 
 def test_slots_in_use_counted(pg: LocalServer) -> None:
-    from tests.test_catalog import streaming
-
     server = start_server(
         pg.bindir, settings={"max_replication_slots": "2", "max_wal_senders": "2"}
     )
@@ -395,8 +379,6 @@ def test_inactive_slot_holding_wal(db: Database) -> None:
 
 
 def test_streaming_a_missing_publication(db: Database) -> None:
-    from tests.test_catalog import streaming
-
     db.execute("CREATE TABLE t (id int primary key); CREATE PUBLICATION gone FOR TABLE t")
     catalog.create_slot(db.dsn, "s")
     with streaming(db, "s", "gone"):

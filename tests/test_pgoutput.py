@@ -4,8 +4,6 @@ every error path, timestamps, Decoder state, and bytes captured from real server
 from __future__ import annotations
 
 import pickle
-import struct
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -14,10 +12,6 @@ import pytest
 from pgtail import pgoutput as po
 from pgtail.errors import ConfigurationError, DecodeError
 from pgtail.pgoutput import (
-    KIND_BINARY,
-    KIND_NULL,
-    KIND_TEXT,
-    KIND_UNCHANGED_TOAST,
     Begin,
     BeginPrepare,
     Commit,
@@ -30,11 +24,9 @@ from pgtail.pgoutput import (
     Origin,
     Prepare,
     Relation,
-    RelationColumn,
     RollbackPrepared,
     StreamAbort,
     StreamCommit,
-    StreamPrepare,
     StreamStart,
     StreamStop,
     Truncate,
@@ -46,439 +38,27 @@ from pgtail.pgoutput import (
     pg_timestamp,
 )
 from tests import pgbytes as pb
-
-if TYPE_CHECKING:
-    from conftest import Database
-
-# --- byte builders (the package has none: encoding is not its job) -------------------
-
-
-def u8(value: int) -> bytes:
-    return struct.pack("!B", value)
-
-
-def u16(value: int) -> bytes:
-    return struct.pack("!H", value)
-
-
-def u32(value: int) -> bytes:
-    return struct.pack("!I", value)
-
-
-def i32(value: int) -> bytes:
-    return struct.pack("!i", value)
-
-
-def u64(value: int) -> bytes:
-    return struct.pack("!Q", value)
-
-
-def i64(value: int) -> bytes:
-    return struct.pack("!q", value)
-
-
-def cstr(text: str) -> bytes:
-    return text.encode() + b"\0"
-
-
-def xid_prefix(xid: int | None) -> bytes:
-    return b"" if xid is None else u32(xid)
-
-
-UNCHANGED = object()  # marker for an unchanged TOAST column in tuple()
-
-
-class Binary(bytes):
-    """A column value sent in binary format ('b')."""
-
-
-def tuple_bytes(*columns: object) -> bytes:
-    """TupleData: None -> 'n', UNCHANGED -> 'u', Binary -> 'b', bytes -> 't'."""
-    out = [u16(len(columns))]
-    for value in columns:
-        if value is None:
-            out.append(b"n")
-        elif value is UNCHANGED:
-            out.append(b"u")
-        elif isinstance(value, Binary):
-            out.append(b"b" + u32(len(value)) + bytes(value))
-        else:
-            assert isinstance(value, bytes)
-            out.append(b"t" + u32(len(value)) + value)
-    return b"".join(out)
-
-
-def expected_tuple(*columns: object) -> TupleData:
-    kinds = bytearray()
-    values: list[bytes | None] = []
-    for value in columns:
-        if value is None:
-            kinds.append(KIND_NULL)
-            values.append(None)
-        elif value is UNCHANGED:
-            kinds.append(KIND_UNCHANGED_TOAST)
-            values.append(None)
-        elif isinstance(value, Binary):
-            kinds.append(KIND_BINARY)
-            values.append(bytes(value))
-        else:
-            assert isinstance(value, bytes)
-            kinds.append(KIND_TEXT)
-            values.append(value)
-    return TupleData(bytes(kinds), tuple(values))
-
-
-def micros(moment: datetime) -> int:
-    delta = moment - datetime(2000, 1, 1, tzinfo=UTC)
-    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def begin(final_lsn: int, commit_time: int, xid: int) -> bytes:
-    return b"B" + u64(final_lsn) + i64(commit_time) + u32(xid)
-
-
-def commit(flags: int, commit_lsn: int, end_lsn: int, commit_time: int) -> bytes:
-    return b"C" + u8(flags) + u64(commit_lsn) + u64(end_lsn) + i64(commit_time)
-
-
-def origin(commit_lsn: int, name: str) -> bytes:
-    return b"O" + u64(commit_lsn) + cstr(name)
-
-
-def relation(
-    relation_id: int,
-    namespace: str,
-    name: str,
-    replica_identity: bytes,
-    columns: Sequence[tuple[int, str, int, int]],
-    xid: int | None = None,
-) -> bytes:
-    out = [b"R", xid_prefix(xid), u32(relation_id), cstr(namespace), cstr(name)]
-    out += [replica_identity, u16(len(columns))]
-    for flags, column, type_oid, type_modifier in columns:
-        out += [u8(flags), cstr(column), u32(type_oid), i32(type_modifier)]
-    return b"".join(out)
-
-
-def type_message(type_oid: int, namespace: str, name: str, xid: int | None = None) -> bytes:
-    return b"Y" + xid_prefix(xid) + u32(type_oid) + cstr(namespace) + cstr(name)
-
-
-def insert(relation_id: int, new: bytes, xid: int | None = None) -> bytes:
-    return b"I" + xid_prefix(xid) + u32(relation_id) + b"N" + new
-
-
-def update(
-    relation_id: int,
-    new: bytes,
-    old_kind: bytes = b"",
-    old: bytes = b"",
-    xid: int | None = None,
-) -> bytes:
-    return b"U" + xid_prefix(xid) + u32(relation_id) + old_kind + old + b"N" + new
-
-
-def delete(relation_id: int, old_kind: bytes, old: bytes, xid: int | None = None) -> bytes:
-    return b"D" + xid_prefix(xid) + u32(relation_id) + old_kind + old
-
-
-def truncate(options: int, relation_ids: Sequence[int], xid: int | None = None) -> bytes:
-    body = u32(len(relation_ids)) + u8(options) + b"".join(u32(r) for r in relation_ids)
-    return b"T" + xid_prefix(xid) + body
-
-
-def logical_message(
-    flags: int, lsn: int, prefix: str, content: bytes, xid: int | None = None
-) -> bytes:
-    return (
-        b"M" + xid_prefix(xid) + u8(flags) + u64(lsn) + cstr(prefix) + u32(len(content)) + content
-    )
-
-
-def stream_start(xid: int, first_segment: int) -> bytes:
-    return b"S" + u32(xid) + u8(first_segment)
-
-
-def stream_stop() -> bytes:
-    return b"E"
-
-
-def stream_commit(xid: int, flags: int, commit_lsn: int, end_lsn: int, commit_time: int) -> bytes:
-    return b"c" + u32(xid) + u8(flags) + u64(commit_lsn) + u64(end_lsn) + i64(commit_time)
-
-
-def stream_abort(
-    xid: int, subxid: int, abort_lsn: int | None = None, abort_time: int | None = None
-) -> bytes:
-    out = b"A" + u32(xid) + u32(subxid)
-    if abort_lsn is not None:
-        assert abort_time is not None
-        out += u64(abort_lsn) + i64(abort_time)
-    return out
-
-
-def begin_prepare(prepare_lsn: int, end_lsn: int, prepare_time: int, xid: int, gid: str) -> bytes:
-    return b"b" + u64(prepare_lsn) + u64(end_lsn) + i64(prepare_time) + u32(xid) + cstr(gid)
-
-
-def prepare(
-    flags: int, prepare_lsn: int, end_lsn: int, prepare_time: int, xid: int, gid: str
-) -> bytes:
-    return (
-        b"P" + u8(flags) + u64(prepare_lsn) + u64(end_lsn) + i64(prepare_time) + u32(xid)
-    ) + cstr(gid)
-
-
-def commit_prepared(
-    flags: int, commit_lsn: int, end_lsn: int, commit_time: int, xid: int, gid: str
-) -> bytes:
-    return (b"K" + u8(flags) + u64(commit_lsn) + u64(end_lsn) + i64(commit_time) + u32(xid)) + cstr(
-        gid
-    )
-
-
-def rollback_prepared(
-    flags: int,
-    prepare_end_lsn: int,
-    rollback_end_lsn: int,
-    prepare_time: int,
-    rollback_time: int,
-    xid: int,
-    gid: str,
-) -> bytes:
-    return (
-        b"r"
-        + u8(flags)
-        + u64(prepare_end_lsn)
-        + u64(rollback_end_lsn)
-        + i64(prepare_time)
-        + i64(rollback_time)
-        + u32(xid)
-        + cstr(gid)
-    )
-
-
-def stream_prepare(
-    flags: int, prepare_lsn: int, end_lsn: int, prepare_time: int, xid: int, gid: str
-) -> bytes:
-    return (
-        b"p" + u8(flags) + u64(prepare_lsn) + u64(end_lsn) + i64(prepare_time) + u32(xid)
-    ) + cstr(gid)
-
-
-# --- fixtures of the byte-level tests -----------------------------------------------
-
-T1 = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
-T1_US = micros(T1)
-T2 = datetime(2025, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
-T2_US = micros(T2)
-LSN_A = 0x16_B374D848
-LSN_B = 0x16_B374D900
-LSN_MAX = (1 << 64) - 1
-XID = 4_000_000_000  # above 2**31: xids are unsigned
-SUBXID = 4_000_000_007
-REL = 16_384
-ROW = tuple_bytes(b"1", b"alice", None, UNCHANGED, Binary(b"\x00\x01\x00"), b"")
-ROW_EXPECTED = expected_tuple(b"1", b"alice", None, UNCHANGED, Binary(b"\x00\x01\x00"), b"")
-KEY = tuple_bytes(b"1", None, None, None, None, None)
-KEY_EXPECTED = expected_tuple(b"1", None, None, None, None, None)
-COLUMNS = [(1, "id", 23, -1), (0, "näme", 1043, 68), (0, "", 25, -1)]
-COLUMNS_EXPECTED = (
-    RelationColumn(1, "id", 23, -1),
-    RelationColumn(0, "näme", 1043, 68),
-    RelationColumn(0, "", 25, -1),
+from tests.pgoutput_corpus import (
+    CASES,
+    COLUMNS,
+    KEY,
+    LSN_A,
+    LSN_B,
+    REL,
+    ROW,
+    ROW_EXPECTED,
+    SUBXID,
+    T1,
+    T1_US,
+    T2,
+    T2_US,
+    VALID_MESSAGES,
+    XID,
+    expected_tuple,
 )
 
-
-def _cases() -> list[tuple[str, bytes, bool, Message]]:
-    """(id, payload, in_stream, expected message) for every message type and variant."""
-    cases: list[tuple[str, bytes, bool, Message]] = [
-        ("begin", begin(LSN_A, T1_US, XID), False, Begin(LSN_A, T1, XID)),
-        (
-            "begin-max-lsn",
-            begin(LSN_MAX, 0, 0),
-            False,
-            Begin(LSN_MAX, datetime(2000, 1, 1, tzinfo=UTC), 0),
-        ),
-        ("commit", commit(0, LSN_A, LSN_B, T1_US), False, Commit(0, LSN_A, LSN_B, T1)),
-        ("origin", origin(LSN_A, "node_a"), False, Origin(LSN_A, "node_a")),
-        ("origin-empty-name", origin(0, ""), False, Origin(0, "")),
-        (
-            "type",
-            type_message(70_000, "public", "mood"),
-            False,
-            Type(None, 70_000, "public", "mood"),
-        ),
-        (
-            "type-stream",
-            type_message(70_000, "", "mood", xid=XID),
-            True,
-            Type(XID, 70_000, "", "mood"),
-        ),
-        ("insert", insert(REL, ROW), False, Insert(None, REL, ROW_EXPECTED)),
-        ("insert-stream", insert(REL, ROW, xid=XID), True, Insert(XID, REL, ROW_EXPECTED)),
-        (
-            "insert-zero-columns",
-            insert(REL, tuple_bytes()),
-            False,
-            Insert(None, REL, TupleData(b"", ())),
-        ),
-        ("update-no-old", update(REL, ROW), False, Update(None, REL, None, None, ROW_EXPECTED)),
-        (
-            "update-key",
-            update(REL, ROW, b"K", KEY),
-            False,
-            Update(None, REL, "K", KEY_EXPECTED, ROW_EXPECTED),
-        ),
-        (
-            "update-old",
-            update(REL, ROW, b"O", ROW),
-            False,
-            Update(None, REL, "O", ROW_EXPECTED, ROW_EXPECTED),
-        ),
-        (
-            "update-no-old-stream",
-            update(REL, ROW, xid=XID),
-            True,
-            Update(XID, REL, None, None, ROW_EXPECTED),
-        ),
-        (
-            "update-key-stream",
-            update(REL, ROW, b"K", KEY, xid=XID),
-            True,
-            Update(XID, REL, "K", KEY_EXPECTED, ROW_EXPECTED),
-        ),
-        (
-            "update-old-stream",
-            update(REL, ROW, b"O", ROW, xid=XID),
-            True,
-            Update(XID, REL, "O", ROW_EXPECTED, ROW_EXPECTED),
-        ),
-        ("delete-key", delete(REL, b"K", KEY), False, Delete(None, REL, "K", KEY_EXPECTED)),
-        ("delete-old", delete(REL, b"O", ROW), False, Delete(None, REL, "O", ROW_EXPECTED)),
-        (
-            "delete-key-stream",
-            delete(REL, b"K", KEY, xid=XID),
-            True,
-            Delete(XID, REL, "K", KEY_EXPECTED),
-        ),
-        (
-            "delete-old-stream",
-            delete(REL, b"O", ROW, xid=XID),
-            True,
-            Delete(XID, REL, "O", ROW_EXPECTED),
-        ),
-        ("truncate-none", truncate(0, []), False, Truncate(None, 0, ())),
-        ("truncate-plain", truncate(0, [REL]), False, Truncate(None, 0, (REL,))),
-        ("truncate-cascade", truncate(1, [REL, REL + 1]), False, Truncate(None, 1, (REL, REL + 1))),
-        ("truncate-restart", truncate(2, [REL]), False, Truncate(None, 2, (REL,))),
-        ("truncate-both", truncate(3, [REL, 1, 2]), False, Truncate(None, 3, (REL, 1, 2))),
-        ("truncate-stream", truncate(3, [REL], xid=XID), True, Truncate(XID, 3, (REL,))),
-        (
-            "message-transactional",
-            logical_message(1, LSN_A, "app", b"hello"),
-            False,
-            LogicalMessage(None, True, LSN_A, "app", b"hello"),
-        ),
-        (
-            "message-non-transactional",
-            logical_message(0, LSN_A, "app", b"\x00\xff binary"),
-            False,
-            LogicalMessage(None, False, LSN_A, "app", b"\x00\xff binary"),
-        ),
-        (
-            "message-empty",
-            logical_message(0, 0, "", b""),
-            False,
-            LogicalMessage(None, False, 0, "", b""),
-        ),
-        (
-            "message-stream",
-            logical_message(1, LSN_B, "päth", b"x", xid=XID),
-            True,
-            LogicalMessage(XID, True, LSN_B, "päth", b"x"),
-        ),
-        ("stream-start-first", stream_start(XID, 1), False, StreamStart(XID, True)),
-        ("stream-start-next", stream_start(XID, 0), True, StreamStart(XID, False)),
-        ("stream-stop", stream_stop(), True, StreamStop()),
-        (
-            "stream-commit",
-            stream_commit(XID, 0, LSN_A, LSN_B, T1_US),
-            False,
-            StreamCommit(XID, 0, LSN_A, LSN_B, T1),
-        ),
-        ("stream-abort", stream_abort(XID, SUBXID), False, StreamAbort(XID, SUBXID, None, None)),
-        (
-            "stream-abort-top-level",
-            stream_abort(XID, XID),
-            False,
-            StreamAbort(XID, XID, None, None),
-        ),
-        (
-            "stream-abort-v4-parallel",
-            stream_abort(XID, SUBXID, LSN_B, T2_US),
-            False,
-            StreamAbort(XID, SUBXID, LSN_B, T2),
-        ),
-        (
-            "begin-prepare",
-            begin_prepare(LSN_A, LSN_B, T1_US, XID, "gid-1"),
-            False,
-            BeginPrepare(LSN_A, LSN_B, T1, XID, "gid-1"),
-        ),
-        (
-            "prepare",
-            prepare(0, LSN_A, LSN_B, T1_US, XID, "gid-1"),
-            False,
-            Prepare(0, LSN_A, LSN_B, T1, XID, "gid-1"),
-        ),
-        (
-            "commit-prepared",
-            commit_prepared(0, LSN_A, LSN_B, T2_US, XID, "gid-1"),
-            False,
-            CommitPrepared(0, LSN_A, LSN_B, T2, XID, "gid-1"),
-        ),
-        (
-            "rollback-prepared",
-            rollback_prepared(0, LSN_A, LSN_B, T1_US, T2_US, XID, "gïd"),
-            False,
-            RollbackPrepared(0, LSN_A, LSN_B, T1, T2, XID, "gïd"),
-        ),
-        (
-            "stream-prepare",
-            stream_prepare(0, LSN_A, LSN_B, T1_US, XID, ""),
-            False,
-            StreamPrepare(0, LSN_A, LSN_B, T1, XID, ""),
-        ),
-    ]
-    for identity in "dnfi":
-        cases.append(
-            (
-                f"relation-{identity}",
-                relation(REL, "public", "users", identity.encode(), COLUMNS),
-                False,
-                Relation(None, REL, "public", "users", identity, COLUMNS_EXPECTED),
-            )
-        )
-    cases += [
-        (
-            "relation-stream",
-            relation(REL, "", "t", b"f", COLUMNS, xid=XID),
-            True,
-            Relation(XID, REL, "", "t", "f", COLUMNS_EXPECTED),
-        ),
-        (
-            "relation-no-columns",
-            relation(REL, "s", "empty", b"n", []),
-            False,
-            Relation(None, REL, "s", "empty", "n", ()),
-        ),
-    ]
-    return cases
-
-
-CASES = _cases()
-VALID_MESSAGES: list[tuple[bytes, bool]] = [(payload, stream) for _, payload, stream, _ in CASES]
+if TYPE_CHECKING:
+    from tests.helpers import Database
 
 
 # --- every message, exactly --------------------------------------------------------
@@ -499,30 +79,33 @@ def test_every_message_type_is_covered() -> None:
 
 
 def test_decoded_values_are_bytes_and_hashable() -> None:
-    message = parse(insert(REL, ROW))
+    message = parse(pb.insert(REL, ROW))
     assert isinstance(message, Insert)
     assert all(v is None or type(v) is bytes for v in message.new.values)
     assert type(message.new.kinds) is bytes
-    assert hash(message) == hash(parse(insert(REL, ROW)))
+    assert hash(message) == hash(parse(pb.insert(REL, ROW)))
 
 
 def test_in_stream_changes_the_layout() -> None:
     # The same bytes mean different things in and out of a stream: the first four
     # bytes are the xid inside one.
-    payload = truncate(0, [REL], xid=XID)
+    payload = pb.truncate([REL], xid=XID)
     assert parse(payload, in_stream=True) == Truncate(XID, 0, (REL,))
     with pytest.raises(DecodeError):
         parse(payload, in_stream=False)
 
 
 def test_relation_column_is_key() -> None:
-    message = parse(relation(REL, "public", "t", b"d", COLUMNS))
+    message = parse(pb.relation(REL, "public", "t", COLUMNS, "d"))
     assert isinstance(message, Relation)
     assert [c.is_key for c in message.columns] == [True, False, False]
 
 
 def test_truncate_properties() -> None:
-    flags = [parse(truncate(options, [REL])) for options in range(4)]
+    flags = [
+        parse(pb.truncate([REL], cascade=bool(options & 1), restart_identity=bool(options & 2)))
+        for options in range(4)
+    ]
     assert [(t.cascade, t.restart_identity) for t in flags if isinstance(t, Truncate)] == [
         (False, False),
         (True, False),
@@ -536,19 +119,19 @@ def test_truncate_properties() -> None:
 
 @pytest.mark.parametrize("width", [0, 1, 2, 63, 64, 65, 200, 1664])
 def test_tuple_every_width(width: int) -> None:
-    kinds_cycle: list[object] = [b"v", None, UNCHANGED, Binary(b"\x00b"), b""]
+    kinds_cycle: list[object] = [b"v", None, "u", ("b", b"\x00b"), b""]
     columns = [
         (bytes(f"v{i}", "ascii") if kinds_cycle[i % 5] == b"v" else kinds_cycle[i % 5])
         for i in range(width)
     ]
-    data = b"xx" + tuple_bytes(*columns) + b"rest"
+    data = b"xx" + pb.tuple_data(columns) + b"rest"
     tup, end = decode_tuple(data, 2, "Insert.new_tuple")
     assert tup == expected_tuple(*columns)
     assert end == len(data) - 4
 
 
 def test_tuple_all_kinds_exact() -> None:
-    data = tuple_bytes(b"text", None, UNCHANGED, Binary(b"\x00\x00"), b"", Binary(b""))
+    data = pb.tuple_data([b"text", None, "u", ("b", b"\x00\x00"), b"", ("b", b"")])
     tup, end = decode_tuple(data, 0, "x")
     assert end == len(data)
     assert tup.kinds == b"tnubtb"
@@ -557,13 +140,13 @@ def test_tuple_all_kinds_exact() -> None:
 
 def test_tuple_value_containing_every_byte() -> None:
     value = bytes(range(256)) * 300  # 76800 bytes: a long length prefix
-    tup, _ = decode_tuple(tuple_bytes(value, Binary(value)), 0, "x")
+    tup, _ = decode_tuple(pb.tuple_data([value, ("b", value)]), 0, "x")
     assert tup.values == (value, value)
 
 
 @pytest.mark.parametrize("width", [3, 100])
 def test_tuple_errors(width: int) -> None:
-    good = tuple_bytes(*([b"abc"] * width))
+    good = pb.tuple_data([b"abc"] * width)
     for cut in range(len(good)):
         with pytest.raises(DecodeError, match=r"^Delete\.old_tuple: "):
             decode_tuple(good[:cut], 0, "Delete.old_tuple")
@@ -575,7 +158,7 @@ def test_tuple_errors(width: int) -> None:
 
 def test_tuple_length_overflow() -> None:
     # A negative Int32 length (or one far past the end) is a truncation, not a crash.
-    data = u16(1) + b"t" + i32(-1) + b"abc"
+    data = pb.u16(1) + b"t" + pb.i32(-1) + b"abc"
     with pytest.raises(DecodeError, match=r"value of 4294967295 bytes"):
         decode_tuple(data, 0, "Insert.new_tuple")
 
@@ -600,9 +183,9 @@ def test_timestamps() -> None:
     assert pg_timestamp(T1_US).utcoffset() == timedelta(0)
     # a large value: float arithmetic would lose the microseconds here
     late = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
-    assert pg_timestamp(micros(late)) == late
+    assert pg_timestamp(pb.pg_time(late)) == late
     early = datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC)
-    assert pg_timestamp(micros(early)) == early
+    assert pg_timestamp(pb.pg_time(early)) == early
 
 
 def test_timestamp_infinity() -> None:
@@ -612,19 +195,19 @@ def test_timestamp_infinity() -> None:
     minus_infinity = pg_timestamp(-(2**63))
     assert minus_infinity == datetime.min.replace(tzinfo=UTC)
     assert minus_infinity.tzinfo is UTC
-    message = parse(commit(0, LSN_A, LSN_B, 2**63 - 1))
+    message = parse(pb.commit(LSN_A, LSN_B, 2**63 - 1))
     assert isinstance(message, Commit)
     assert message.commit_time == datetime.max.replace(tzinfo=UTC)
 
 
 def test_timestamp_out_of_range() -> None:
-    beyond = micros(datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)) + 1
+    beyond = pb.pg_time(datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)) + 1
     with pytest.raises(DecodeError, match="outside the range"):
         pg_timestamp(beyond)
     with pytest.raises(DecodeError, match=r"^Begin\.commit_time: .*outside the range"):
-        parse(begin(LSN_A, beyond, XID))
+        parse(pb.begin(LSN_A, beyond, XID))
     with pytest.raises(DecodeError, match=r"^StreamAbort\.abort_time: "):
-        parse(stream_abort(XID, XID, LSN_A, -(2**63) + 1))
+        parse(pb.stream_abort(XID, XID, LSN_A, -(2**63) + 1))
 
 
 # --- errors -----------------------------------------------------------------------
@@ -634,7 +217,7 @@ def test_timestamp_out_of_range() -> None:
 def test_every_truncation_is_a_decode_error(payload: bytes, in_stream: bool) -> None:
     for cut in range(len(payload)):
         short = payload[:cut]
-        if short == stream_abort(XID, SUBXID):
+        if short == pb.stream_abort(XID, SUBXID):
             # A v4 abort cut just before abort_lsn is a complete pre-v4 abort.
             assert parse(short) == StreamAbort(XID, SUBXID, None, None)
             continue
@@ -663,48 +246,54 @@ def test_errors_name_message_and_field() -> None:
     assert _error(b"") == "empty pgoutput message"
     assert _error(b"Z") == "unknown pgoutput message type 'Z'"
     assert _error(b"\x00abc") == "unknown pgoutput message type 0x00"
-    assert _error(b"B" + u64(1)).startswith("Begin.commit_time: truncated")
-    assert _error(begin(1, 1, 1)[:-1]).startswith("Begin.xid: truncated")
-    assert _error(commit(0, 1, 2, 3) + b"!").startswith("Commit: 1 bytes of trailing data")
-    assert _error(b"I" + u32(REL) + b"K" + ROW) == (
+    assert _error(b"B" + pb.u64(1)).startswith("Begin.commit_time: truncated")
+    assert _error(pb.begin(1, 1, 1)[:-1]).startswith("Begin.xid: truncated")
+    assert _error(pb.commit(1, 2, 3) + b"!").startswith("Commit: 1 bytes of trailing data")
+    assert _error(b"I" + pb.u32(REL) + b"K" + ROW) == (
         "Insert.tuple_marker: unexpected byte 0x4b at offset 5 (expected N)"
     )
-    assert _error(b"U" + u32(REL) + b"X" + ROW).startswith(
+    assert _error(b"U" + pb.u32(REL) + b"X" + ROW).startswith(
         "Update.tuple_marker: unexpected byte 0x58 at offset 5 (expected K, O or N)"
     )
-    assert _error(b"U" + u32(REL) + b"K" + KEY + b"K" + ROW).startswith(
+    assert _error(b"U" + pb.u32(REL) + b"K" + KEY + b"K" + ROW).startswith(
         "Update.new_tuple.tuple_marker: unexpected byte 0x4b"
     )
-    assert _error(b"U" + u32(REL) + b"O" + ROW).startswith("Update.new_tuple_marker: truncated")
-    assert _error(update(REL, ROW, b"O", ROW)[:20]).startswith("Update.old_tuple: truncated")
-    assert _error(update(REL, ROW, b"K", KEY)[:-3]).startswith("Update.new_tuple: truncated")
-    assert _error(delete(REL, b"N", ROW)).startswith(
+    assert _error(b"U" + pb.u32(REL) + b"O" + ROW).startswith("Update.new_tuple_marker: truncated")
+    assert _error(pb.update(REL, ROW, ROW, "O")[:20]).startswith("Update.old_tuple: truncated")
+    assert _error(pb.update(REL, ROW, KEY, "K")[:-3]).startswith("Update.new_tuple: truncated")
+    assert _error(pb.delete(REL, ROW, "N")).startswith(
         "Delete.tuple_marker: unexpected byte 0x4e at offset 5 (expected K or O)"
     )
-    assert _error(delete(REL, b"K", KEY)[:-1]).startswith("Delete.old_tuple: truncated")
-    assert _error(delete(REL, b"K", KEY, xid=1)[:8], in_stream=True).startswith(
+    assert _error(pb.delete(REL, KEY, "K")[:-1]).startswith("Delete.old_tuple: truncated")
+    assert _error(pb.delete(REL, KEY, "K", xid=1)[:8], in_stream=True).startswith(
         "Delete.relation_id: truncated"
     )
-    assert _error(relation(REL, "public", "t", b"x", COLUMNS)).startswith(
+    assert _error(pb.relation(REL, "public", "t", COLUMNS, "x")).startswith(
         "Relation.replica_identity: unknown value 0x78"
     )
-    assert _error(relation(REL, "public", "t", b"d", COLUMNS)[:-2]).startswith(
+    assert _error(pb.relation(REL, "public", "t", COLUMNS, "d")[:-2]).startswith(
         "Relation.columns[2].type_modifier: truncated"
     )
-    assert _error(relation(REL, "public", "t", b"d", COLUMNS)[:32]).startswith(
+    assert _error(pb.relation(REL, "public", "t", COLUMNS, "d")[:32]).startswith(
         "Relation.columns[1].name: truncated"
     )
-    assert _error(b"R" + u32(REL) + b"public").startswith("Relation.namespace: truncated")
-    assert _error(truncate(0, [1, 2])[:-1]).startswith("Truncate.relation_ids: truncated")
-    assert _error(b"T" + u32(0xFFFFFFFF) + u8(0)).startswith("Truncate.relation_ids: truncated")
-    assert _error(logical_message(1, 1, "p", b"abc")[:-1]).startswith(
+    assert _error(b"R" + pb.u32(REL) + b"public").startswith("Relation.namespace: truncated")
+    assert _error(pb.truncate([1, 2])[:-1]).startswith("Truncate.relation_ids: truncated")
+    assert _error(b"T" + pb.u32(0xFFFFFFFF) + pb.u8(0)).startswith(
+        "Truncate.relation_ids: truncated"
+    )
+    assert _error(pb.message("p", b"abc", 1)[:-1]).startswith(
         "Message.content: truncated (needs 3 bytes"
     )
-    assert _error(stream_start(XID, 2)).startswith("StreamStart.first_segment: unexpected value 2")
-    assert _error(stream_abort(XID, XID, 1, 1)[:12]).startswith("StreamAbort.abort_lsn: truncated")
-    assert _error(stream_abort(XID, XID)[:6]).startswith("StreamAbort.subxid: truncated")
-    assert _error(stream_stop() + b"x").startswith("StreamStop: 1 bytes of trailing data")
-    assert _error(rollback_prepared(0, 1, 2, 3, 4, 5, "g")[:-1]).startswith(
+    assert _error(pb.stream_start(XID, 2)).startswith(
+        "StreamStart.first_segment: unexpected value 2"
+    )
+    assert _error(pb.stream_abort(XID, XID, 1, 1)[:12]).startswith(
+        "StreamAbort.abort_lsn: truncated"
+    )
+    assert _error(pb.stream_abort(XID, XID)[:6]).startswith("StreamAbort.subxid: truncated")
+    assert _error(pb.stream_stop() + b"x").startswith("StreamStop: 1 bytes of trailing data")
+    assert _error(pb.rollback_prepared(1, 2, 3, 4, 5, "g")[:-1]).startswith(
         "RollbackPrepared.gid: truncated"
     )
 
@@ -712,31 +301,34 @@ def test_errors_name_message_and_field() -> None:
 @pytest.mark.parametrize(
     ("payload", "field"),
     [
-        (origin(1, "x")[:-2] + b"\xff\x00", "Origin.name"),
+        (pb.origin(1, "x")[:-2] + b"\xff\x00", "Origin.name"),
         (
-            relation(REL, "pub\xe9", "t", b"d", []).replace("pub\xe9".encode(), b"pub\xe9"),
+            pb.relation(REL, "pub\xe9", "t", [], "d").replace("pub\xe9".encode(), b"pub\xe9"),
             "Relation.namespace",
         ),
-        (b"R" + u32(REL) + cstr("public") + b"\xc3\x28\x00" + b"d" + u16(0), "Relation.name"),
+        (
+            b"R" + pb.u32(REL) + pb.cstring("public") + b"\xc3\x28\x00" + b"d" + pb.u16(0),
+            "Relation.name",
+        ),
         (
             b"R"
-            + u32(REL)
-            + cstr("p")
-            + cstr("t")
+            + pb.u32(REL)
+            + pb.cstring("p")
+            + pb.cstring("t")
             + b"d"
-            + u16(1)
-            + u8(0)
+            + pb.u16(1)
+            + pb.u8(0)
             + b"\xed\xa0\x80\x00"
-            + u32(23)
-            + i32(-1),
+            + pb.u32(23)
+            + pb.i32(-1),
             "Relation.columns[0].name",
         ),
-        (b"Y" + u32(1) + cstr("p") + b"\x80\x00", "Type.name"),
-        (b"M" + u8(0) + u64(0) + b"\xfe\x00" + u32(0), "Message.prefix"),
-        (begin_prepare(1, 2, 3, 4, "g")[:-2] + b"\xc0\x00", "BeginPrepare.gid"),
-        (prepare(0, 1, 2, 3, 4, "g")[:-2] + b"\xc0\x00", "Prepare.gid"),
-        (commit_prepared(0, 1, 2, 3, 4, "g")[:-2] + b"\xc0\x00", "CommitPrepared.gid"),
-        (stream_prepare(0, 1, 2, 3, 4, "g")[:-2] + b"\xc0\x00", "StreamPrepare.gid"),
+        (b"Y" + pb.u32(1) + pb.cstring("p") + b"\x80\x00", "Type.name"),
+        (b"M" + pb.u8(0) + pb.u64(0) + b"\xfe\x00" + pb.u32(0), "Message.prefix"),
+        (pb.begin_prepare(1, 2, 3, 4, "g")[:-2] + b"\xc0\x00", "BeginPrepare.gid"),
+        (pb.prepare(1, 2, 3, 4, "g")[:-2] + b"\xc0\x00", "Prepare.gid"),
+        (pb.commit_prepared(1, 2, 3, 4, "g")[:-2] + b"\xc0\x00", "CommitPrepared.gid"),
+        (pb.stream_prepare(1, 2, 3, 4, "g")[:-2] + b"\xc0\x00", "StreamPrepare.gid"),
     ],
 )
 def test_bad_utf8(payload: bytes, field: str) -> None:
@@ -746,7 +338,7 @@ def test_bad_utf8(payload: bytes, field: str) -> None:
 
 def test_decode_error_pickles() -> None:
     with pytest.raises(DecodeError) as info:
-        parse(b"U" + u32(REL) + b"X")
+        parse(b"U" + pb.u32(REL) + b"X")
     copy = pickle.loads(pickle.dumps(info.value))
     assert type(copy) is DecodeError
     assert str(copy) == str(info.value)
@@ -757,18 +349,18 @@ def test_decode_error_pickles() -> None:
 
 def test_decoder_caches_relations_and_types() -> None:
     decoder = Decoder(1)
-    first = decoder.decode(relation(REL, "public", "users", b"d", COLUMNS))
+    first = decoder.decode(pb.relation(REL, "public", "users", COLUMNS, "d"))
     assert decoder.relations == {REL: first}
-    decoder.decode(relation(REL + 1, "public", "other", b"f", []))
-    altered = decoder.decode(relation(REL, "public", "users", b"f", COLUMNS[:1]))
+    decoder.decode(pb.relation(REL + 1, "public", "other", [], "f"))
+    altered = decoder.decode(pb.relation(REL, "public", "users", COLUMNS[:1], "f"))
     assert decoder.relations[REL] is altered
     assert isinstance(altered, Relation)
     assert altered.replica_identity == "f"
     assert sorted(decoder.relations) == [REL, REL + 1]
-    mood = decoder.decode(type_message(70_000, "public", "mood"))
+    mood = decoder.decode(pb.type_(70_000, "public", "mood"))
     assert decoder.types == {70_000: mood}
     # other messages leave the caches alone
-    decoder.decode(insert(REL, ROW))
+    decoder.decode(pb.insert(REL, ROW))
     assert sorted(decoder.relations) == [REL, REL + 1]
     assert list(decoder.types) == [70_000]
 
@@ -776,35 +368,35 @@ def test_decoder_caches_relations_and_types() -> None:
 def test_decoder_stream_state() -> None:
     decoder = Decoder(2)
     assert decoder.in_stream is False
-    assert decoder.decode(insert(REL, ROW)) == Insert(None, REL, ROW_EXPECTED)
-    assert decoder.decode(stream_start(XID, 1)) == StreamStart(XID, True)
+    assert decoder.decode(pb.insert(REL, ROW)) == Insert(None, REL, ROW_EXPECTED)
+    assert decoder.decode(pb.stream_start(XID, True)) == StreamStart(XID, True)
     assert decoder.in_stream is True
     in_stream = [
-        relation(REL, "public", "users", b"d", COLUMNS, xid=XID),
-        type_message(70_000, "public", "mood", xid=XID),
-        insert(REL, ROW, xid=XID),
-        update(REL, ROW, b"K", KEY, xid=XID),
-        delete(REL, b"O", ROW, xid=XID),
-        truncate(1, [REL], xid=XID),
-        logical_message(1, LSN_A, "p", b"c", xid=XID),
+        pb.relation(REL, "public", "users", COLUMNS, "d", xid=XID),
+        pb.type_(70_000, "public", "mood", xid=XID),
+        pb.insert(REL, ROW, xid=XID),
+        pb.update(REL, ROW, KEY, "K", xid=XID),
+        pb.delete(REL, ROW, "O", xid=XID),
+        pb.truncate([REL], cascade=True, xid=XID),
+        pb.message("p", b"c", LSN_A, xid=XID),
     ]
     decoded = [decoder.decode(payload) for payload in in_stream]
     assert [getattr(m, "xid", None) for m in decoded] == [XID] * len(in_stream)
     assert decoder.relations[REL].xid == XID
     assert decoder.types[70_000].xid == XID
-    assert decoder.decode(stream_stop()) == StreamStop()
+    assert decoder.decode(pb.stream_stop()) == StreamStop()
     assert decoder.in_stream is False
-    assert decoder.decode(stream_commit(XID, 0, LSN_A, LSN_B, T1_US)) == StreamCommit(
+    assert decoder.decode(pb.stream_commit(XID, LSN_A, LSN_B, T1_US)) == StreamCommit(
         XID, 0, LSN_A, LSN_B, T1
     )
-    assert decoder.decode(insert(REL, ROW)) == Insert(None, REL, ROW_EXPECTED)
+    assert decoder.decode(pb.insert(REL, ROW)) == Insert(None, REL, ROW_EXPECTED)
     # after Stop, a message with an xid prefix no longer parses as such
     with pytest.raises(DecodeError):
-        decoder.decode(truncate(1, [REL], xid=XID))
+        decoder.decode(pb.truncate([REL], cascade=True, xid=XID))
 
 
 def test_decoder_stream_abort_by_version() -> None:
-    short, extended = stream_abort(XID, SUBXID), stream_abort(XID, SUBXID, LSN_B, T2_US)
+    short, extended = pb.stream_abort(XID, SUBXID), pb.stream_abort(XID, SUBXID, LSN_B, T2_US)
     for version in (2, 3):
         decoder = Decoder(version)
         assert decoder.decode(short) == StreamAbort(XID, SUBXID, None, None)
@@ -845,7 +437,7 @@ def test_decoder_errors() -> None:
         with pytest.raises(ConfigurationError, match="protocol version"):
             Decoder(bad)
     # a failed decode leaves the state unchanged
-    decoder.decode(stream_start(1, 1))
+    decoder.decode(pb.stream_start(1, True))
     with pytest.raises(DecodeError):
         decoder.decode(b"E!")
     assert decoder.in_stream is True

@@ -11,19 +11,12 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_pgoutput import (
-    UNCHANGED,
-    VALID_MESSAGES,
-    Binary,
-    expected_tuple,
-    insert,
-    tuple_bytes,
-    update,
-)
 
 from pgtail import pgoutput
 from pgtail.errors import DecodeError
 from pgtail.pgoutput import Decoder, Insert, Message, Update, decode_tuple, parse
+from tests import pgbytes as pb
+from tests.pgoutput_corpus import VALID_MESSAGES, expected_tuple
 
 MESSAGE_CLASSES = typing.get_args(Message)
 
@@ -114,9 +107,9 @@ def test_decode_tuple_arbitrary(data: bytes, offset: int) -> None:
 columns = st.lists(
     st.one_of(
         st.none(),
-        st.just(UNCHANGED),
+        st.just("u"),
         st.binary(max_size=40),
-        st.binary(max_size=40).map(Binary),
+        st.binary(max_size=40).map(lambda raw: ("b", raw)),
     ),
     max_size=90,  # past the unrolled readers' limit of 64 columns
 )
@@ -125,7 +118,7 @@ columns = st.lists(
 @settings(max_examples=400, deadline=None)
 @given(columns, st.binary(max_size=5), st.binary(max_size=5))
 def test_tuple_round_trip(cols: list[object], before: bytes, after: bytes) -> None:
-    data = before + tuple_bytes(*cols) + after
+    data = before + pb.tuple_data(cols) + after
     tup, end = decode_tuple(data, len(before), "x")
     assert tup == expected_tuple(*cols)
     assert end == len(data) - len(after)
@@ -137,10 +130,10 @@ def test_row_messages_round_trip(
     new: list[object], old: list[object], relation_id: int, xid: int | None
 ) -> None:
     in_stream = xid is not None
-    assert parse(insert(relation_id, tuple_bytes(*new), xid=xid), in_stream=in_stream) == Insert(
+    assert parse(pb.insert(relation_id, new, xid=xid), in_stream=in_stream) == Insert(
         xid, relation_id, expected_tuple(*new)
     )
-    payload = update(relation_id, tuple_bytes(*new), b"O", tuple_bytes(*old), xid=xid)
+    payload = pb.update(relation_id, new, old, "O", xid=xid)
     assert parse(payload, in_stream=in_stream) == Update(
         xid, relation_id, "O", expected_tuple(*old), expected_tuple(*new)
     )

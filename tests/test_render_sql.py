@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 import pytest
 
 from pgtail.changes import (
-    Change,
-    Column,
     CommitPrepared,
     Message,
     RollbackPrepared,
@@ -30,22 +27,8 @@ from pgtail.render.sql import (
     quote_ident,
     quote_literal,
 )
+from tests.events import TIME, TX, USERS, change, col
 
-TIME = datetime(2026, 11, 21, 23, 55, 34, 123456, tzinfo=UTC)
-TX = Transaction(741, 0x16B3748, 0x16B3778, TIME)
-
-
-def col(name: str, oid: int, key: bool = False) -> Column:
-    return Column(name, oid, -1, key, None)
-
-
-USERS = Table(
-    1,
-    "public",
-    "users",
-    "default",
-    (col("id", 20, True), col("name", 25), col("bio", 25), col("score", 1700)),
-)
 FULL = Table(
     2,
     "Sales",
@@ -55,17 +38,6 @@ FULL = Table(
 )
 NOTHING = Table(3, "public", "log", "nothing", (col("line", 25),))
 NOKEY = Table(4, "public", "nokey", "default", (col("line", 25),))
-
-
-def change(
-    op: str,
-    table: Table,
-    new: dict[str, Any] | None,
-    old: dict[str, Any] | None = None,
-    old_kind: str | None = None,
-    toast: tuple[str, ...] = (),
-) -> Change:
-    return Change(op, table, TX, 0, new, old, old_kind, toast)  # type: ignore[arg-type]
 
 
 def render(*events: object, warn: list[str] | None = None) -> str:

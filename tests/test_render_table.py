@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 import pytest
 
 from pgtail.changes import (
-    Change,
-    Column,
     CommitPrepared,
     Event,
     Message,
@@ -24,22 +21,8 @@ from pgtail.changes import (
 )
 from pgtail.render import RenderOptions, make_renderer
 from pgtail.render.table import CHUNK_ROWS, TableRenderer, show_string
+from tests.events import TIME, TX, USERS, change, col
 
-TIME = datetime(2026, 11, 21, 23, 55, 34, 123456, tzinfo=UTC)
-TX = Transaction(741, 0x16B3748, 0x16B3778, TIME)
-
-
-def col(name: str, oid: int, key: bool = False) -> Column:
-    return Column(name, oid, -1, key, None)
-
-
-USERS = Table(
-    1,
-    "public",
-    "users",
-    "default",
-    (col("id", 20, True), col("name", 25), col("bio", 25), col("score", 1700)),
-)
 FULL = Table(
     2,
     "Sales",
@@ -47,17 +30,6 @@ FULL = Table(
     "full",
     (col("id", 23, True), col("qty", 23, True), col("note", 25, True), col("doc", 3802, True)),
 )
-
-
-def change(
-    op: str,
-    table: Table,
-    new: dict[str, Any] | None,
-    old: dict[str, Any] | None = None,
-    old_kind: str | None = None,
-    toast: tuple[str, ...] = (),
-) -> Change:
-    return Change(op, table, TX, 0, new, old, old_kind, toast)  # type: ignore[arg-type]
 
 
 def render(events: list[Event], **options: Any) -> str:

@@ -30,6 +30,7 @@ from pgtail.errors import (  # noqa: E402
 )
 from pgtail.lsn import parse_lsn  # noqa: E402
 from pgtail.spark.source import parse_options  # noqa: E402
+from tests.helpers import confirmed  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -52,13 +53,6 @@ def spark() -> Iterator[Any]:
     )
     yield s
     s.stop()
-
-
-def confirmed(db: Any, slot: str = "s") -> int:
-    rows = db.execute(
-        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-    )
-    return parse_lsn(str(rows[0][0]))
 
 
 def settle(db: Any) -> None:

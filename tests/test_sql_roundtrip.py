@@ -31,7 +31,7 @@ from pgtail.render import RenderOptions
 from pgtail.render.sql import SqlRenderer, literal, quote_ident, quote_literal
 from pgtail.render.table import TableRenderer
 from pgtail.server import LocalServer, embedded_bindir
-from tests.conftest import Database
+from tests.helpers import Database
 
 PAYLOAD_COLUMNS = """
     c_bool boolean, c_int2 smallint, c_int4 integer, c_int8 bigint, c_oid oid,

@@ -23,6 +23,8 @@ from pgtail.filters import EventFilter
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions
 from pgtail.stream import StreamConfig, StreamResult, max_proto_version, run
+from tests.helpers import confirmed, insert_lsn, wait_inactive
+from tests.helpers import streaming as hold_slot  # "streaming" names a loop variable here
 
 SCHEMA = """
 CREATE TABLE items (
@@ -45,10 +47,6 @@ def setup_schema(db: Any) -> None:
     db.execute(SCHEMA)
 
 
-def current_lsn(db: Any) -> int:
-    return parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
-
-
 def create_slot(db: Any, name: str, two_phase: bool = False) -> None:
     if two_phase:
         db.execute(
@@ -56,26 +54,6 @@ def create_slot(db: Any, name: str, two_phase: bool = False) -> None:
         )
     else:
         db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
-
-
-def confirmed_flush(db: Any, slot: str) -> int:
-    rows = db.execute(
-        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-    )
-    return parse_lsn(str(rows[0][0]))
-
-
-def wait_released(db: Any, slot: str) -> None:
-    """Wait until the walsender let go of the slot: it has processed our last feedback."""
-    import time
-
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        rows = db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
-        if not rows or not rows[0][0]:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"slot {slot} still active")
 
 
 def workload(db: Any) -> list[tuple[str, str, Any]]:
@@ -179,20 +157,9 @@ def stream_json(
     config = StreamConfig(dsn=db.dsn, slot=slot, **options)
     result = run(config, out, install_signal_handlers=False)
     if slot is not None:
-        wait_released(db, slot)
+        wait_inactive(db, slot)
     lines = out.getvalue().splitlines()
     return [orjson.loads(line) for line in lines], result
-
-
-def proto_combinations(major: int) -> list[tuple[int, str]]:
-    combos = []
-    for proto in range(1, max_proto_version(major) + 1):
-        combos.append((proto, "off"))
-        if proto >= 2:
-            combos.append((proto, "on"))
-        if proto >= 4:
-            combos.append((proto, "parallel"))
-    return combos
 
 
 @pytest.mark.parametrize("proto", [1, 2, 3, 4])
@@ -202,7 +169,7 @@ def test_end_to_end_every_protocol_text_and_binary(db: Any, proto: int) -> None:
         setup_schema(db)
         create_slot(db, "s")
         with pytest.raises(ServerCapabilityError, match=f"version {proto} needs PostgreSQL"):
-            stream_json(db, proto_version=proto, end_lsn=current_lsn(db))
+            stream_json(db, proto_version=proto, end_lsn=insert_lsn(db))
         return
     setup_schema(db)
     variants = [
@@ -215,7 +182,7 @@ def test_end_to_end_every_protocol_text_and_binary(db: Any, proto: int) -> None:
     for i, _ in enumerate(variants):
         create_slot(db, f"s{i}")
     expected = workload(db)
-    end = current_lsn(db)
+    end = insert_lsn(db)
     outputs: dict[tuple[bool, str], list[dict[str, Any]]] = {}
     for i, (binary, streaming) in enumerate(variants):
         records, result = stream_json(
@@ -233,7 +200,7 @@ def test_end_to_end_every_protocol_text_and_binary(db: Any, proto: int) -> None:
         assert commit_lsns == sorted(commit_lsns)
         # everything written is confirmed, nothing beyond the end is
         last_end = max(parse_lsn(r["end_lsn"]) for r in records if "end_lsn" in r)
-        assert confirmed_flush(db, f"s{i}") >= last_end
+        assert confirmed(db, f"s{i}") >= last_end
         outputs[(binary, streaming)] = records
     # text and binary tuple data render the same JSON
     for streaming in {s for _, s in variants}:
@@ -255,7 +222,7 @@ def test_record_shapes(db: Any) -> None:
     db.execute("UPDATE full_t SET v = 'b'")
     db.execute("DELETE FROM full_t")
     records, _ = stream_json(
-        db, end_lsn=current_lsn(db), render_options=RenderOptions(tx_lines=True)
+        db, end_lsn=insert_lsn(db), render_options=RenderOptions(tx_lines=True)
     )
     ops = [r["op"] for r in records]
     assert ops == ["begin", "insert", "commit", "begin", "update", "commit"] + [
@@ -297,7 +264,7 @@ def test_unchanged_toast_columns_are_absent_from_new(db: Any) -> None:
     db.execute("INSERT INTO big VALUES (1, repeat('x', 10000), 1)")
     create_slot(db, "s")
     db.execute("UPDATE big SET n = 2")
-    records, _ = stream_json(db, end_lsn=current_lsn(db))
+    records, _ = stream_json(db, end_lsn=insert_lsn(db))
     assert len(records) == 1
     assert records[0]["unchanged_toast"] == ["body"]
     assert "body" not in records[0]["new"]
@@ -311,7 +278,7 @@ def test_filters_ops_tables_redact(db: Any) -> None:
     db.execute("INSERT INTO full_t VALUES (1, 'secret')")
     db.execute("UPDATE items SET qty = 2")
     db.execute("DELETE FROM items")
-    end = current_lsn(db)
+    end = insert_lsn(db)
     records, _ = stream_json(db, end_lsn=end, filter=EventFilter(tables=("public.item*",)))
     assert {r["table"] for r in records} == {"items"} and len(records) == 3
     create_slot(db, "s2")
@@ -321,7 +288,7 @@ def test_filters_ops_tables_redact(db: Any) -> None:
     records, _ = stream_json(
         db,
         "s2",
-        end_lsn=current_lsn(db),
+        end_lsn=insert_lsn(db),
         filter=EventFilter(
             exclude=("full_t",), ops=frozenset({"update", "delete"}), redact=("name", "id")
         ),
@@ -336,7 +303,7 @@ def test_max_changes_confirms_only_whole_transactions(db: Any) -> None:
     setup_schema(db)
     create_slot(db, "s")
     db.execute("INSERT INTO items VALUES " + ROW, (1, "1", 1))
-    first_end = current_lsn(db)
+    first_end = insert_lsn(db)
     db.execute(
         "INSERT INTO items SELECT g, 'x', g, 1, NULL, NULL, NULL, NULL, NULL, NULL"
         " FROM generate_series(10, 14) g"
@@ -345,11 +312,11 @@ def test_max_changes_confirms_only_whole_transactions(db: Any) -> None:
     assert result.reason == "max_changes"
     assert [r["new"]["id"] for r in records] == [1, 10, 11]
     # the second transaction was not finished: the slot must resend it
-    confirmed = confirmed_flush(db, "s")
-    assert confirmed >= parse_lsn(records[0]["end_lsn"])
-    assert confirmed < parse_lsn(records[1]["end_lsn"])
+    flushed = confirmed(db, "s")
+    assert flushed >= parse_lsn(records[0]["end_lsn"])
+    assert flushed < parse_lsn(records[1]["end_lsn"])
     assert first_end <= parse_lsn(records[1]["commit_lsn"])
-    again, _ = stream_json(db, end_lsn=current_lsn(db))
+    again, _ = stream_json(db, end_lsn=insert_lsn(db))
     assert [r["new"]["id"] for r in again] == [10, 11, 12, 13, 14]
 
 
@@ -367,7 +334,7 @@ def test_updates_and_deletes_through_the_json_fast_path(db: Any) -> None:
     create_slot(db, "t")
     db.execute("UPDATE items SET qty = qty + 1")
     db.execute("DELETE FROM items WHERE id <= 2")
-    end = current_lsn(db)
+    end = insert_lsn(db)
     records, _ = stream_json(db, end_lsn=end, filter=EventFilter(ops=frozenset({"update"})))
     assert len(records) == rows
     assert {r["op"] for r in records} == {"update"}
@@ -385,7 +352,7 @@ def test_updates_and_deletes_through_the_json_fast_path(db: Any) -> None:
     assert len(cut) == 4321 and {r["op"] for r in cut} == {"update"}
     create_slot(db, "v")
     db.execute("DELETE FROM items")
-    gone, _ = stream_json(db, slot="v", end_lsn=current_lsn(db))
+    gone, _ = stream_json(db, slot="v", end_lsn=insert_lsn(db))
     assert len(gone) == rows - 2 and {r["op"] for r in gone} == {"delete"}
     assert gone[0]["key"] == gone[0]["old"] == {"id": 3} and gone[0]["old_kind"] == "key"
     assert gone[0]["new"] is None and gone[-1]["seq"] == rows - 3
@@ -412,7 +379,7 @@ def test_large_insert_transactions_through_the_json_fast_path(db: Any) -> None:
     assert records[4499]["new"]["tags"] == ["a", "b c"]
     assert records[4499]["new"]["at"] == "2024-01-02T03:04:05+00:00"
     # nothing confirmed: the transaction was not finished, so all of it comes again
-    end = current_lsn(db)
+    end = insert_lsn(db)
     only_full, _ = stream_json(db, end_lsn=end, filter=EventFilter(tables=("full_t",)))
     assert [(r["table"], r["new"]["id"]) for r in only_full] == [("full_t", g) for g in (1, 2, 3)]
     create_slot(db, "t")
@@ -426,7 +393,7 @@ def test_large_insert_transactions_through_the_json_fast_path(db: Any) -> None:
         dsn=db.dsn, slot="q", publications=("pub",), format="sql", max_changes=4500
     )
     assert run(config, out, install_signal_handlers=False).reason == "max_changes"
-    wait_released(db, "q")
+    wait_inactive(db, "q")
     inserts = [line for line in out.getvalue().splitlines() if line.startswith(b"INSERT")]
     assert len(inserts) == 4500
     assert inserts[-1].startswith(b"INSERT INTO public.items (id, name, qty, price, tags, meta,")
@@ -434,7 +401,7 @@ def test_large_insert_transactions_through_the_json_fast_path(db: Any) -> None:
     create_slot(db, "u")
     db.execute("INSERT INTO items VALUES " + ROW, (rows + 1, rows + 1, 1))
     masked, _ = stream_json(
-        db, slot="u", end_lsn=current_lsn(db), filter=EventFilter(redact=("name",))
+        db, slot="u", end_lsn=insert_lsn(db), filter=EventFilter(redact=("name",))
     )
     assert [r["new"]["name"] for r in masked] == ["***"]
 
@@ -446,7 +413,7 @@ def test_end_is_transaction_aware(db: Any) -> None:
         "INSERT INTO items SELECT g, 'x', g, 1, NULL, NULL, NULL, NULL, NULL, NULL"
         " FROM generate_series(1, 3) g"
     )
-    middle = current_lsn(db)
+    middle = insert_lsn(db)
     db.execute("INSERT INTO items VALUES " + ROW, (9, "9", 9))
     records, result = stream_json(db, end_lsn=middle)
     assert result.reason == "end"
@@ -513,7 +480,7 @@ def test_raw_format_traces_messages(db: Any) -> None:
     out = io.BytesIO()
     run(
         StreamConfig(
-            dsn=db.dsn, slot="s", publications=("pub",), format="raw", end_lsn=current_lsn(db)
+            dsn=db.dsn, slot="s", publications=("pub",), format="raw", end_lsn=insert_lsn(db)
         ),
         out,
         install_signal_handlers=False,
@@ -529,7 +496,7 @@ def test_idle_stream_advances_confirmed_flush(db: Any) -> None:
     """Writes outside the publication move the slot while pgtail idles."""
     setup_schema(db)
     create_slot(db, "s")
-    before = confirmed_flush(db, "s")
+    before = confirmed(db, "s")
     done = threading.Event()
     box: dict[str, Any] = {}
 
@@ -551,13 +518,13 @@ def test_idle_stream_advances_confirmed_flush(db: Any) -> None:
     for _ in range(30):
         db.execute("INSERT INTO outside SELECT generate_series(1, 100)")
         time.sleep(0.1)
-        target = current_lsn(db)
-        if confirmed_flush(db, "s") > before and confirmed_flush(db, "s") >= target - 4096:
+        target = insert_lsn(db)
+        if confirmed(db, "s") > before and confirmed(db, "s") >= target - 4096:
             advanced = True
             break
-    after = confirmed_flush(db, "s")
+    after = confirmed(db, "s")
     thread.join()
-    assert advanced, (before, after, current_lsn(db))
+    assert advanced, (before, after, insert_lsn(db))
 
 
 # --------------------------------------------------------------------------- errors
@@ -572,17 +539,8 @@ def test_error_missing_slot(db: Any) -> None:
 def test_error_slot_active_names_pid(db: Any) -> None:
     setup_schema(db)
     create_slot(db, "s")
-    holder = psycopg2.connect(
-        db.dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection
-    )
-    try:
-        cur = holder.cursor()
-        cur.start_replication("s", options={"proto_version": "1", "publication_names": "pub"})
-        pid = holder.get_backend_pid()
-        with pytest.raises(SlotError, match=f"active for PID {pid}"):
-            stream_json(db, "s")
-    finally:
-        holder.close()
+    with hold_slot(db, "s", "pub") as pid, pytest.raises(SlotError, match=f"active for PID {pid}"):
+        stream_json(db, "s")
 
 
 def test_error_wrong_plugin(db: Any) -> None:
@@ -613,7 +571,7 @@ def test_single_publication_is_chosen(db: Any) -> None:
     messages: list[str] = []
     out = io.BytesIO()
     result = run(
-        StreamConfig(dsn=db.dsn, slot="s", end_lsn=current_lsn(db)),
+        StreamConfig(dsn=db.dsn, slot="s", end_lsn=insert_lsn(db)),
         out,
         log=messages.append,
         install_signal_handlers=False,
@@ -738,15 +696,12 @@ def test_errors_are_pgtail_errors_without_passwords(db: Any) -> None:
     assert "s3cret" not in str(info.value)
 
 
-import psycopg2.extras  # noqa: E402  (used by the slot-active test)
-
-
 def test_sql_format_replays_into_a_copy(db: Any) -> None:
     """The SQL stream, replayed into a second database, reproduces the source table."""
     setup_schema(db)
     create_slot(db, "s")
     workload(db)
-    end = current_lsn(db)
+    end = insert_lsn(db)
     out = io.BytesIO()
     run(
         StreamConfig(dsn=db.dsn, slot="s", publications=("pub",), format="sql", end_lsn=end),
@@ -787,7 +742,7 @@ def test_table_format_renders(db: Any) -> None:
             publications=("pub",),
             format="table",
             render_options=RenderOptions(width=120),
-            end_lsn=current_lsn(db),
+            end_lsn=insert_lsn(db),
         ),
         out,
         install_signal_handlers=False,
@@ -802,7 +757,7 @@ def test_raw_format_with_streaming_large_transaction(db: Any) -> None:
     db.execute(
         "INSERT INTO items SELECT g, 'bulk ' || g FROM generate_series(1, 1500) g"
     )  # streamed in chunks with logical_decoding_work_mem = 64kB
-    end = current_lsn(db)
+    end = insert_lsn(db)
     out = io.BytesIO()
     result = run(
         StreamConfig(
@@ -818,11 +773,11 @@ def test_raw_format_with_streaming_large_transaction(db: Any) -> None:
         install_signal_handlers=False,
     )
     assert result.reason == "end"
-    wait_released(db, "s")
+    wait_inactive(db, "s")
     kinds = [line.split()[1] for line in out.getvalue().decode().splitlines()]
     assert kinds.count("Insert") == 1500
     assert "StreamStart" in kinds and kinds[-1] == "StreamCommit"
-    assert confirmed_flush(db, "s") >= end - 4096
+    assert confirmed(db, "s") >= end - 4096
 
 
 def test_database_settings_do_not_change_the_values(
@@ -864,7 +819,7 @@ def test_database_settings_do_not_change_the_values(
     rows = [e.new for p in peeked for e in asm.feed(p.data) if isinstance(e, Change)]
     assert rows == [expected]
     for slot, binary in (("s", False), ("b", True)):
-        records, _ = stream_json(db, slot=slot, binary=binary, end_lsn=current_lsn(db))
+        records, _ = stream_json(db, slot=slot, binary=binary, end_lsn=insert_lsn(db))
         assert [r["new"] for r in records] == [expected], binary
 
 
@@ -896,7 +851,7 @@ def test_enums_domains_and_their_arrays_decode_by_their_kind(db: Any) -> None:
         "pr": "12.50",
     }
     for slot, binary in (("s", False), ("b", True)):
-        records, _ = stream_json(db, slot=slot, binary=binary, end_lsn=current_lsn(db))
+        records, _ = stream_json(db, slot=slot, binary=binary, end_lsn=insert_lsn(db))
         assert [r["new"] for r in records] == [expected], binary
     create_slot(db, "p")
     db.execute("INSERT INTO typed VALUES (2, 'red', '{}', 1, NULL, 1, 0)")

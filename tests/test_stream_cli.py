@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from pgtail.lsn import parse_lsn
+from tests.helpers import confirmed, insert_lsn, wait_active, wait_inactive
 
 PY = sys.executable
 
@@ -38,37 +39,6 @@ def setup(db: Any, slot: str | None = "s") -> None:
     db.execute("CREATE PUBLICATION pub FOR TABLE t")
     if slot:
         db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
-
-
-def confirmed(db: Any, slot: str = "s") -> int:
-    rows = db.execute(
-        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-    )
-    return parse_lsn(str(rows[0][0]))
-
-
-def insert_lsn(db: Any) -> int:
-    return parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
-
-
-def wait_active(db: Any, slot: str = "s", timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        rows = db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
-        if rows and rows[0][0]:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"slot {slot} never became active")
-
-
-def wait_inactive(db: Any, slot: str = "s", timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        rows = db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
-        if rows and not rows[0][0]:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"slot {slot} stayed active")
 
 
 def read_lines(stream: Any, count: int, timeout: float = 30) -> list[dict[str, Any]]:

@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 import psycopg2
 import pytest
-from conftest import PG15_BINDIR, TEST_SETTINGS, Database
-from proxy import Proxy
 
-from pgtail.lsn import format_lsn, parse_lsn
-from pgtail.server import embedded_bindir, start_server
+from pgtail.lsn import format_lsn
+from pgtail.server import LocalServer, start_server
+from tests.helpers import Database, confirmed, insert_lsn, wait_active
+from tests.proxy import Proxy
 
 PY = sys.executable
 
@@ -26,29 +26,6 @@ def setup(db: Any) -> None:
     db.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
     db.execute("CREATE PUBLICATION pub FOR TABLE t")
     db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
-
-
-def insert_lsn(db: Any) -> int:
-    return parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
-
-
-def confirmed(db: Any) -> int:
-    rows = db.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots")
-    return parse_lsn(str(rows[0][0]))
-
-
-def wait_active(db: Any, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = 's'") == [
-                (True,)
-            ]:
-                return
-        except Exception:
-            pass  # the server may be restarting
-        time.sleep(0.05)
-    raise AssertionError("slot never became active")
 
 
 class LineCollector:
@@ -103,7 +80,7 @@ def test_connection_cut_mid_stream_reconnects_without_loss(db: Any) -> None:
         )
         try:
             collector = LineCollector(proc)
-            wait_active(db)
+            wait_active(db, timeout=60)
             total = 0
             conn = db.connect()
             cur = conn.cursor()
@@ -135,13 +112,11 @@ def test_connection_cut_mid_stream_reconnects_without_loss(db: Any) -> None:
     assert ids == list(range(total)), "every change exactly once, in commit order"
 
 
-@pytest.fixture(params=["15", "18"], ids=["pg15", "pg18"])
-def own_db(request: pytest.FixtureRequest) -> Iterator[Database]:
-    """A database on a server of this test's own: restarting it disturbs no other test."""
-    bindir = PG15_BINDIR if request.param == "15" else embedded_bindir()
-    if bindir is None or not (bindir / "postgres").exists():
-        pytest.skip(f"PostgreSQL {request.param} binaries not found")
-    server = start_server(bindir, settings=dict(TEST_SETTINGS))
+@pytest.fixture
+def own_db(pg: LocalServer) -> Iterator[Database]:
+    """A database on a server of this test's own, like the suite's server of each major:
+    restarting it disturbs no other test."""
+    server = start_server(pg.bindir, settings=dict(pg.settings))
     try:
         admin = psycopg2.connect(server.dsn("postgres"))
         admin.autocommit = True
@@ -179,7 +154,7 @@ def test_server_restart_mid_stream(own_db: Database) -> None:
     )
     try:
         collector = LineCollector(proc)
-        wait_active(db)
+        wait_active(db, timeout=60)
         db.execute("INSERT INTO t SELECT g, 'before' FROM generate_series(0, 199) g")
         for i in range(200, 400):
             db.execute("INSERT INTO t VALUES (%s, 'before')", (i,))
@@ -246,10 +221,9 @@ def test_temporary_slot_cannot_resume_after_a_cut(db: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def replica_server() -> Iterator[Any]:
+def replica_server(pg18: LocalServer) -> Iterator[Any]:
     """A server with wal_level = replica and a password-protected role."""
-    bindir = embedded_bindir() or PG15_BINDIR
-    server = start_server(bindir, settings={"wal_level": "replica"})
+    server = start_server(pg18.bindir, settings={"wal_level": "replica"})
     try:
         admin = psycopg2.connect(server.dsn("postgres"))
         admin.autocommit = True

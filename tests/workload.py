@@ -190,10 +190,6 @@ EXPECTED_ROW_2: dict[str, Any] = {
     "fa": [[1.5], [None]],
 }
 
-# Enum columns: user-defined types, decoded as labels once pg_type is looked up (and as
-# text, or hex in binary mode, without it; see pgtail.values.converters).
-ENUM_COLUMNS = ("mo", "moa")
-
 
 @dataclass(frozen=True)
 class Info:

@@ -1,0 +1,197 @@
+"""What the test modules share: a database on a test server and what they ask of it.
+
+Test modules import helpers from here (and bytes from ``pgbytes``, message cases from
+``pgoutput_corpus``, decoded events from ``events``, a workload from ``workload``, a TCP
+proxy from ``proxy``), never from one another nor from conftest: a test module must stay
+readable and runnable on its own. ``conftest`` builds its ``db`` fixtures from
+:func:`fresh_database`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+import psycopg2
+import psycopg2.extras
+from click.testing import CliRunner
+
+from pgtail.cli import main
+from pgtail.lsn import parse_lsn
+from pgtail.server import LocalServer
+
+# --- a database on a test server --------------------------------------------------------
+
+
+@dataclass
+class Database:
+    server: LocalServer
+    name: str
+
+    @property
+    def dsn(self) -> str:
+        return self.server.dsn(self.name)
+
+    @property
+    def major(self) -> int:
+        return self.server.major
+
+    def connect(self, **kwargs: object) -> psycopg2.extensions.connection:
+        conn = psycopg2.connect(self.dsn, **kwargs)
+        conn.autocommit = True
+        return conn
+
+    def execute(self, sql: str, params: object = None) -> list[tuple[object, ...]]:
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, params)
+                return cur.fetchall() if cur.description else []
+        finally:
+            conn.close()
+
+
+def fresh_database(server: LocalServer) -> Iterator[Database]:
+    """A new database on ``server``; dropped afterwards with its slots and prepared
+    transactions (a generator: ``yield from`` it in a fixture)."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    admin = psycopg2.connect(server.dsn("postgres"))
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield Database(server, name)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                "WHERE database = %s AND active_pid IS NOT NULL",
+                (name,),
+            )
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            for _ in range(50):
+                cur.execute(
+                    "SELECT count(*) FROM pg_replication_slots WHERE database = %s AND active",
+                    (name,),
+                )
+                row = cur.fetchone()
+                if row is None or row[0] == 0:
+                    break
+                time.sleep(0.1)
+            cur.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE database = %s",
+                (name,),
+            )
+            cur.execute("SELECT gid FROM pg_prepared_xacts WHERE database = %s", (name,))
+            prepared = [r[0] for r in cur.fetchall()]
+        if prepared:
+            conn = psycopg2.connect(server.dsn(name))
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                for gid in prepared:
+                    cur.execute("ROLLBACK PREPARED %s", (gid,))
+            conn.close()
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+# --- the CLI in-process ---------------------------------------------------------------
+
+
+def run_cli(args: list[str], env: dict[str, str | None] | None = None) -> tuple[int, str, str]:
+    """Run ``pgtail ARGS`` in-process through main(); returns (exit code, stdout, stderr)."""
+    runner = CliRunner()
+    with runner.isolation(env=env) as (out, err, _):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, out.getvalue().decode(), err.getvalue().decode()
+
+
+# --- WAL and slots ----------------------------------------------------------------------
+
+
+def write(db: Database, statement: str) -> None:
+    """Run a change and wait for its WAL to be flushed: the servers run with
+    synchronous_commit = off, and logical decoding reads only flushed WAL."""
+    db.execute("SET synchronous_commit = on; " + statement)
+
+
+def insert_lsn(db: Database) -> int:
+    """The server's current WAL insert position."""
+    return parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
+
+
+def confirmed(db: Database, slot: str = "s") -> int:
+    """The slot's confirmed_flush_lsn."""
+    rows = db.execute(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+    )
+    return parse_lsn(str(rows[0][0]))
+
+
+def wait_active(db: Database, slot: str = "s", timeout: float = 30) -> None:
+    """Wait until a walsender holds ``slot``; errors while the server restarts are retried."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            rows = db.execute(
+                "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+            )
+            if rows and rows[0][0]:
+                return
+        except psycopg2.Error:
+            pass  # the server may be restarting
+        time.sleep(0.05)
+    raise AssertionError(f"slot {slot} never became active")
+
+
+def wait_inactive(db: Database, slot: str = "s", timeout: float = 30) -> None:
+    """Wait until no walsender holds ``slot`` (or it is gone): the consumer has let go,
+    after the walsender processed its last feedback."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rows = db.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+        if not rows or not rows[0][0]:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"slot {slot} stayed active")
+
+
+@contextmanager
+def streaming(db: Database, slot: str, publication: str) -> Iterator[int]:
+    """Hold ``slot`` active with a real walsender; yields the walsender's PID."""
+    conn = psycopg2.connect(db.dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection)
+    try:
+        cur = conn.cursor()
+        cur.start_replication(
+            slot_name=slot,
+            decode=False,
+            options={"proto_version": "1", "publication_names": publication},
+        )
+        pid = None
+        for _ in range(100):
+            rows = db.execute(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s AND active",
+                (slot,),
+            )
+            if rows:
+                pid = int(rows[0][0])  # type: ignore[call-overload]
+                break
+            time.sleep(0.05)
+        assert pid is not None, "the slot never became active"
+        yield pid
+    finally:
+        with suppress(Exception):
+            conn.close()
