@@ -82,8 +82,9 @@ from pgtail.changes import (
 )
 from pgtail.lsn import format_lsn
 from pgtail.render import RenderOptions
-from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # importable from here
-from pgtail.sqlnames import quote_ident, quote_qualified
+from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
+from pgtail.sqlnames import quote_ident as quote_ident
+from pgtail.sqlnames import quote_qualified as quote_qualified
 from pgtail.values import Converter, decodes_text, to_text, type_name
 
 # Characters that make a literal an escape string (E'...'): backslash, because a
