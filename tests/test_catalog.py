@@ -20,7 +20,6 @@ from pgtail.errors import ConfigurationError, PublicationError, SlotError
 from pgtail.lsn import parse_lsn
 from tests.conftest import Database
 
-
 # as the CLI calls them: with the doctor's replica identity rule as the guard
 create_publication = partial(catalog.create_publication, guard=doctor.publication_problems)
 alter_publication = partial(catalog.alter_publication, guard=doctor.publication_problems)
@@ -383,9 +382,7 @@ def test_add_and_remove(odd: Database) -> None:
     create_publication(odd.dsn, "ar")
     assert catalog.get_publication(odd.dsn, "ar").published_tables == ()
     with pytest.raises(PublicationError, match="nokey"):
-        alter_publication(
-            odd.dsn, "ar", "add", tables=[TableTarget(TableSpec(None, "nokey"))]
-        )
+        alter_publication(odd.dsn, "ar", "add", tables=[TableTarget(TableSpec(None, "nokey"))])
     assert catalog.get_publication(odd.dsn, "ar").published_tables == ()
     change = alter_publication(
         odd.dsn,
@@ -397,14 +394,10 @@ def test_add_and_remove(odd: Database) -> None:
         ],
     )
     assert set(change.publication.published_tables) == {"public.orders", '"My Schema"."Tab.le"'}
-    alter_publication(
-        odd.dsn, "ar", "remove", tables=[TableTarget(TableSpec(None, "orders"))]
-    )
+    alter_publication(odd.dsn, "ar", "remove", tables=[TableTarget(TableSpec(None, "orders"))])
     assert catalog.get_publication(odd.dsn, "ar").published_tables == ('"My Schema"."Tab.le"',)
     with pytest.raises(PublicationError, match="does not exist"):
-        alter_publication(
-            odd.dsn, "nope", "add", tables=[TableTarget(TableSpec(None, "orders"))]
-        )
+        alter_publication(odd.dsn, "nope", "add", tables=[TableTarget(TableSpec(None, "orders"))])
     with pytest.raises(ConfigurationError):
         alter_publication(odd.dsn, "ar", "add")
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 import pytest
 
 from pgtail.catalog import describe_target, resolve_dsn, translate_connect_error
-from pgtail.errors import redact
-from pgtail.errors import ConnectionFailed, ServerCapabilityError
+from pgtail.errors import ConnectionFailed, ServerCapabilityError, redact
 
 
 def test_redact_key_value_and_uri() -> None:
