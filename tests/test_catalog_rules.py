@@ -74,6 +74,23 @@ def test_create_slot_call_by_version() -> None:
         slots_module._create_slot_call(130000, "s", False, True)
 
 
+def test_peek_options_by_version() -> None:
+    names = ["p", 'My "Pub"']
+    assert catalog.peek_options(150000, names) == [
+        "proto_version",
+        "1",
+        "publication_names",
+        '"p","My ""Pub"""',
+        "messages",
+        "true",
+    ]
+    # pgoutput before 14 refuses options it does not know
+    assert "messages" not in catalog.peek_options(130000, names)
+    assert catalog.peek_options(140000, names, binary=True)[-2:] == ["binary", "true"]
+    with pytest.raises(ServerCapabilityError, match="PostgreSQL 14 or later"):
+        catalog.peek_options(130000, names, binary=True)
+
+
 # --------------------------------------------------------------------------- slot rule
 
 GOOD = catalog.SlotInfo(

@@ -33,6 +33,7 @@ from pgtail.catalog.decoding import (
     advance_to,
     last_emitted_lsn,
     peek_changes,
+    peek_options,
     peek_until,
 )
 from pgtail.catalog.errors import (
@@ -192,6 +193,7 @@ __all__ = [
     "parse_name",
     "parse_table_spec",
     "peek_changes",
+    "peek_options",
     "peek_until",
     "primary_message",
     "publication_columns",

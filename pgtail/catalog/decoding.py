@@ -27,8 +27,9 @@ from pgtail.catalog.connection import (
 )
 from pgtail.catalog.errors import slot_busy, translate_slot_error
 from pgtail.catalog.publications import publication_names, require_publications
+from pgtail.catalog.server import server_version_num
 from pgtail.catalog.slots import require_slot
-from pgtail.errors import PublicationError
+from pgtail.errors import PublicationError, ServerCapabilityError
 from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.sqlnames import publication_names_option
 
@@ -42,6 +43,31 @@ class PeekedChange:
     lsn: int
     xid: int
     data: bytes
+
+
+MESSAGES_VERSION = 140000  # pgoutput's messages and binary options
+
+
+def peek_options(
+    version: int, publications: Sequence[str], *, protocol_version: int = 1, binary: bool = False
+) -> list[str]:
+    """pgoutput's options for a peek on this server version: logical decoding messages
+    where pgoutput can send them (14+); binary transfer only there."""
+    options = [
+        "proto_version",
+        str(protocol_version),
+        "publication_names",
+        publication_names_option(publications),
+    ]
+    if version >= MESSAGES_VERSION:
+        options += ["messages", "true"]
+    if binary:
+        if version < MESSAGES_VERSION:
+            raise ServerCapabilityError(
+                f"binary transfer needs PostgreSQL 14 or later (server is {version // 10000})"
+            )
+        options += ["binary", "true"]
+    return options
 
 
 def peek_changes(
@@ -71,16 +97,9 @@ def peek_changes(
                 )
         else:
             require_publications(conn, names)
-        options = [
-            "proto_version",
-            str(protocol_version),
-            "publication_names",
-            publication_names_option(names),
-            "messages",
-            "true",
-        ]
-        if binary:
-            options += ["binary", "true"]
+        options = peek_options(
+            server_version_num(conn), names, protocol_version=protocol_version, binary=binary
+        )
         with conn.cursor() as cur:
             cur.execute(decoding_set_statement())  # the text forms pgtail parses
         rows = fetchall(
