@@ -1,6 +1,6 @@
 """Every statement pgtail runs on an ordinary (non-replication) connection.
 
-One module per job: `connect` (DSN, session settings, opening connections), `errors`
+One module per job: `connection` (DSN, session settings, opening connections), `errors`
 (the one translation of psycopg2 errors, by SQLSTATE first), `names` (names as users
 write them; quoting is `pgtail.sqlnames`), `facts` (the frozen facts the doctor
 reads), `server`, `slots`, `publications`, `tables`, `identity`, `types` (user types
