@@ -27,7 +27,8 @@ import orjson
 import psycopg2
 import psycopg2.extensions
 
-from pgtail.errors import ConfigurationError
+from pgtail import catalog
+from pgtail.errors import ConfigurationError, PgtailError
 from pgtail.server import LocalServer, _run_as, find_bindir, start_server
 
 DEMO_DATABASE = "shop"
@@ -215,16 +216,14 @@ def start_demo(bindir: Path | None = None, *, log: Callable[[str], None] | None 
             f"started PostgreSQL {server.major} (wal_level=logical) in {server.basedir} "
             f"on 127.0.0.1:{server.port}"
         )
-        admin = psycopg2.connect(server.dsn("postgres"))
+        admin = catalog.open_connection(server.dsn("postgres"), application_name=None)
         try:
-            admin.autocommit = True
             with admin.cursor() as cur:
                 cur.execute(f"CREATE DATABASE {DEMO_DATABASE}")
         finally:
             admin.close()
-        conn = psycopg2.connect(demo.dsn)
+        conn = catalog.open_connection(demo.dsn, application_name=None)
         try:
-            conn.autocommit = True
             with conn.cursor() as cur:
                 cur.execute(SCHEMA)
                 cur.execute(
@@ -276,8 +275,10 @@ class Workload:
 
     def _run(self) -> None:
         try:
-            conn = psycopg2.connect(self.dsn, application_name="pgtail-demo-workload")
-        except psycopg2.Error as exc:
+            conn = catalog.open_connection(
+                self.dsn, application_name="pgtail-demo-workload", autocommit=False
+            )
+        except (psycopg2.Error, PgtailError) as exc:
             if not self._stop.is_set():
                 self.error = exc
             return

@@ -1,8 +1,12 @@
 """`pgtail doctor` checks: facts read by `pgtail.catalog` in, check results out.
 
-Pure: no connection, no clock. Each check has a status (ok / warn / fail), one line
-of explanation and, when something should change, the exact fix (SQL to run).
-Also answers "what will the stream carry for this table" for `pgtail identity`.
+Pure: no connection, no clock; of the catalog it knows only the fact types
+(`pgtail.catalog.facts`). The catalog's guarded DDL calls back into
+`publication_problems` and `identity_breaks`, handed to it by the command.
+
+Each check has a status (ok / warn / fail), one line of explanation and, when
+something should change, the exact fix (SQL to run). Also answers "what will the
+stream carry for this table" for `pgtail identity`.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pgtail.errors import ConfigurationError
+from pgtail.sqlnames import quote_ident
 
 if TYPE_CHECKING:
-    from pgtail.catalog import (
+    from pgtail.catalog.facts import (
         DoctorFacts,
+        IdentityReport,
         IndexFacts,
         PublicationInfo,
         PublicationTableRow,
@@ -104,8 +110,6 @@ def parse_size(text: str) -> int:
 
 
 def _ident(name: str) -> str:
-    from pgtail.catalog import quote_ident
-
     return quote_ident(name)
 
 
@@ -247,6 +251,28 @@ def identity_fix(table: TableFacts) -> str:
 
 def _published_ops(pub: PublicationInfo) -> str:
     return ", ".join(op for op in ("update", "delete") if getattr(pub, op))
+
+
+def publication_problems(
+    pub: PublicationInfo, tables: Sequence[tuple[TableFacts, PublicationTableRow | None]]
+) -> list[str]:
+    """The failing checks of tables a publication change newly publishes, one line each
+    with its fix: the guard `pgtail.catalog.create_publication` / `alter_publication`
+    run before they commit."""
+    return [
+        f"{check.summary}; fix: {check.fix}"
+        for table, row in tables
+        for check in table_publication_checks(table, pub, row)
+        if check.status == "fail"
+    ]
+
+
+def identity_breaks(report: IdentityReport) -> list[str]:
+    """The publications whose UPDATE/DELETE on the table fail with its replica identity
+    (the guard of `pgtail.catalog.set_replica_identity`)."""
+    if identity_of(report.table).mode != "nothing":
+        return []
+    return [p.name for p in report.publications if p.publishes_changes_needing_identity]
 
 
 def table_publication_checks(

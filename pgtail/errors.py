@@ -1,12 +1,23 @@
 """Every exception pgtail raises.
 
 `PgtailError` is the root; each subclass carries a message a user can act on.
-psycopg2 errors are translated into these once, at the connection boundary
-(`stream.py`, `catalog.py`). All of them stay picklable: Spark ships them
-between processes, so every constructor argument is stored in ``args``.
+psycopg2 errors are translated into these once, in `pgtail.catalog.errors`. All of
+them stay picklable: Spark ships them between processes, so every constructor
+argument is stored in ``args``. `redact` hides passwords in the text of a message.
 """
 
 from __future__ import annotations
+
+import re
+
+_PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_PASSWORD_URI = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """Hide passwords in a DSN, URI or error message."""
+    text = _PASSWORD_KV.sub(r"\1********", text)
+    return _PASSWORD_URI.sub(r"\1********\3", text)
 
 
 class PgtailError(Exception):

@@ -53,18 +53,19 @@ import psycopg2.extras
 from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
+from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
-from pgtail.connection import decoding_options, redact, resolve_dsn, translate_connect_error
+from pgtail.catalog import decoding_options, primary_message, resolve_dsn, translate_connect_error
 from pgtail.errors import (
     ConfigurationError,
     ConnectionFailed,
-    DataLossError,
     PgtailError,
     PublicationError,
     ReplicationError,
     ServerCapabilityError,
     SlotError,
+    redact,
 )
 from pgtail.feedback import Feedback
 from pgtail.filters import EventFilter
@@ -154,118 +155,10 @@ def _no_log(message: str) -> None:
 # --------------------------------------------------------------------------- preflight
 
 
-@dataclass(frozen=True)
-class _Server:
-    major: int
-    database: str
-    user: str
-
-
-@dataclass(frozen=True)
-class _SlotRow:
-    name: str
-    plugin: str | None
-    slot_type: str
-    database: str | None
-    temporary: bool
-    active_pid: int | None
-    confirmed_flush: int | None
-    wal_status: str | None
-
-
-def _lsn_or_none(text: str | None) -> int | None:
-    if text is None:
-        return None
-    high, _, low = text.partition("/")
-    return (int(high, 16) << 32) | int(low, 16)
-
-
-def _plain_connect(dsn: str) -> PgConnection:
-    try:
-        conn = psycopg2.connect(dsn, application_name="pgtail")
-    except psycopg2.Error as exc:
-        raise translate_connect_error(exc, dsn) from None
-    conn.autocommit = True
-    return conn
-
-
-def _query(conn: PgConnection, query: Any, params: Any = None) -> list[tuple[Any, ...]]:
-    with conn.cursor() as cur:
-        cur.execute(query, params)
-        return list(cur.fetchall()) if cur.description else []
-
-
-def _server(conn: PgConnection) -> _Server:
-    rows = _query(
-        conn,
-        "SELECT current_setting('server_version_num')::int, current_database(), current_user,"
-        " current_setting('wal_level'),"
-        " (SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user)",
-    )
-    version_num, database, user, wal_level, can_replicate = rows[0]
-    if wal_level != "logical":
-        raise ServerCapabilityError(
-            f"wal_level is {wal_level!r} on {database!r}; logical replication needs 'logical'",
-            hint="ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL",
-        )
-    if not can_replicate:
-        raise ServerCapabilityError(
-            f"role {user!r} lacks the REPLICATION attribute",
-            hint=f'ALTER ROLE "{user}" REPLICATION (as a superuser)',
-        )
-    return _Server(major=int(version_num) // 10000, database=database, user=user)
-
-
-def _slot_row(conn: PgConnection, name: str) -> _SlotRow | None:
-    rows = _query(
-        conn,
-        "SELECT slot_name, plugin, slot_type, database, temporary, active_pid,"
-        " confirmed_flush_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = %s",
-        (name,),
-    )
-    if not rows:
-        return None
-    r = rows[0]
-    return _SlotRow(r[0], r[1], r[2], r[3], bool(r[4]), r[5], _lsn_or_none(r[6]), r[7])
-
-
-def _check_slot(slot: _SlotRow, server: _Server) -> None:
-    if slot.slot_type != "logical":
-        raise SlotError(
-            f"replication slot {slot.name!r} is a physical slot",
-            hint="stream a logical slot created with the pgoutput plugin",
-        )
-    if slot.plugin != PLUGIN:
-        raise SlotError(
-            f"replication slot {slot.name!r} uses plugin {slot.plugin!r}, not pgoutput",
-            hint="create a pgoutput slot: pgtail stream --slot NEW_NAME --create-slot",
-        )
-    if slot.database != server.database:
-        raise SlotError(
-            f"replication slot {slot.name!r} belongs to database {slot.database!r},"
-            f" not {server.database!r}",
-            hint=f"connect to database {slot.database!r}",
-        )
-    if slot.active_pid is not None:
-        raise SlotError(
-            f"replication slot {slot.name!r} is active for PID {slot.active_pid}",
-            hint=f"stop the other consumer, or SELECT pg_terminate_backend({slot.active_pid})",
-        )
-    if slot.wal_status == "lost":
-        raise DataLossError(
-            f"replication slot {slot.name!r} has lost WAL it needs (wal_status = lost)",
-            hint="drop and re-create the slot; changes since its position are gone",
-        )
-
-
-def _publications(conn: PgConnection) -> list[str]:
-    return [r[0] for r in _query(conn, "SELECT pubname FROM pg_publication ORDER BY pubname")]
-
-
 def _choose_publications(
-    conn: PgConnection, config: StreamConfig, server: _Server, log: Logger
+    conn: PgConnection, config: StreamConfig, server: catalog.ServerInfo, log: Logger
 ) -> tuple[str, ...]:
-    existing = _publications(conn)
+    existing = catalog.publication_names(conn)
     if config.publications:
         missing = [p for p in config.publications if p not in existing]
         if missing:
@@ -291,69 +184,18 @@ def _choose_publications(
     )
 
 
-def _create_publication(conn: PgConnection, config: StreamConfig, server: _Server) -> str:
-    name = config.publications[0] if config.publications else f"pgtail_{uuid.uuid4().hex[:10]}"
-    if config.publication_tables or config.publication_schemas:
-        parts: list[sql.Composable] = []
-        if config.publication_tables:
-            idents = []
-            for t in config.publication_tables:
-                if any(c in t for c in "*?["):
-                    raise ConfigurationError(
-                        f"--create-publication needs table names, not patterns: {t!r}"
-                    )
-                schema, dot, table = t.rpartition(".")
-                idents.append(sql.Identifier(schema, table) if dot else sql.Identifier(table))
-            parts.append(sql.SQL("TABLE ") + sql.SQL(", ").join(idents))
-        if config.publication_schemas:
-            if server.major < 15:
-                raise ServerCapabilityError(
-                    f"publishing a schema needs PostgreSQL 15 or later (server is {server.major})"
-                )
-            parts.append(
-                sql.SQL("TABLES IN SCHEMA ")
-                + sql.SQL(", ").join(sql.Identifier(s) for s in config.publication_schemas)
-            )
-        target = sql.SQL(", ").join(parts)
-    else:
-        target = sql.SQL("ALL TABLES")
-    statement = sql.SQL("CREATE PUBLICATION {} FOR ").format(sql.Identifier(name)) + target
-    try:
-        _query(conn, statement)
-    except psycopg2.Error as exc:
-        raise PublicationError(
-            f"cannot create publication {name!r}: {_primary(exc)}",
-            hint="FOR ALL TABLES needs a superuser; name tables with --table, or schemas with"
-            " --schema",
-        ) from None
-    return name
-
-
 def _drop_publication(dsn: str, name: str, log: Logger) -> None:
     try:
-        conn = _plain_connect(dsn)
-        try:
-            _query(conn, sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
-        finally:
-            conn.close()
+        catalog.drop_publication(dsn, name, if_exists=True)
     except Exception as exc:  # best effort on the way out
         log(f"pgtail: warning: could not drop publication {name!r}: {redact(str(exc))}")
-
-
-def _primary(exc: BaseException) -> str:
-    diag = getattr(exc, "diag", None)
-    primary = getattr(diag, "message_primary", None)
-    if primary:
-        return str(primary)
-    text = redact(str(exc).strip())
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # --------------------------------------------------------------------------- options
 
 
 def _replication_options(
-    config: StreamConfig, server: _Server, publications: tuple[str, ...]
+    config: StreamConfig, server: catalog.ServerInfo, publications: tuple[str, ...]
 ) -> tuple[int, dict[str, str]]:
     major = server.major
     top = max_proto_version(major)
@@ -620,14 +462,14 @@ def _lost(exc: BaseException) -> Exception:
     code = getattr(exc, "pgcode", None)
     if code and not code.startswith(_TRANSIENT_SQLSTATES):
         return _ServerError(exc)
-    return _ConnectionLost(_primary(exc))
+    return _ConnectionLost(primary_message(exc))
 
 
 class _ServerError(Exception):
     """The server reported an error on the replication connection (not a lost one)."""
 
     def __init__(self, exc: BaseException) -> None:
-        super().__init__(_primary(exc))
+        super().__init__(primary_message(exc))
         self.original = exc
 
 
@@ -707,7 +549,7 @@ class _Stream:
         self.temporary = config.slot is None
         self.publications: tuple[str, ...] = ()
         self.created_publication: str | None = None
-        self.server: _Server | None = None
+        self.server: catalog.ServerInfo | None = None
         self.proto_version = 1
         self.options: dict[str, str] = {}
         self.conn: Any = None
@@ -733,15 +575,27 @@ class _Stream:
     # ----------------------------------------------------------------- setup
 
     def preflight(self) -> None:
-        conn = _plain_connect(self.dsn)
+        conn = catalog.open_connection(self.dsn)
         try:
-            server = _server(conn)
+            server = catalog.server_info(conn)
+            catalog.require_streaming(server)
             self.server = server
             if self.config.create_publication:
                 if not self.config.publications or all(
-                    p not in _publications(conn) for p in self.config.publications[:1]
+                    p not in catalog.publication_names(conn) for p in self.config.publications[:1]
                 ):
-                    self.created_publication = _create_publication(conn, self.config, server)
+                    name = (
+                        self.config.publications[0]
+                        if self.config.publications
+                        else f"pgtail_{uuid.uuid4().hex[:10]}"
+                    )
+                    catalog.create_run_publication(
+                        conn,
+                        name,
+                        tables=self.config.publication_tables,
+                        schemas=self.config.publication_schemas,
+                    )
+                    self.created_publication = name
                     self.publications = (self.created_publication,)
                     self.log(
                         f"pgtail: created publication {self.created_publication!r} for this run"
@@ -754,7 +608,7 @@ class _Stream:
                 self.config, server, self.publications
             )
             if not self.temporary:
-                slot = _slot_row(conn, self.slot)
+                slot = catalog.slot_info(conn, self.slot)
                 # a consumer that just disconnected (a restart of pgtail itself) leaves its
                 # walsender exiting for a moment: give it a second before calling it busy
                 deadline = time.monotonic() + 1.0
@@ -762,16 +616,16 @@ class _Stream:
                     if time.monotonic() >= deadline:
                         break
                     time.sleep(0.05)
-                    slot = _slot_row(conn, self.slot)
+                    slot = catalog.slot_info(conn, self.slot)
                 if slot is None and not self.config.create_slot:
                     raise SlotError(
                         f"replication slot {self.slot!r} does not exist",
                         hint="add --create-slot, or: pgtail slot create " + self.slot,
                     )
                 if slot is not None:
-                    _check_slot(slot, server)
-                    if slot.confirmed_flush:
-                        self.feedback.start_lsn = slot.confirmed_flush
+                    catalog.check_slot_usable(slot, server.database, idle=True)
+                    if slot.confirmed_flush_lsn:
+                        self.feedback.start_lsn = slot.confirmed_flush_lsn
         finally:
             conn.close()
 
@@ -841,31 +695,11 @@ class _Stream:
                 return False
             raise SlotError(f"replication slot {self.slot!r} already exists") from None
         except psycopg2.Error as exc:
-            text = _primary(exc)
-            if "all replication slots are in use" in text:
-                raise SlotError(
-                    f"cannot create replication slot: {text}",
-                    hint="drop unused slots (pgtail slot list) or raise max_replication_slots",
-                ) from None
-            raise SlotError(f"cannot create replication slot {self.slot!r}: {text}") from None
+            raise catalog.translate_create_slot_error(exc, self.slot) from None
         return True
 
     def _start_error(self, exc: BaseException, during: str = "START_REPLICATION") -> PgtailError:
-        text = _primary(exc)
-        lower = text.lower()
-        if "is active for pid" in lower:
-            return SlotError(
-                text, hint="stop the other consumer, or pg_terminate_backend(<that PID>)"
-            )
-        if "does not exist" in lower and "slot" in lower:
-            return SlotError(text, hint="add --create-slot, or: pgtail slot create " + self.slot)
-        if "publication" in lower:
-            return PublicationError(text)
-        if "requested wal segment" in lower or "has been removed" in lower:
-            return DataLossError(text)
-        if during == "streaming":
-            return ReplicationError(f"the server stopped the replication stream: {text}")
-        return ReplicationError(f"START_REPLICATION failed: {text}")
+        return catalog.translate_replication_error(exc, self.slot, during=during)
 
     # ----------------------------------------------------------------- feedback
 
@@ -1203,11 +1037,9 @@ class _Stream:
         """pg_type rows for the types pgoutput names by OID (enums, domains, arrays of
         them), on a plain connection opened for it. A failure is a warning: the columns
         of those types then come as their text (hex in binary mode)."""
-        from pgtail import catalog
-
         try:
             if self.types_conn is None or self.types_conn.closed:
-                self.types_conn = _plain_connect(self.dsn)
+                self.types_conn = catalog.open_connection(self.dsn)
             return catalog.user_types(self.types_conn, type_oids)
         except (psycopg2.Error, PgtailError) as exc:
             with contextlib.suppress(Exception):
@@ -1216,7 +1048,7 @@ class _Stream:
             self.types_conn = None
             self.log(
                 f"pgtail: warning: could not look up column types {list(type_oids)}"
-                f" ({_primary(exc)}); their values stay text (hex with --binary)"
+                f" ({primary_message(exc)}); their values stay text (hex with --binary)"
             )
             return {}
 

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import time
 from contextlib import suppress
+from functools import partial
 
 import psycopg2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pgtail import catalog
+from pgtail import catalog, doctor
 from pgtail.catalog import TableSpec, TableTarget, parse_table_spec
 from pgtail.errors import ConfigurationError, PublicationError, SlotError
 from pgtail.lsn import parse_lsn
 from tests.helpers import Database, streaming, write
+
+# as the CLI calls them: with the doctor's replica identity rule as the guard
+create_publication = partial(catalog.create_publication, guard=doctor.publication_problems)
+alter_publication = partial(catalog.alter_publication, guard=doctor.publication_problems)
+set_replica_identity = partial(catalog.set_replica_identity, guard=doctor.identity_breaks)
 
 
 def current_lsn(db: Database) -> int:
@@ -194,7 +200,7 @@ def pub_count(db: Database) -> int:
 
 
 def test_create_show_list_drop(odd: Database) -> None:
-    change = catalog.create_publication(
+    change = create_publication(
         odd.dsn,
         'Pub "One"',
         tables=[
@@ -225,7 +231,7 @@ def test_create_show_list_drop(odd: Database) -> None:
 
 def test_row_filter_is_stored_and_applied(odd: Database) -> None:
     odd.execute("ALTER TABLE orders REPLICA IDENTITY FULL")
-    catalog.create_publication(
+    create_publication(
         odd.dsn, "eu", tables=[TableTarget(TableSpec("public", "orders"), "region = 'eu'")]
     )
     (table,) = catalog.get_publication(odd.dsn, "eu").tables
@@ -233,7 +239,7 @@ def test_row_filter_is_stored_and_applied(odd: Database) -> None:
 
 
 def test_row_filter_with_quoted_column(odd: Database) -> None:
-    catalog.create_publication(
+    create_publication(
         odd.dsn,
         "big",
         tables=[TableTarget(parse_table_spec('"My Schema"."Tab.le"'), '"Id" > 10')],
@@ -257,7 +263,7 @@ def test_row_filter_with_quoted_column(odd: Database) -> None:
 def test_row_filter_injection_fails_safely(odd: Database, where: str) -> None:
     before = odd.execute("SELECT count(*) FROM victim")
     with pytest.raises((ConfigurationError, PublicationError)):
-        catalog.create_publication(
+        create_publication(
             odd.dsn,
             "inj",
             tables=[TableTarget(TableSpec(None, "victim"), where)],
@@ -273,7 +279,7 @@ def test_row_filter_injection_with_nonstandard_strings(odd: Database) -> None:
     odd.execute(f'ALTER DATABASE "{odd.name}" SET standard_conforming_strings = off')
     where = "id = 1 OR '\\'' <> '' ) ; DROP TABLE victim ; -- '"
     with pytest.raises(ConfigurationError):
-        catalog.create_publication(
+        create_publication(
             odd.dsn,
             "inj",
             tables=[TableTarget(TableSpec(None, "victim"), where)],
@@ -285,7 +291,7 @@ def test_row_filter_injection_with_nonstandard_strings(odd: Database) -> None:
 
 def test_publication_name_injection_is_just_a_name(odd: Database) -> None:
     name = 'p"; DROP TABLE victim; --'
-    catalog.create_publication(odd.dsn, name, tables=[TableTarget(TableSpec(None, "victim"))])
+    create_publication(odd.dsn, name, tables=[TableTarget(TableSpec(None, "victim"))])
     assert odd.execute("SELECT pubname FROM pg_publication") == [(name,)]
     assert odd.execute("SELECT count(*) FROM victim") == [(1,)]
     assert catalog.drop_publication(odd.dsn, name)
@@ -294,26 +300,26 @@ def test_publication_name_injection_is_just_a_name(odd: Database) -> None:
 @pytest.mark.parametrize("table", ["victim; DROP TABLE victim", 'victim"; DROP TABLE victim; --'])
 def test_table_name_injection(odd: Database, table: str) -> None:
     with pytest.raises(ConfigurationError):
-        catalog.create_publication(odd.dsn, "t", tables=[TableTarget(parse_table_spec(table))])
+        create_publication(odd.dsn, "t", tables=[TableTarget(parse_table_spec(table))])
     assert odd.execute("SELECT count(*) FROM victim") == [(1,)]
     assert pub_count(odd) == 0
 
 
 def test_missing_table(odd: Database) -> None:
     with pytest.raises(ConfigurationError, match="does not exist"):
-        catalog.create_publication(odd.dsn, "m", tables=[TableTarget(TableSpec(None, "Orders"))])
+        create_publication(odd.dsn, "m", tables=[TableTarget(TableSpec(None, "Orders"))])
 
 
 def test_replica_identity_guard(odd: Database) -> None:
     with pytest.raises(PublicationError, match="nokey") as info:
-        catalog.create_publication(odd.dsn, "g", tables=[TableTarget(TableSpec(None, "nokey"))])
+        create_publication(odd.dsn, "g", tables=[TableTarget(TableSpec(None, "nokey"))])
     assert "REPLICA IDENTITY FULL" in str(info.value)
     assert pub_count(odd) == 0  # rolled back
     # inserts only: no identity needed
-    catalog.create_publication(
+    create_publication(
         odd.dsn, "ins", tables=[TableTarget(TableSpec(None, "nokey"))], operations=["insert"]
     )
-    forced = catalog.create_publication(
+    forced = create_publication(
         odd.dsn, "g", tables=[TableTarget(TableSpec(None, "nokey"))], force=True
     )
     assert len(forced.warnings) == 1 and "nokey" in forced.warnings[0]
@@ -326,21 +332,19 @@ def test_replica_identity_guard(odd: Database) -> None:
 
 def test_row_filter_outside_identity_refused(odd: Database) -> None:
     with pytest.raises(PublicationError, match="region"):
-        catalog.create_publication(
+        create_publication(
             odd.dsn, "f", tables=[TableTarget(TableSpec(None, "orders"), "region = 'eu'")]
         )
     assert pub_count(odd) == 0
 
 
 def test_add_and_remove(odd: Database) -> None:
-    catalog.create_publication(odd.dsn, "ar")
+    create_publication(odd.dsn, "ar")
     assert catalog.get_publication(odd.dsn, "ar").published_tables == ()
     with pytest.raises(PublicationError, match="nokey"):
-        catalog.alter_publication(
-            odd.dsn, "ar", "add", tables=[TableTarget(TableSpec(None, "nokey"))]
-        )
+        alter_publication(odd.dsn, "ar", "add", tables=[TableTarget(TableSpec(None, "nokey"))])
     assert catalog.get_publication(odd.dsn, "ar").published_tables == ()
-    change = catalog.alter_publication(
+    change = alter_publication(
         odd.dsn,
         "ar",
         "add",
@@ -350,33 +354,29 @@ def test_add_and_remove(odd: Database) -> None:
         ],
     )
     assert set(change.publication.published_tables) == {"public.orders", '"My Schema"."Tab.le"'}
-    catalog.alter_publication(
-        odd.dsn, "ar", "remove", tables=[TableTarget(TableSpec(None, "orders"))]
-    )
+    alter_publication(odd.dsn, "ar", "remove", tables=[TableTarget(TableSpec(None, "orders"))])
     assert catalog.get_publication(odd.dsn, "ar").published_tables == ('"My Schema"."Tab.le"',)
     with pytest.raises(PublicationError, match="does not exist"):
-        catalog.alter_publication(
-            odd.dsn, "nope", "add", tables=[TableTarget(TableSpec(None, "orders"))]
-        )
+        alter_publication(odd.dsn, "nope", "add", tables=[TableTarget(TableSpec(None, "orders"))])
     with pytest.raises(ConfigurationError):
-        catalog.alter_publication(odd.dsn, "ar", "add")
+        alter_publication(odd.dsn, "ar", "add")
 
 
 def test_schema_and_all_tables(odd: Database) -> None:
     odd.execute('ALTER TABLE nokey SET SCHEMA "My Schema"')
     with pytest.raises(PublicationError, match="nokey"):
-        catalog.create_publication(odd.dsn, "s", schemas=["My Schema"])
-    catalog.create_publication(odd.dsn, "s", schemas=["My Schema"], operations=["insert"])
+        create_publication(odd.dsn, "s", schemas=["My Schema"])
+    create_publication(odd.dsn, "s", schemas=["My Schema"], operations=["insert"])
     pub = catalog.get_publication(odd.dsn, "s")
     assert pub.schemas == ("My Schema",)
     assert set(pub.published_tables) == {'"My Schema"."Tab.le"', '"My Schema".nokey'}
-    catalog.create_publication(odd.dsn, "all", all_tables=True, operations=["insert", "truncate"])
+    create_publication(odd.dsn, "all", all_tables=True, operations=["insert", "truncate"])
     everything = catalog.get_publication(odd.dsn, "all")
     assert everything.all_tables and len(everything.published_tables) == 4
     with pytest.raises(ConfigurationError):
-        catalog.create_publication(odd.dsn, "x", all_tables=True, schemas=["public"])
+        create_publication(odd.dsn, "x", all_tables=True, schemas=["public"])
     with pytest.raises(ConfigurationError, match="operation"):
-        catalog.create_publication(odd.dsn, "x", operations=["upsert"])
+        create_publication(odd.dsn, "x", operations=["upsert"])
 
 
 def test_via_partition_root(db: Database) -> None:
@@ -384,12 +384,12 @@ def test_via_partition_root(db: Database) -> None:
         "CREATE TABLE m (id int, at date, primary key (id, at)) PARTITION BY RANGE (at);"
         "CREATE TABLE m_2024 PARTITION OF m FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')"
     )
-    catalog.create_publication(
+    create_publication(
         db.dsn, "root", tables=[TableTarget(TableSpec(None, "m"))], via_partition_root=True
     )
     pub = catalog.get_publication(db.dsn, "root")
     assert pub.via_partition_root and pub.published_tables == ("public.m",)
-    catalog.create_publication(db.dsn, "leaves", tables=[TableTarget(TableSpec(None, "m"))])
+    create_publication(db.dsn, "leaves", tables=[TableTarget(TableSpec(None, "m"))])
     assert catalog.get_publication(db.dsn, "leaves").published_tables == ("public.m_2024",)
     # a partition without identity is caught even when published as its root
     db.execute(
@@ -397,13 +397,13 @@ def test_via_partition_root(db: Database) -> None:
         "CREATE TABLE n_1 PARTITION OF n FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')"
     )
     with pytest.raises(PublicationError, match="public.n_1"):
-        catalog.create_publication(
+        create_publication(
             db.dsn, "nroot", tables=[TableTarget(TableSpec(None, "n"))], via_partition_root=True
         )
     # and so is a root row filter on a column outside the partitions' identity
     db.execute("ALTER TABLE m ADD COLUMN region text")
     with pytest.raises(PublicationError, match="region"):
-        catalog.create_publication(
+        create_publication(
             db.dsn,
             "mfilter",
             tables=[TableTarget(TableSpec(None, "m"), "region = 'eu'")],
@@ -419,23 +419,23 @@ def test_identity_show_and_set(db: Database) -> None:
     report = catalog.table_identity(db.dsn, "public.t")
     assert report.table.replica_identity == "d"
     assert [p.name for p in report.publications] == ["p"]
-    before, after = catalog.set_replica_identity(db.dsn, "t", "full")
+    before, after = set_replica_identity(db.dsn, "t", "full")
     assert before.table.replica_identity == "d" and after.table.replica_identity == "f"
-    _, after = catalog.set_replica_identity(db.dsn, "t", "index", "t_code_key")
+    _, after = set_replica_identity(db.dsn, "t", "index", "t_code_key")
     assert after.table.replica_identity == "i"
     assert after.table.identity_index is not None
     assert after.table.identity_index.name == "t_code_key"
     with pytest.raises(ConfigurationError, match="would fail"):
-        catalog.set_replica_identity(db.dsn, "t", "nothing")
+        set_replica_identity(db.dsn, "t", "nothing")
     assert db.execute("SELECT relreplident FROM pg_class WHERE relname = 't'") == [("i",)]
-    _, after = catalog.set_replica_identity(db.dsn, "t", "nothing", force=True)
+    _, after = set_replica_identity(db.dsn, "t", "nothing", force=True)
     assert after.table.replica_identity == "n"
     with pytest.raises(ConfigurationError):
-        catalog.set_replica_identity(db.dsn, "t", "index")
+        set_replica_identity(db.dsn, "t", "index")
     with pytest.raises(ConfigurationError):
-        catalog.set_replica_identity(db.dsn, "t", "index", "no_such_index")
+        set_replica_identity(db.dsn, "t", "index", "no_such_index")
     with pytest.raises(ConfigurationError):
-        catalog.set_replica_identity(db.dsn, "t; DROP TABLE t", "full")
+        set_replica_identity(db.dsn, "t; DROP TABLE t", "full")
     assert db.execute("SELECT count(*) FROM t") == [(0,)]
 
 
@@ -476,7 +476,7 @@ _TOKENS = [
 def test_row_filter_fuzz_never_escapes(odd: Database, where: str) -> None:
     """Whatever --where holds, the result is one CREATE PUBLICATION or a clean error."""
     with suppress(ConfigurationError, PublicationError):
-        catalog.create_publication(
+        create_publication(
             odd.dsn,
             "fz",
             tables=[TableTarget(TableSpec(None, "victim"), where)],

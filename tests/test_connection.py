@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from pgtail.connection import describe_target, redact, resolve_dsn, translate_connect_error
-from pgtail.errors import ConnectionFailed, ServerCapabilityError
+from pgtail.catalog import describe_target, resolve_dsn, translate_connect_error
+from pgtail.errors import ConnectionFailed, ServerCapabilityError, redact
 
 
 def test_redact_key_value_and_uri() -> None:
@@ -68,7 +68,7 @@ def test_translate_connect_error(server_text: str, kind: type, fragment: str) ->
 
 
 def test_decoding_options_keep_the_users_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pgtail.connection import DECODING_SETTINGS, decoding_options
+    from pgtail.catalog import DECODING_SETTINGS, decoding_options
 
     ours = " ".join(f"-c {name}={value}" for name, value in DECODING_SETTINGS)
     assert "-c DateStyle=ISO" in ours and "-c TimeZone=UTC" in ours

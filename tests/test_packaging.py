@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -140,3 +141,108 @@ def test_console_script_installed() -> None:
     proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"pgtail, version {__version__}"
+
+
+# --------------------------------------------------------------------------- import graph
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the pgtail modules it imports, at any level (module, function, or
+    TYPE_CHECKING), read with ast. ``from pkg import sub`` of one's own package counts as
+    an import of ``pkg.sub`` only: Python imports a module's parent packages before the
+    module, so that edge is no dependency of the parent on the child."""
+    package = ROOT / "pgtail"
+    modules: dict[str, Path] = {}
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".") if is_package else name.split(".")[:-1]
+                    base = base[: len(base) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                subs = {f"{source}.{a.name}" for a in node.names} & modules.keys()
+                edges.update(subs)
+                own_ancestor = name.startswith(source + ".")
+                if source in modules and not (own_ancestor and len(subs) == len(node.names)):
+                    edges.add(source)
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+# render/__init__ imports its renderers inside functions and they import RenderOptions
+# from it; to be removed when render/ holds RenderOptions in a module of its own
+_KNOWN_CYCLES: list[list[str]] = [
+    ["pgtail.render", "pgtail.render.jsonl", "pgtail.render.sql", "pgtail.render.table"],
+]
+
+
+def test_no_import_cycle() -> None:
+    graph = _import_graph()
+    assert "pgtail.catalog" in graph and "pgtail.doctor" in graph
+    assert [c for c in _cycles(graph) if c not in _KNOWN_CYCLES] == []
+
+
+def test_layers_of_the_catalog() -> None:
+    """doctor knows only catalog's fact types; the catalog never imports the doctor, the
+    stream, spark or the CLI; the pure layers import no catalog (nor psycopg2)."""
+    graph = _import_graph()
+    assert {m for m in graph["pgtail.doctor"] if m.startswith("pgtail.catalog")} == {
+        "pgtail.catalog.facts"
+    }
+    for module, edges in graph.items():
+        if module.startswith("pgtail.catalog"):
+            assert not {
+                e
+                for e in edges
+                if e.startswith(("pgtail.doctor", "pgtail.stream", "pgtail.spark", "pgtail.cli"))
+            }, module
+    assert not any(m.startswith("pgtail.catalog") for m in graph["pgtail.sqlnames"])
+    assert not any(m.startswith("pgtail.catalog") for m in graph["pgtail.render.sql"])

@@ -20,8 +20,7 @@ from typing import Any
 import click
 
 from pgtail import __version__
-from pgtail.connection import redact
-from pgtail.errors import PgtailError
+from pgtail.errors import PgtailError, redact
 
 
 class ExitCode(IntEnum):

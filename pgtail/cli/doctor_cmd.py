@@ -186,7 +186,11 @@ def identity(
         else:
             _print_identity(report, title=f"table {report.table.qualified}")
         return
-    before, after = catalog.set_replica_identity(dsn, table, mode, index_name, force=force)
+    from pgtail import doctor as checks_module
+
+    before, after = catalog.set_replica_identity(
+        dsn, table, mode, index_name, force=force, guard=checks_module.identity_breaks
+    )
     if as_json:
         print_json({"before": _identity_dict(before), "after": _identity_dict(after)})
         return

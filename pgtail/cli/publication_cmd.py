@@ -1,7 +1,8 @@
 """``pgtail publication ...``: list, show, create, alter and drop publications.
 
 Before a publication starts publishing UPDATE/DELETE of a table, the table's
-replica identity is checked (in the same transaction, see `pgtail.catalog`).
+replica identity is checked (in the same transaction, by `pgtail.doctor`'s
+`publication_problems`, which the catalog calls before it commits).
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ def publication_create(
       pgtail publication create inserts_only --all-tables --ops insert
       pgtail publication create sales --schema sales --via-partition-root
     """
-    from pgtail import catalog
+    from pgtail import catalog, doctor
 
     change = catalog.create_publication(
         dsn,
@@ -246,6 +247,7 @@ def publication_create(
         operations=_parse_ops(ops),
         via_partition_root=via_partition_root,
         force=force,
+        guard=doctor.publication_problems,
     )
     _report("created", change)
 
@@ -273,10 +275,16 @@ def publication_add(
       pgtail publication add app_pub --table public.invoices
       pgtail publication add app_pub --table 'orders(id, total)' --where 'total > 0'
     """
-    from pgtail import catalog
+    from pgtail import catalog, doctor
 
     change = catalog.alter_publication(
-        dsn, name, "add", tables=_targets(tables, wheres), schemas=_schemas(schemas), force=force
+        dsn,
+        name,
+        "add",
+        tables=_targets(tables, wheres),
+        schemas=_schemas(schemas),
+        force=force,
+        guard=doctor.publication_problems,
     )
     _report("altered", change)
 

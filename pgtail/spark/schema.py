@@ -67,10 +67,6 @@ def arrow_schema() -> pa.Schema:
     return to_arrow_schema(SCHEMA, timezone="UTC")
 
 
-def _json(value: dict[str, Any] | None) -> str | None:
-    return None if value is None else dumps(value).decode()
-
-
 class RowBuffer:
     """Collects rows column by column and hands them out as Arrow record batches."""
 

@@ -35,8 +35,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pgtail.connection import redact
-from pgtail.errors import ConfigurationError, DataLossError
+from pgtail.errors import ConfigurationError, DataLossError, redact
 from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.spark.schema import SCHEMA
 
@@ -117,7 +116,7 @@ def _names(text: str, sep: str) -> tuple[str, ...]:
 
 def parse_options(options: Mapping[str, str]) -> Settings:
     """Validate the data source options; `ConfigurationError` names the bad one."""
-    from pgtail.connection import resolve_dsn
+    from pgtail.catalog import resolve_dsn
 
     opts = {k.lower(): v for k, v in options.items() if v is not None}
     unknown = sorted(set(opts) - set(OPTIONS) - {"path"})
@@ -226,20 +225,19 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
 
     start, end = partition.start, partition.end
     if partition.check_data_loss:
-        conn = sql.connect(partition.dsn)
-        try:
-            state = sql.require_slot(conn, partition.slot)
-        finally:
-            conn.close()
-        assert state.confirmed_flush is not None
-        check_data_loss(partition.slot, state.confirmed_flush, start, partition.fail_on_data_loss)
+        check_data_loss(partition.slot, _confirmed(partition), start, partition.fail_on_data_loss)
     assembler = Assembler(
         1, binary=partition.binary, type_lookup=partial(catalog.lookup_user_types, partition.dsn)
     )
     rows = RowBuffer()
     options = list(partition.plugin_options)
-    for lsn, payload in sql.peek(
-        partition.dsn, partition.slot, end, options, partition.busy_timeout
+    for lsn, payload in catalog.peek_until(
+        partition.dsn,
+        partition.slot,
+        end,
+        options,
+        partition.busy_timeout,
+        application_name=sql.APPLICATION_NAME,
     ):
         for event in assembler.feed(payload, lsn):
             if isinstance(event, Change):
@@ -260,15 +258,25 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
             yield rows.take()
     if partition.check_data_loss:
         # The peek held the slot; if it was not past `start` afterwards, it was not before.
-        conn = sql.connect(partition.dsn)
-        try:
-            state = sql.require_slot(conn, partition.slot)
-        finally:
-            conn.close()
-        assert state.confirmed_flush is not None
-        check_data_loss(partition.slot, state.confirmed_flush, start, partition.fail_on_data_loss)
+        check_data_loss(partition.slot, _confirmed(partition), start, partition.fail_on_data_loss)
     if rows.rows:
         yield rows.take()
+
+
+def _confirmed(partition: SlotPartition) -> int:
+    """The slot's confirmed position, on a connection of its own (executor side)."""
+    from pgtail import catalog
+    from pgtail.spark import sql
+
+    conn = catalog.open_connection(partition.dsn, application_name=sql.APPLICATION_NAME)
+    try:
+        state = catalog.require_slot(
+            conn, partition.slot, missing_hint=sql.missing_slot_hint(partition.slot)
+        )
+    finally:
+        conn.close()
+    assert state.confirmed_flush_lsn is not None
+    return state.confirmed_flush_lsn
 
 
 @dataclass
@@ -282,11 +290,14 @@ class _Driver:
     plugin_options: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def connection(self) -> psycopg2.extensions.connection:
+        from pgtail import catalog
         from pgtail.spark import sql
 
         if self.conn is None or self.conn.closed:
-            self.conn = sql.connect(self.settings.dsn)
-            self.server_version = sql.server_version(self.conn)
+            self.conn = catalog.open_connection(
+                self.settings.dsn, application_name=sql.APPLICATION_NAME
+            )
+            self.server_version = catalog.server_version_num(self.conn)
             self.plugin_options = {
                 spec.name: tuple(
                     sql.plugin_options(
@@ -307,17 +318,22 @@ class _Driver:
 
     def validate(self) -> dict[str, int]:
         """Check slots and publications; return each slot's confirmed position."""
+        from pgtail import catalog
         from pgtail.spark import sql
 
         conn = self.connection()
         positions: dict[str, int] = {}
         for spec in self.settings.slots:
-            state = sql.require_slot(conn, spec.name)
-            assert state.confirmed_flush is not None
-            positions[spec.name] = state.confirmed_flush
+            state = catalog.require_slot(
+                conn, spec.name, missing_hint=sql.missing_slot_hint(spec.name)
+            )
+            assert state.confirmed_flush_lsn is not None
+            positions[spec.name] = state.confirmed_flush_lsn
         if not self.checked_publications:
-            sql.require_publications(
-                conn, sorted({p for s in self.settings.slots for p in s.publications})
+            catalog.require_publications(
+                conn,
+                sorted({p for s in self.settings.slots for p in s.publications}),
+                hint=sql.MISSING_PUBLICATION_HINT,
             )
             self.checked_publications = True
         return positions
@@ -341,11 +357,11 @@ class _Driver:
         wait: bool = False,
     ) -> dict[str, int]:
         """The end offset of the next batch for each slot (see the module docstring)."""
-        from pgtail.spark import sql
+        from pgtail import catalog
 
         positions = self.validate()
         conn = self.connection()
-        flushed = sql.wait_flushed(conn) if wait else sql.wal_position(conn)
+        flushed = catalog.wait_flushed(conn) if wait else catalog.wal_position(conn)
         result: dict[str, int] = {}
         for spec in self.settings.slots:
             confirmed = positions[spec.name]
@@ -360,7 +376,9 @@ class _Driver:
             if cap <= begin:
                 result[spec.name] = begin
                 continue
-            last = sql.last_emitted_lsn(conn, spec.name, cap, list(self.plugin_options[spec.name]))
+            last = catalog.last_emitted_lsn(
+                conn, spec.name, cap, list(self.plugin_options[spec.name])
+            )
             if last is not None and last > begin:
                 # A commit or message record straddling `cap` ends the batch at its end.
                 result[spec.name] = max(cap, last)
@@ -373,6 +391,7 @@ class _Driver:
     def partitions(
         self, start: Mapping[str, int], end: Mapping[str, int], *, check: bool = True
     ) -> list[SlotPartition]:
+        from pgtail import catalog
         from pgtail.spark import sql
 
         conn = self.connection()
@@ -382,7 +401,9 @@ class _Driver:
             stop = end.get(spec.name)
             if begin is None and stop is not None:
                 # A slot added to a running query: it starts where the slot is.
-                begin = sql.require_slot(conn, spec.name).confirmed_flush
+                begin = catalog.require_slot(
+                    conn, spec.name, missing_hint=sql.missing_slot_hint(spec.name)
+                ).confirmed_flush_lsn
             if begin is None or stop is None or stop <= begin:
                 continue
             parts.append(
@@ -402,12 +423,19 @@ class _Driver:
         return parts
 
     def commit(self, end: Mapping[str, int]) -> None:
+        from pgtail import catalog
         from pgtail.spark import sql
 
         conn = self.connection()
         for spec in self.settings.slots:
             if spec.name in end:
-                sql.advance(conn, spec.name, end[spec.name], self.settings.busy_timeout)
+                catalog.advance_to(
+                    conn,
+                    spec.name,
+                    end[spec.name],
+                    self.settings.busy_timeout,
+                    missing_hint=sql.missing_slot_hint(spec.name),
+                )
 
 
 def _offset(positions: Mapping[str, int]) -> dict[str, Any]:
@@ -449,10 +477,10 @@ class PgoutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _offset(self._driver.latest(_positions(start), max_bytes, self._target))
 
     def prepareForTriggerAvailableNow(self) -> None:
-        from pgtail.spark import sql
+        from pgtail import catalog
 
         self._driver.validate()
-        flushed = sql.wait_flushed(self._driver.connection())
+        flushed = catalog.wait_flushed(self._driver.connection())
         self._target = {spec.name: flushed for spec in self._driver.settings.slots}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[SlotPartition]:

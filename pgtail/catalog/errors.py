@@ -1,0 +1,271 @@
+"""The one translation of psycopg2 errors into pgtail errors (`pgtail.errors`).
+
+A server error is classified by its SQLSTATE (``exc.pgcode``) first; the message text
+is read only to name the object a generic code is about (a slot or a publication) and
+where no code exists (libpq's own errors while connecting, a lost connection). Each
+caller gets the wording that fits what it was doing: a catalog statement
+(`translate_error`), a slot read through SQL functions (`translate_slot_error`), the
+replication stream (`translate_replication_error`), or connecting
+(`translate_connect_error`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pgtail.errors import (
+    ConfigurationError,
+    ConnectionFailed,
+    DataLossError,
+    PgtailError,
+    PublicationError,
+    ReplicationError,
+    ServerCapabilityError,
+    SlotError,
+    redact,
+)
+
+# SQLSTATEs pgtail tells apart (PostgreSQL's errcodes.txt)
+INSUFFICIENT_PRIVILEGE = "42501"
+UNDEFINED_OBJECT = "42704"
+DUPLICATE_OBJECT = "42710"
+OBJECT_IN_USE = "55006"  # replication slot "x" is active for PID n
+OBJECT_NOT_IN_PREREQUISITE_STATE = "55000"  # wal_level too low, slot invalidated, ...
+CONFIGURATION_LIMIT_EXCEEDED = "53400"  # all replication slots are in use
+UNDEFINED_FILE = "58P01"  # requested WAL segment has already been removed
+
+Kind = Literal[
+    "slot_busy",
+    "slot_missing",
+    "publication_missing",
+    "wal_removed",
+    "privilege",
+    "wal_level",
+    "slots_full",
+]
+
+
+def primary_message(exc: BaseException) -> str:
+    """The server's primary message, else the first line of the error (passwords hidden)."""
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    if primary:
+        return str(primary)
+    text = redact(str(exc).strip())
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def classify(exc: BaseException) -> Kind | None:
+    """What went wrong, by SQLSTATE when the error has one, else by its text."""
+    code = getattr(exc, "pgcode", None) or ""
+    lower = primary_message(exc).lower()
+    if code:
+        if code == OBJECT_IN_USE and "replication slot" in lower:
+            return "slot_busy"
+        if code == UNDEFINED_OBJECT:
+            if "replication slot" in lower:
+                return "slot_missing"
+            if "publication" in lower:
+                return "publication_missing"
+        if code == UNDEFINED_FILE:
+            return "wal_removed"
+        if code == INSUFFICIENT_PRIVILEGE:
+            return "privilege"
+        if code == OBJECT_NOT_IN_PREREQUISITE_STATE and "wal_level" in lower:
+            return "wal_level"
+        if code == CONFIGURATION_LIMIT_EXCEEDED:
+            return "slots_full"
+    # no code (or one that does not say): the message is all there is
+    if "is active for pid" in lower:
+        return "slot_busy"
+    if "does not exist" in lower and "replication slot" in lower:
+        return "slot_missing"
+    if "publication" in lower and "does not exist" in lower:
+        return "publication_missing"
+    if "requested wal segment" in lower or "has been removed" in lower:
+        return "wal_removed"
+    if "permission denied" in lower or "must be superuser or replication role" in lower:
+        return "privilege"
+    if "logical decoding requires" in lower or "wal_level" in lower:
+        return "wal_level"
+    if "all replication slots are in use" in lower:
+        return "slots_full"
+    return None
+
+
+def translate_error(exc: BaseException) -> PgtailError:
+    """A server error from a catalog statement -> the pgtail error a user can act on."""
+    diag = getattr(exc, "diag", None)
+    primary = (
+        getattr(diag, "message_primary", None) or str(exc).strip().splitlines()[0]
+        if str(exc).strip()
+        else type(exc).__name__
+    )
+    server_hint = getattr(diag, "message_hint", None)
+    detail = getattr(diag, "message_detail", None)
+    message = primary if not detail else f"{primary}: {detail}"
+    code = getattr(exc, "pgcode", None) or ""
+    lower = primary.lower()
+    if code == INSUFFICIENT_PRIVILEGE:
+        return ServerCapabilityError(message, hint=server_hint or _privilege_hint(lower))
+    if code == OBJECT_NOT_IN_PREREQUISITE_STATE and "wal_level" in lower:
+        return ServerCapabilityError(
+            message, hint="ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL"
+        )
+    if code == CONFIGURATION_LIMIT_EXCEEDED:
+        return ServerCapabilityError(
+            message,
+            hint=server_hint
+            or "free a slot (pgtail slot drop NAME) or raise max_replication_slots and restart",
+        )
+    if "replication slot" in lower:
+        if "was not created in this database" in lower:
+            return SlotError(message, hint="connect to the database the slot was created in")
+        return SlotError(message, hint=server_hint)
+    if "publication" in lower and code in (UNDEFINED_OBJECT, DUPLICATE_OBJECT, "55000", "42P17"):
+        return PublicationError(message, hint=server_hint)
+    if code[:2] in ("42", "22", "0A"):  # syntax, data, feature not supported: our input
+        return ConfigurationError(message, hint=server_hint)
+    return PgtailError(message, hint=server_hint)
+
+
+def _privilege_hint(lower: str) -> str:
+    if "replication" in lower:
+        return "ALTER ROLE <role> REPLICATION (or grant rds_replication on RDS)"
+    if "superuser" in lower:
+        return "connect as a superuser for FOR ALL TABLES / FOR TABLES IN SCHEMA"
+    if "owner" in lower:
+        return "connect as the table owner"
+    return "connect as a role with the needed privilege"
+
+
+def slot_busy(exc: BaseException) -> bool:
+    """The slot is in use by another process (worth retrying for a moment)."""
+    return classify(exc) == "slot_busy"
+
+
+def translate_slot_error(exc: BaseException, slot: str) -> PgtailError:
+    """An error from a slot function (peek, advance) read through SQL, as a pgtail error."""
+    raw = str(exc).strip()
+    text = redact(raw).splitlines()[0] if raw else type(exc).__name__
+    kind = classify(exc)
+    if kind == "slot_busy":
+        return SlotError(
+            f"replication slot {slot!r} is in use by another process ({text})",
+            hint=(
+                "only one reader per slot: stop the other pgtail/Spark reader; in Spark "
+                "set spark.speculation=false so no two tasks read one slot at once"
+            ),
+        )
+    if kind == "slot_missing":
+        return SlotError(
+            f"replication slot {slot!r} does not exist",
+            hint=f"create it: pgtail slot create {slot} (or SELECT pg_create_logical_"
+            f"replication_slot('{slot}', 'pgoutput'))",
+        )
+    if kind == "publication_missing":
+        return PublicationError(text, hint="create the publication or fix the publication option")
+    if kind == "privilege":
+        return ServerCapabilityError(
+            f"not allowed to use replication slot {slot!r}: {text}",
+            hint="the role needs the REPLICATION attribute",
+        )
+    if kind == "wal_level":
+        return ServerCapabilityError(text, hint="set wal_level = logical and restart")
+    return ReplicationError(f"reading replication slot {slot!r} failed: {text}")
+
+
+def translate_replication_error(
+    exc: BaseException, slot: str, *, during: str = "START_REPLICATION"
+) -> PgtailError:
+    """An error on the replication connection (START_REPLICATION, or while streaming)."""
+    text = primary_message(exc)
+    kind = classify(exc)
+    if kind == "slot_busy":
+        return SlotError(text, hint="stop the other consumer, or pg_terminate_backend(<that PID>)")
+    if kind == "slot_missing":
+        return SlotError(text, hint="add --create-slot, or: pgtail slot create " + slot)
+    if kind == "publication_missing" or "publication" in text.lower():
+        return PublicationError(text)
+    if kind == "wal_removed":
+        return DataLossError(text)
+    if during == "streaming":
+        return ReplicationError(f"the server stopped the replication stream: {text}")
+    return ReplicationError(f"START_REPLICATION failed: {text}")
+
+
+def translate_create_slot_error(exc: BaseException, slot: str) -> SlotError:
+    """CREATE_REPLICATION_SLOT failed (on the replication connection)."""
+    text = primary_message(exc)
+    if classify(exc) == "slots_full":
+        return SlotError(
+            f"cannot create replication slot: {text}",
+            hint="drop unused slots (pgtail slot list) or raise max_replication_slots",
+        )
+    return SlotError(f"cannot create replication slot {slot!r}: {text}")
+
+
+def describe_target(dsn: str) -> str:
+    """A short, password-free description of where we connect, for messages."""
+    try:
+        from psycopg2.extensions import parse_dsn
+
+        params = parse_dsn(dsn) if dsn else {}
+    except Exception:
+        return redact(dsn) or "(libpq defaults)"
+    host = params.get("host") or os.environ.get("PGHOST") or "local socket"
+    port = params.get("port") or os.environ.get("PGPORT") or "5432"
+    dbname = params.get("dbname") or os.environ.get("PGDATABASE") or "(default database)"
+    return f"{host}:{port}/{dbname}"
+
+
+def translate_connect_error(exc: BaseException, dsn: str) -> PgtailError:
+    """A psycopg2 error raised while connecting -> a pgtail error with a fix.
+
+    By text: libpq reports these before (or without) a server error, so there is no
+    SQLSTATE to go by.
+    """
+    raw = redact(str(exc).strip())
+    first = raw.splitlines()[0] if raw else type(exc).__name__
+    target = describe_target(dsn)
+    lower = raw.lower()
+    if "password authentication failed" in lower or "no password supplied" in lower:
+        return ConnectionFailed(
+            f"authentication failed for {target}: {first}",
+            hint="check the user and password (PGPASSWORD, ~/.pgpass or the DSN)",
+        )
+    if "does not exist" in lower and "database" in lower:
+        return ConnectionFailed(
+            f"{first} on {target}", hint="check dbname in the DSN or PGDATABASE"
+        )
+    refused_replication = "no pg_hba.conf entry for replication connection" in lower
+    if (
+        "must be superuser or replication role" in lower
+        or "permission denied to start wal sender" in lower
+        or refused_replication
+    ):
+        return ServerCapabilityError(
+            f"the role may not open a replication connection: {first}",
+            hint="ALTER ROLE <role> REPLICATION, and allow 'replication' in pg_hba.conf",
+        )
+    if "no pg_hba.conf entry" in lower:
+        return ConnectionFailed(
+            f"the server refused the connection: {first}",
+            hint="add a pg_hba.conf entry for this host/user/database",
+        )
+    if (
+        "could not connect" in lower
+        or "connection refused" in lower
+        or "timeout" in lower
+        or ("could not translate host name" in lower)
+    ):
+        return ConnectionFailed(
+            f"cannot reach PostgreSQL at {target}: {first}",
+            hint="is the server running and accepting TCP connections on that host and port?",
+        )
+    if "invalid dsn" in lower or 'missing "="' in lower or "invalid connection option" in lower:
+        return ConnectionFailed(
+            f"invalid connection string: {first}", hint="use key=value pairs or a postgresql:// URI"
+        )
+    return ConnectionFailed(f"cannot connect to {target}: {first}")

@@ -1,0 +1,283 @@
+"""The facts pgtail reads from the catalog, as frozen data: slots, publications,
+tables and their replica identity, the server and the role.
+
+`pgtail.doctor` judges these and imports nothing else of the catalog. A column a
+server version does not have comes back as None (decided in `pgtail.catalog.slots`
+and `pgtail.catalog.publications`).
+Pure: no psycopg2, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pgtail.lsn import format_lsn
+from pgtail.sqlnames import quote_ident
+
+PLUGIN = "pgoutput"
+OPERATIONS = ("insert", "update", "delete", "truncate")
+
+# Roles that grant replication on managed services (AWS RDS/Aurora, Azure, Cloud SQL, AlloyDB).
+MANAGED_REPLICATION_ROLES = (
+    "rds_replication",
+    "rds_superuser",
+    "azure_pg_admin",
+    "cloudsqlsuperuser",
+    "alloydbsuperuser",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """Who and where a session is, and whether it may stream (the stream's preflight)."""
+
+    version_num: int  # server_version_num, e.g. 150004
+    database: str
+    user: str
+    wal_level: str
+    can_replicate: bool  # superuser or REPLICATION
+
+    @property
+    def major(self) -> int:
+        return self.version_num // 10000
+
+
+@dataclass(frozen=True, slots=True)
+class SlotInfo:
+    name: str
+    plugin: str | None
+    slot_type: str
+    database: str | None
+    temporary: bool
+    active: bool
+    active_pid: int | None
+    two_phase: bool | None  # None: the server has no such column (before 14)
+    restart_lsn: int | None
+    confirmed_flush_lsn: int | None
+    current_lsn: int
+    wal_status: str | None  # None before PostgreSQL 13
+    safe_wal_size: int | None  # None before PostgreSQL 13
+    conflicting: bool | None = None
+    inactive_since: datetime | None = None
+    invalidation_reason: str | None = None
+    failover: bool | None = None
+    synced: bool | None = None
+
+    @property
+    def lag_bytes(self) -> int | None:
+        """How far the consumer's confirmed position is behind the current WAL."""
+        if self.confirmed_flush_lsn is None:
+            return None
+        return max(0, self.current_lsn - self.confirmed_flush_lsn)
+
+    @property
+    def retained_bytes(self) -> int | None:
+        """WAL the server keeps for this slot (from restart_lsn to the current WAL)."""
+        if self.restart_lsn is None:
+            return None
+        return max(0, self.current_lsn - self.restart_lsn)
+
+    @property
+    def invalidated(self) -> bool:
+        return self.wal_status == "lost" or bool(self.invalidation_reason) or bool(self.conflicting)
+
+    def to_dict(self, optional_columns: Sequence[str]) -> dict[str, Any]:
+        def lsn(value: int | None) -> str | None:
+            return format_lsn(value) if value is not None else None
+
+        out: dict[str, Any] = {
+            "slot_name": self.name,
+            "plugin": self.plugin,
+            "slot_type": self.slot_type,
+            "database": self.database,
+            "active": self.active,
+            "active_pid": self.active_pid,
+            "temporary": self.temporary,
+            "two_phase": self.two_phase,
+            "restart_lsn": lsn(self.restart_lsn),
+            "confirmed_flush_lsn": lsn(self.confirmed_flush_lsn),
+            "current_lsn": lsn(self.current_lsn),
+            "lag_bytes": self.lag_bytes,
+            "retained_bytes": self.retained_bytes,
+            "wal_status": self.wal_status,
+            "safe_wal_size": self.safe_wal_size,
+        }
+        for column in optional_columns:
+            value = getattr(self, column)
+            out[column] = value.isoformat() if isinstance(value, datetime) else value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SlotListing:
+    server_version: int
+    optional_columns: tuple[str, ...]  # the optional columns this server has
+    slots: tuple[SlotInfo, ...]
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [s.to_dict(self.optional_columns) for s in self.slots]
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedTable:
+    schema: str
+    name: str
+    columns: tuple[str, ...] | None = None  # explicit column list (PG15+)
+    row_filter: str | None = None  # WHERE expression (PG15+)
+
+    @property
+    def qualified(self) -> str:
+        return f"{quote_ident(self.schema)}.{quote_ident(self.name)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "table": self.name,
+            "columns": list(self.columns) if self.columns is not None else None,
+            "row_filter": self.row_filter,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationInfo:
+    name: str
+    owner: str
+    all_tables: bool
+    insert: bool
+    update: bool
+    delete: bool
+    truncate: bool
+    via_partition_root: bool
+    tables: tuple[PublishedTable, ...]  # tables added explicitly (FOR TABLE)
+    schemas: tuple[str, ...]  # FOR TABLES IN SCHEMA (PG15+)
+    published_tables: tuple[str, ...]  # every table it publishes now (pg_publication_tables)
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        return tuple(op for op in OPERATIONS if getattr(self, op))
+
+    @property
+    def publishes_changes_needing_identity(self) -> bool:
+        return self.update or self.delete
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "owner": self.owner,
+            "all_tables": self.all_tables,
+            "operations": list(self.operations),
+            "publish_via_partition_root": self.via_partition_root,
+            "tables": [t.to_dict() for t in self.tables],
+            "schemas": list(self.schemas),
+            "published_tables": list(self.published_tables),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnFacts:
+    name: str
+    attnum: int
+    type_name: str
+    not_null: bool
+    toastable: bool  # variable-length with a storage that allows out-of-line TOAST
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFacts:
+    name: str
+    columns: tuple[str | None, ...]  # None for an expression column
+    valid: bool
+    unique: bool
+    immediate: bool
+    partial: bool
+    ready: bool = True
+
+    @property
+    def has_expressions(self) -> bool:
+        return any(c is None for c in self.columns)
+
+
+@dataclass(frozen=True, slots=True)
+class TableFacts:
+    oid: int
+    schema: str
+    name: str
+    relkind: str  # r table, p partitioned table
+    replica_identity: str  # d default, n nothing, f full, i index (pg_class.relreplident)
+    is_partition: bool
+    columns: tuple[ColumnFacts, ...]
+    primary_key: IndexFacts | None
+    identity_index: IndexFacts | None  # the index marked indisreplident, if it still exists
+    unique_indexes: tuple[IndexFacts, ...] = ()
+    partitions: tuple[str, ...] = ()  # leaf partitions (qualified) of a partitioned table
+    partition_root: str | None = None  # the top partitioned table (qualified), for a partition
+
+    @property
+    def qualified(self) -> str:
+        return f"{quote_ident(self.schema)}.{quote_ident(self.name)}"
+
+    def column(self, name: str) -> ColumnFacts | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationTableRow:
+    """One table as one publication publishes it (pg_publication_tables + pg_publication_rel)."""
+
+    publication: str
+    table_oid: int
+    columns: tuple[str, ...] | None  # explicit column list, None = all columns
+    row_filter: str | None
+    row_filter_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityReport:
+    """A table's replica identity and the publications that carry it."""
+
+    table: TableFacts
+    publications: tuple[PublicationInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RoleFacts:
+    name: str
+    superuser: bool
+    replication: bool
+    managed_roles: tuple[str, ...]  # MANAGED_REPLICATION_ROLES the role is a member of
+    can_create_in_database: bool
+    database: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFacts:
+    version_num: int
+    settings: dict[str, str]  # wal_level, max_replication_slots, max_wal_senders, ...
+    slots_in_use: int
+    senders_in_use: int
+    in_recovery: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WalsenderFacts:
+    pid: int
+    database: str | None
+    slot: str | None
+    publications: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorFacts:
+    server: ServerFacts
+    role: RoleFacts
+    requested_publications: tuple[str, ...]  # --publication; empty = all of the database
+    publications: tuple[PublicationInfo, ...]  # those found
+    tables: tuple[TableFacts, ...]
+    publication_rows: tuple[PublicationTableRow, ...]
+    requested_slots: tuple[str, ...]
+    slots: SlotListing
+    walsenders: tuple[WalsenderFacts, ...]
+    all_publications: tuple[str, ...] = field(default_factory=tuple)

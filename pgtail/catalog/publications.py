@@ -1,0 +1,515 @@
+"""Publications: list, create, alter, drop, and what each publishes table by table.
+
+Version differences are decided here, once: ``pubviaroot`` and the
+``publish_via_partition_root`` option exist from PostgreSQL 13; row filters, column
+lists and ``TABLES IN SCHEMA`` from 15.
+
+DDL that adds tables runs in a transaction; a caller-supplied guard (the doctor's
+replica identity rule, see `pgtail.doctor.publication_problems`) looks at the tables
+it newly publishes before the commit, so a publication that would make UPDATE or
+DELETE fail is refused, or kept with warnings under ``force``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import psycopg2
+from psycopg2 import sql
+from psycopg2.extensions import connection as PgConnection
+
+from pgtail.catalog.connection import connect, fetchall, fetchone
+from pgtail.catalog.errors import primary_message
+from pgtail.catalog.facts import (
+    OPERATIONS,
+    PublicationInfo,
+    PublicationTableRow,
+    PublishedTable,
+    TableFacts,
+)
+from pgtail.catalog.names import TableSpec, check_row_filter
+from pgtail.catalog.server import server_version_num
+from pgtail.catalog.tables import leaf_oids, resolve_table, table_facts
+from pgtail.errors import ConfigurationError, PublicationError, ServerCapabilityError
+from pgtail.sqlnames import quote_ident
+
+# what a guard sees: the publication after the change, and each table it newly publishes
+# (with partitions of a newly published partitioned table) with its row filter and
+# column list; it returns one line per problem ("...; fix: ...")
+PublicationGuard = Callable[
+    [PublicationInfo, Sequence[tuple[TableFacts, PublicationTableRow | None]]], Sequence[str]
+]
+
+VIA_ROOT_VERSION = 130000  # pubviaroot, publish_via_partition_root
+FILTERS_VERSION = 150000  # row filters, column lists, TABLES IN SCHEMA
+
+
+def publication_columns(version: int) -> list[str]:
+    """The pg_publication select list this server version has (pubviaroot from 13)."""
+    return [
+        "p.oid",
+        "p.pubname",
+        "pg_get_userbyid(p.pubowner)",
+        "p.puballtables",
+        "p.pubinsert",
+        "p.pubupdate",
+        "p.pubdelete",
+        "p.pubtruncate",
+        "p.pubviaroot" if version >= VIA_ROOT_VERSION else "false",
+    ]
+
+
+def _with_options(
+    version: int, operations: Sequence[str], via_partition_root: bool
+) -> sql.Composable:
+    """CREATE PUBLICATION's WITH clause; publish_via_partition_root only where the server
+    knows it (asked for on PostgreSQL 12, it is an error)."""
+    publish = sql.Literal(", ".join(operations))
+    if version >= VIA_ROOT_VERSION:
+        return sql.SQL(" WITH (publish = {}, publish_via_partition_root = {})").format(
+            publish, sql.Literal(via_partition_root)
+        )
+    if via_partition_root:
+        raise ServerCapabilityError(
+            "publish_via_partition_root needs PostgreSQL 13 or later"
+            f" (server is {version // 10000})"
+        )
+    return sql.SQL(" WITH (publish = {})").format(publish)
+
+
+def publication_names(conn: PgConnection) -> list[str]:
+    """The names of every publication of the database, sorted."""
+    return [r[0] for r in fetchall(conn, "SELECT pubname FROM pg_publication ORDER BY pubname")]
+
+
+def require_publications(
+    conn: PgConnection, names: Sequence[str], *, hint: str | None = None
+) -> None:
+    """`PublicationError` naming the first of ``names`` that does not exist."""
+    existing = {
+        r[0]
+        for r in fetchall(
+            conn, "SELECT pubname FROM pg_publication WHERE pubname = ANY(%s)", (list(names),)
+        )
+    }
+    missing = [n for n in names if n not in existing]
+    if missing:
+        raise PublicationError(
+            f"publication {missing[0]!r} does not exist",
+            hint=hint.format(name=missing[0]) if hint else None,
+        )
+
+
+_VARATTNO = re.compile(r":varattno (\d+)")
+
+
+def publication_table_rows(
+    conn: PgConnection, publications: Sequence[str]
+) -> list[PublicationTableRow]:
+    if not publications:
+        return []
+    if server_version_num(conn) < FILTERS_VERSION:
+        return [
+            PublicationTableRow(r[0], int(r[1]), None, None, ())
+            for r in fetchall(
+                conn,
+                "SELECT pubname, format('%%I.%%I', schemaname, tablename)::regclass::oid "
+                "FROM pg_publication_tables WHERE pubname = ANY(%s) ORDER BY 1, 2",
+                (list(publications),),
+            )
+        ]
+    rows = fetchall(
+        conn,
+        "SELECT pt.pubname, pt.relid, "
+        "  CASE WHEN r.prattrs IS NULL THEN NULL ELSE ARRAY(SELECT a.attname::text "
+        "    FROM unnest(r.prattrs::int2[]) k(attnum) JOIN pg_attribute a "
+        "    ON a.attrelid = r.prrelid AND a.attnum = k.attnum ORDER BY k.attnum) END, "
+        "  pg_get_expr(r.prqual, r.prrelid), r.prqual::text, r.prrelid "
+        "FROM (SELECT pubname, format('%%I.%%I', schemaname, tablename)::regclass::oid AS relid "
+        "      FROM pg_publication_tables WHERE pubname = ANY(%s)) pt "
+        "JOIN pg_publication p ON p.pubname = pt.pubname "
+        # a partition published through its root gets the root's filter and column list
+        "LEFT JOIN LATERAL (SELECT pr.* FROM (SELECT pt.relid, 0::bigint UNION ALL "
+        "  SELECT * FROM pg_partition_ancestors(pt.relid) WITH ORDINALITY) anc(relid, depth) "
+        "  JOIN pg_publication_rel pr "
+        "  ON pr.prrelid = anc.relid AND pr.prpubid = p.oid ORDER BY anc.depth LIMIT 1) r "
+        "ON true "
+        "ORDER BY 1, 2",
+        (list(publications),),
+    )
+    out = []
+    for pubname, oid, cols, row_filter, qual, rel_oid in rows:
+        filter_columns: tuple[str, ...] = ()
+        if qual:
+            attnums = sorted({int(m) for m in _VARATTNO.findall(qual)})
+            if attnums:
+                filter_columns = tuple(
+                    r[0]
+                    for r in fetchall(
+                        conn,
+                        "SELECT attname::text FROM pg_attribute WHERE attrelid = %s "
+                        "AND attnum = ANY(%s) ORDER BY attnum",
+                        (rel_oid, attnums),
+                    )
+                )
+        out.append(
+            PublicationTableRow(
+                pubname,
+                int(oid),
+                tuple(cols) if cols is not None else None,
+                row_filter,
+                filter_columns,
+            )
+        )
+    return out
+
+
+def read_publications(conn: PgConnection, name: str | None = None) -> list[PublicationInfo]:
+    """Every publication of the database (or the one named), with its tables."""
+    version = server_version_num(conn)
+    where = " WHERE p.pubname = %s" if name is not None else ""
+    pubs = fetchall(
+        conn,
+        "SELECT "
+        + ", ".join(publication_columns(version))
+        + " FROM pg_publication p"
+        + where
+        + " ORDER BY p.pubname",
+        (name,) if name is not None else None,
+    )
+    out = []
+    for oid, pubname, owner, alltables, ins, upd, dele, trunc, viaroot in pubs:
+        if version >= FILTERS_VERSION:
+            rel_rows = fetchall(
+                conn,
+                "SELECT n.nspname, c.relname, "
+                "CASE WHEN r.prattrs IS NULL THEN NULL ELSE ARRAY(SELECT a.attname::text "
+                "  FROM unnest(r.prattrs::int2[]) WITH ORDINALITY k(attnum, ord) "
+                "  JOIN pg_attribute a ON a.attrelid = r.prrelid AND a.attnum = k.attnum "
+                "  ORDER BY k.ord) END, "
+                "pg_get_expr(r.prqual, r.prrelid) "
+                "FROM pg_publication_rel r JOIN pg_class c ON c.oid = r.prrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE r.prpubid = %s "
+                "ORDER BY 1, 2",
+                (oid,),
+            )
+            schemas = tuple(
+                r[0]
+                for r in fetchall(
+                    conn,
+                    "SELECT n.nspname FROM pg_publication_namespace pn JOIN pg_namespace n "
+                    "ON n.oid = pn.pnnspid WHERE pn.pnpubid = %s ORDER BY 1",
+                    (oid,),
+                )
+            )
+        else:
+            rel_rows = [
+                (*r, None, None)
+                for r in fetchall(
+                    conn,
+                    "SELECT n.nspname, c.relname FROM pg_publication_rel r "
+                    "JOIN pg_class c ON c.oid = r.prrelid JOIN pg_namespace n "
+                    "ON n.oid = c.relnamespace WHERE r.prpubid = %s ORDER BY 1, 2",
+                    (oid,),
+                )
+            ]
+            schemas = ()
+        tables = tuple(
+            PublishedTable(s, t, tuple(cols) if cols is not None else None, qual)
+            for s, t, cols, qual in rel_rows
+        )
+        published = tuple(
+            f"{quote_ident(s)}.{quote_ident(t)}"
+            for s, t in fetchall(
+                conn,
+                "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s "
+                "ORDER BY 1, 2",
+                (pubname,),
+            )
+        )
+        out.append(
+            PublicationInfo(
+                pubname,
+                owner,
+                alltables,
+                ins,
+                upd,
+                dele,
+                trunc,
+                bool(viaroot),
+                tables,
+                schemas,
+                published,
+            )
+        )
+    return out
+
+
+def list_publications(dsn: str | None) -> list[PublicationInfo]:
+    """Every publication of the connected database."""
+    with connect(dsn) as conn:
+        return read_publications(conn)
+
+
+def get_publication(dsn: str | None, name: str) -> PublicationInfo:
+    with connect(dsn) as conn:
+        return get_publication_on(conn, name)
+
+
+def get_publication_on(conn: PgConnection, name: str) -> PublicationInfo:
+    """The publication, or `PublicationError` when it does not exist."""
+    found = read_publications(conn, name)
+    if not found:
+        raise PublicationError(
+            f"publication {name!r} does not exist",
+            hint="pgtail publication list shows the publications",
+        )
+    return found[0]
+
+
+@dataclass(frozen=True, slots=True)
+class TableTarget:
+    """A ``--table`` with its optional row filter, as given to create/add."""
+
+    spec: TableSpec
+    row_filter: str | None = None
+
+
+def table_clause(conn: PgConnection, target: TableTarget, version: int) -> sql.Composable:
+    ref = resolve_table(conn, target.spec)
+    parts: list[sql.Composable] = [sql.SQL("TABLE "), ref.identifier]
+    if target.spec.columns is not None:
+        if version < FILTERS_VERSION:
+            raise ServerCapabilityError("column lists need PostgreSQL 15 or later")
+        parts.append(
+            sql.SQL(" ({})").format(
+                sql.SQL(", ").join(sql.Identifier(c) for c in target.spec.columns)
+            )
+        )
+    if target.row_filter is not None:
+        if version < FILTERS_VERSION:
+            raise ServerCapabilityError("row filters (--where) need PostgreSQL 15 or later")
+        # checked by check_row_filter: one expression that cannot close the parenthesis
+        parts.append(sql.SQL(" WHERE ({})").format(sql.SQL(check_row_filter(target.row_filter))))
+    return sql.Composed(parts)
+
+
+def object_clauses(
+    conn: PgConnection, tables: Sequence[TableTarget], schemas: Sequence[str]
+) -> sql.Composable:
+    version = server_version_num(conn)
+    clauses = [table_clause(conn, t, version) for t in tables]
+    if schemas:
+        if version < FILTERS_VERSION:
+            raise ServerCapabilityError("FOR TABLES IN SCHEMA needs PostgreSQL 15 or later")
+        clauses.extend(sql.SQL("TABLES IN SCHEMA {}").format(sql.Identifier(s)) for s in schemas)
+    return sql.SQL(", ").join(clauses)
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationChange:
+    """The outcome of create/add/remove: the publication now, and identity warnings."""
+
+    publication: PublicationInfo
+    warnings: tuple[str, ...] = ()
+
+
+def create_publication(
+    dsn: str | None,
+    name: str,
+    *,
+    tables: Sequence[TableTarget] = (),
+    schemas: Sequence[str] = (),
+    all_tables: bool = False,
+    operations: Sequence[str] = OPERATIONS,
+    via_partition_root: bool = False,
+    force: bool = False,
+    guard: PublicationGuard | None = None,
+) -> PublicationChange:
+    """CREATE PUBLICATION, refusing (or warning, with ``force``) when ``guard`` finds that
+    a table it adds would make UPDATE or DELETE fail for want of a replica identity."""
+    bad_ops = [op for op in operations if op not in OPERATIONS]
+    if bad_ops or not operations:
+        raise ConfigurationError(
+            f"unknown operation {bad_ops[0]!r}" if bad_ops else "no operation to publish",
+            hint="--ops takes a comma-separated subset of insert,update,delete,truncate",
+        )
+    if all_tables and (tables or schemas):
+        raise ConfigurationError("--all-tables cannot be combined with --table or --schema")
+    with connect(dsn) as conn:
+        target: sql.Composable
+        if all_tables:
+            target = sql.SQL(" FOR ALL TABLES")
+        elif tables or schemas:
+            target = sql.SQL(" FOR {}").format(object_clauses(conn, tables, schemas))
+        else:
+            target = sql.SQL("")
+        options = _with_options(server_version_num(conn), operations, via_partition_root)
+        statement = sql.SQL("CREATE PUBLICATION {}").format(sql.Identifier(name)) + target + options
+        return guarded_ddl(conn, name, statement, force=force, guard=guard)
+
+
+def alter_publication(
+    dsn: str | None,
+    name: str,
+    action: str,
+    *,
+    tables: Sequence[TableTarget] = (),
+    schemas: Sequence[str] = (),
+    force: bool = False,
+    guard: PublicationGuard | None = None,
+) -> PublicationChange:
+    """ALTER PUBLICATION ... ADD or DROP tables / schemas (``action`` "add" or "remove")."""
+    if not tables and not schemas:
+        raise ConfigurationError("nothing to change", hint="give --table and/or --schema")
+    if action not in ("add", "remove"):
+        raise ValueError(action)
+    with connect(dsn) as conn:
+        get_publication_on(conn, name)
+        if action == "remove" and any(t.row_filter for t in tables):
+            raise ConfigurationError("--where makes no sense with remove")
+        if action == "remove":
+            tables = [TableTarget(TableSpec(t.spec.schema, t.spec.name)) for t in tables]
+        verb = sql.SQL(" ADD ") if action == "add" else sql.SQL(" DROP ")
+        statement = (
+            sql.SQL("ALTER PUBLICATION {}").format(sql.Identifier(name))
+            + verb
+            + object_clauses(conn, tables, schemas)
+        )
+        return guarded_ddl(conn, name, statement, force=force, guard=guard)
+
+
+def drop_publication(dsn: str | None, name: str, *, if_exists: bool = False) -> bool:
+    """DROP PUBLICATION; returns False when it did not exist (with ``if_exists``)."""
+    with connect(dsn) as conn:
+        exists = fetchone(conn, "SELECT 1 FROM pg_publication WHERE pubname = %s", (name,))
+        if exists is None:
+            if if_exists:
+                return False
+            raise PublicationError(
+                f"publication {name!r} does not exist",
+                hint="use --if-exists to ignore a missing publication",
+            )
+        fetchall(conn, sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(name)))
+        return True
+
+
+def published_oids(conn: PgConnection, name: str) -> set[int]:
+    return {
+        int(r[0])
+        for r in fetchall(
+            conn,
+            "SELECT format('%%I.%%I', schemaname, tablename)::regclass::oid "
+            "FROM pg_publication_tables WHERE pubname = %s",
+            (name,),
+        )
+    }
+
+
+def guarded_ddl(
+    conn: PgConnection,
+    name: str,
+    statement: sql.Composable,
+    *,
+    force: bool,
+    guard: PublicationGuard | None,
+) -> PublicationChange:
+    """Run publication DDL in a transaction, look at what it newly publishes, and commit
+    only if ``guard`` finds no problem with those tables (or ``force``)."""
+    conn.autocommit = False
+    try:
+        # check_row_filter scans string literals the standard way; make the server agree
+        # (with standard_conforming_strings = off, '\'' would end somewhere else)
+        fetchall(conn, "SET LOCAL standard_conforming_strings = on")
+        before = published_oids(conn, name)
+        with conn.cursor() as cur:
+            cur.execute(statement)
+        pub = get_publication_on(conn, name)
+        added = sorted(published_oids(conn, name) - before)
+        problems: list[str] = []
+        if guard is not None and added and pub.publishes_changes_needing_identity:
+            facts = table_facts(conn, added)
+            # published as their root, partitions still run the UPDATE/DELETE checks
+            root_of = {
+                leaf: f.oid
+                for f in facts
+                if f.relkind == "p"
+                for leaf in leaf_oids(conn, f.oid)
+                if leaf not in added
+            }
+            leaves = sorted(root_of)
+            facts += table_facts(conn, leaves)
+            rel_facts = {f.oid: f for f in facts}
+            pub_rows = {r.table_oid: r for r in publication_table_rows(conn, [name])}
+            published: list[tuple[TableFacts, PublicationTableRow | None]] = []
+            for oid in [*added, *leaves]:
+                tf = rel_facts.get(oid)
+                if tf is None:
+                    continue
+                # the root's row filter and column list apply to its partitions
+                published.append((tf, pub_rows.get(oid) or pub_rows.get(root_of.get(oid, -1))))
+            problems = list(guard(pub, published))
+        if problems and not force:
+            conn.rollback()
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise PublicationError(
+                f"publication {name!r} not changed: {problems[0]}{more}",
+                hint="fix the replica identity first, or use --force to publish anyway",
+            )
+        conn.commit()
+        return PublicationChange(pub, tuple(problems))
+    except BaseException:
+        if not conn.closed:
+            conn.rollback()
+        raise
+    finally:
+        if not conn.closed:
+            conn.autocommit = True
+
+
+def create_run_publication(
+    conn: PgConnection,
+    name: str,
+    *,
+    tables: Sequence[str] = (),
+    schemas: Sequence[str] = (),
+) -> None:
+    """CREATE PUBLICATION for one stream run: the given tables (``schema.table``, no
+    patterns) and schemas, or FOR ALL TABLES when neither is given."""
+    if tables or schemas:
+        parts: list[sql.Composable] = []
+        if tables:
+            idents = []
+            for t in tables:
+                if any(c in t for c in "*?["):
+                    raise ConfigurationError(
+                        f"--create-publication needs table names, not patterns: {t!r}"
+                    )
+                schema, dot, table = t.rpartition(".")
+                idents.append(sql.Identifier(schema, table) if dot else sql.Identifier(table))
+            parts.append(sql.SQL("TABLE ") + sql.SQL(", ").join(idents))
+        if schemas:
+            version = server_version_num(conn)
+            if version < FILTERS_VERSION:
+                raise ServerCapabilityError(
+                    "publishing a schema needs PostgreSQL 15 or later"
+                    f" (server is {version // 10000})"
+                )
+            parts.append(
+                sql.SQL("TABLES IN SCHEMA ")
+                + sql.SQL(", ").join(sql.Identifier(s) for s in schemas)
+            )
+        target = sql.SQL(", ").join(parts)
+    else:
+        target = sql.SQL("ALL TABLES")
+    statement = sql.SQL("CREATE PUBLICATION {} FOR ").format(sql.Identifier(name)) + target
+    try:
+        fetchall(conn, statement)
+    except psycopg2.Error as exc:
+        raise PublicationError(
+            f"cannot create publication {name!r}: {primary_message(exc)}",
+            hint="FOR ALL TABLES needs a superuser; name tables with --table, or schemas with"
+            " --schema",
+        ) from None

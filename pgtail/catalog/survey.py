@@ -1,0 +1,106 @@
+"""Everything `pgtail doctor` judges, read in one connection (`doctor_facts`).
+
+Facts only: the judging is `pgtail.doctor`'s, called by the command with what this
+returns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pgtail.catalog.connection import connect, fetchall, fetchone
+from pgtail.catalog.facts import (
+    MANAGED_REPLICATION_ROLES,
+    DoctorFacts,
+    RoleFacts,
+    ServerFacts,
+    WalsenderFacts,
+)
+from pgtail.catalog.names import parse_ident, split_names
+from pgtail.catalog.publications import publication_table_rows, read_publications
+from pgtail.catalog.server import server_version_num, settings
+from pgtail.catalog.slots import slot_listing
+from pgtail.catalog.tables import leaf_oids, table_facts
+
+_PUBNAMES = re.compile(r"\"?publication_names\"?\s+'((?:[^']|'')*)'", re.IGNORECASE)
+_SLOTNAME = re.compile(r'START_REPLICATION\s+SLOT\s+("(?:[^"]|"")*"|\S+)', re.IGNORECASE)
+
+
+def doctor_facts(
+    dsn: str | None, publications: Sequence[str] = (), slots: Sequence[str] = ()
+) -> DoctorFacts:
+    """Everything `pgtail doctor` judges, read in one connection."""
+    with connect(dsn) as conn:
+        version = server_version_num(conn)
+        server_settings = settings(conn)
+        in_recovery = bool(fetchone(conn, "SELECT pg_is_in_recovery()")[0])
+        slots_in_use = int(fetchone(conn, "SELECT count(*) FROM pg_replication_slots")[0])
+        senders_rows = fetchall(
+            conn,
+            "SELECT pid, datname, coalesce(query, '') FROM pg_stat_activity "
+            "WHERE backend_type = 'walsender'",
+        )
+        walsenders = []
+        for pid, datname, query in senders_rows:
+            slot_match = _SLOTNAME.search(query)
+            pub_match = _PUBNAMES.search(query)
+            slot_name = None
+            if slot_match:
+                raw = slot_match.group(1)
+                slot_name = parse_ident(raw, 0)[0] if raw.startswith('"') else raw
+            pubs = split_names(pub_match.group(1).replace("''", "'")) if pub_match else ()
+            walsenders.append(WalsenderFacts(int(pid), datname, slot_name, pubs))
+        server = ServerFacts(version, server_settings, slots_in_use, len(senders_rows), in_recovery)
+
+        role_row = fetchone(
+            conn,
+            "SELECT r.rolname, r.rolsuper, r.rolreplication, "
+            "has_database_privilege(current_database(), 'CREATE'), current_database() "
+            "FROM pg_roles r WHERE r.rolname = current_user",
+        )
+        managed = tuple(
+            r[0]
+            for r in fetchall(
+                conn,
+                "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s) "
+                "AND pg_has_role(current_user, oid, 'MEMBER') ORDER BY 1",
+                (list(MANAGED_REPLICATION_ROLES),),
+            )
+        )
+        role = RoleFacts(
+            role_row[0],
+            bool(role_row[1]),
+            bool(role_row[2]),
+            managed,
+            bool(role_row[3]),
+            role_row[4],
+        )
+
+        all_pubs = tuple(
+            r[0] for r in fetchall(conn, "SELECT pubname FROM pg_publication ORDER BY 1")
+        )
+        wanted = list(publications) if publications else list(all_pubs)
+        found_pubs = tuple(p for name in wanted for p in read_publications(conn, name))
+        pub_rows = tuple(publication_table_rows(conn, [p.name for p in found_pubs]))
+        oids = sorted({r.table_oid for r in pub_rows})
+        tables = table_facts(conn, oids)
+        # leaf partitions of published partitioned tables: UPDATE/DELETE checks happen there
+        leaves = sorted(
+            {leaf for t in tables if t.relkind == "p" for leaf in leaf_oids(conn, t.oid)}
+            - set(oids)
+        )
+        tables += table_facts(conn, leaves)
+        listing = slot_listing(conn)
+    return DoctorFacts(
+        server=server,
+        role=role,
+        requested_publications=tuple(publications),
+        publications=found_pubs,
+        tables=tuple(tables),
+        publication_rows=pub_rows,
+        requested_slots=tuple(slots),
+        slots=listing,
+        walsenders=tuple(walsenders),
+        all_publications=all_pubs,
+    )
