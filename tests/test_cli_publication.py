@@ -37,6 +37,7 @@ def state(db: Database) -> tuple[object, ...]:
     )
 
 
+@pytest.mark.min_major(15)  # column lists, row filters: test_pg15_features_refused_before_15
 def test_create_show_list_drop(shop: Database) -> None:
     code, out, err = run_cli(
         [
@@ -152,6 +153,7 @@ def test_replica_identity_refusal_and_force(shop: Database) -> None:
     assert code == 0 and err == ""
 
 
+@pytest.mark.min_major(15)  # FOR TABLES IN SCHEMA
 def test_add_remove_schema(shop: Database) -> None:
     assert run_cli(["publication", "create", "p", "--dsn", shop.dsn])[0] == 0
     code, out, err = run_cli(
@@ -175,6 +177,27 @@ def test_add_remove_schema(shop: Database) -> None:
     assert code == 1 and "nothing to change" in err
     code, _, err = run_cli(["publication", "add", "nope", "--table", "orders", "--dsn", shop.dsn])
     assert code == 1 and "does not exist" in err
+
+
+def test_pg15_features_refused_before_15(shop: Database) -> None:
+    """Column lists, --where and --schema stop with one clear line, changing nothing."""
+    if shop.major >= 15:
+        pytest.skip("PostgreSQL 15+ has these features")
+    before = state(shop)
+    attempts = [
+        (["--table", "orders (id, total)"], "column lists need PostgreSQL 15 or later"),
+        (["--table", "victim", "--where", "id > 0"], "need PostgreSQL 15 or later"),
+        (["--schema", '"My Schema"'], "FOR TABLES IN SCHEMA needs PostgreSQL 15 or later"),
+    ]
+    for args, message in attempts:
+        code, _, err = run_cli(["publication", "create", "p", *args, "--dsn", shop.dsn])
+        assert code == 1 and message in err and err.count("\n") == 1, err
+    assert run_cli(["publication", "create", "p", "--dsn", shop.dsn])[0] == 0
+    code, _, err = run_cli(
+        ["publication", "add", "p", "--schema", '"My Schema"', "--dsn", shop.dsn]
+    )
+    assert code == 1 and "needs PostgreSQL 15 or later" in err
+    assert state(shop)[1:] == before[1:]
 
 
 def test_usage_errors(shop: Database) -> None:
@@ -212,4 +235,7 @@ def test_duplicate_and_bad_schema(shop: Database) -> None:
     )
     assert code == 1 and state(shop) == before
     code, _, err = run_cli(["publication", "add", "d", "--schema", "nosuch", "--dsn", shop.dsn])
-    assert code == 1 and "nosuch" in err
+    if shop.major >= 15:
+        assert code == 1 and "nosuch" in err
+    else:  # FOR TABLES IN SCHEMA
+        assert code == 1 and "needs PostgreSQL 15 or later" in err

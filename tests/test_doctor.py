@@ -284,6 +284,7 @@ def test_unchanged_toast_columns(db: Database) -> None:
     assert not checks_for(run_doctor(db.dsn), "table.unchanged_toast")
 
 
+@pytest.mark.min_major(15)  # row filters, column lists
 def test_row_filter_and_column_list_coverage(db: Database) -> None:
     db.execute(
         "CREATE TABLE o (id int primary key, region text, total int);"
@@ -333,6 +334,7 @@ def test_partitioned_table(db: Database) -> None:
     assert not checks_for(run_doctor(db.dsn, publications=["leaf"]), "table.partitioning")
 
 
+@pytest.mark.min_major(15)  # row filters, column lists
 def test_root_row_filter_applies_to_partitions(db: Database) -> None:
     db.execute(
         "CREATE TABLE m (id int, region text, at date, primary key (id, at)) "
