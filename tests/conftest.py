@@ -81,7 +81,9 @@ _servers: dict[int, LocalServer] = {}
 def get_server(major: int | str) -> LocalServer:
     major = int(major)
     if major not in _servers:
-        _servers[major] = start_server(_bindir_for(major), settings=TEST_SETTINGS)
+        # logical_decoding_work_mem is new in PostgreSQL 13; 12 would refuse to start
+        settings = TEST_SETTINGS if major >= 13 else {}
+        _servers[major] = start_server(_bindir_for(major), settings=settings)
         _tested.add(major)
     return _servers[major]
 
