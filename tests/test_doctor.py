@@ -421,6 +421,7 @@ def small_keep_server(pg: LocalServer) -> Iterator[LocalServer]:
         server.destroy()
 
 
+@pytest.mark.min_major(13)  # max_slot_wal_keep_size, wal_status
 def test_invalidated_slot(small_keep_server: LocalServer) -> None:
     dsn = small_keep_server.dsn()
     catalog.create_slot(dsn, "lost")
