@@ -211,6 +211,7 @@ def test_usage_errors(shop: Database) -> None:
     assert code == 1 and "--all-tables" in err
 
 
+@pytest.mark.min_major(13)  # publish_via_partition_root
 def test_via_partition_root_flag(db: Database) -> None:
     db.execute(
         "CREATE TABLE m (id int, at date, primary key (id, at)) PARTITION BY RANGE (at);"

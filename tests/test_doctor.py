@@ -309,6 +309,7 @@ def test_row_filter_and_column_list_coverage(db: Database) -> None:
     db.execute("UPDATE o SET total = 2")
 
 
+@pytest.mark.min_major(13)  # publish_via_partition_root
 def test_partitioned_table(db: Database) -> None:
     db.execute(
         "CREATE TABLE m (id int, at date, v text, primary key (id, at)) PARTITION BY RANGE (at);"
