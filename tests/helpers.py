@@ -100,7 +100,8 @@ def fresh_database(server: LocalServer) -> Iterator[Database]:
                     cur.execute("ROLLBACK PREPARED %s", (gid,))
             conn.close()
         with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            force = " WITH (FORCE)" if server.major >= 13 else ""  # 12: backends ended above
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}"{force}')
         admin.close()
 
 

@@ -36,6 +36,7 @@ def state(db: Database) -> tuple[object, ...]:
     )
 
 
+@pytest.mark.min_major(15)  # column lists, row filters: test_pg15_features_refused_before_15
 def test_create_show_list_drop(shop: Database) -> None:
     code, out, err = run_cli(
         [
@@ -151,6 +152,7 @@ def test_replica_identity_refusal_and_force(shop: Database) -> None:
     assert code == 0 and err == ""
 
 
+@pytest.mark.min_major(15)  # FOR TABLES IN SCHEMA
 def test_add_remove_schema(shop: Database) -> None:
     assert run_cli(["publication", "create", "p", "--dsn", shop.dsn])[0] == 0
     code, out, err = run_cli(
@@ -176,6 +178,27 @@ def test_add_remove_schema(shop: Database) -> None:
     assert code == 1 and "does not exist" in err
 
 
+def test_pg15_features_refused_before_15(shop: Database) -> None:
+    """Column lists, --where and --schema stop with one clear line, changing nothing."""
+    if shop.major >= 15:
+        pytest.skip("PostgreSQL 15+ has these features")
+    before = state(shop)
+    attempts = [
+        (["--table", "orders (id, total)"], "column lists need PostgreSQL 15 or later"),
+        (["--table", "victim", "--where", "id > 0"], "need PostgreSQL 15 or later"),
+        (["--schema", '"My Schema"'], "FOR TABLES IN SCHEMA needs PostgreSQL 15 or later"),
+    ]
+    for args, message in attempts:
+        code, _, err = run_cli(["publication", "create", "p", *args, "--dsn", shop.dsn])
+        assert code == 1 and message in err and err.count("\n") == 1, err
+    assert run_cli(["publication", "create", "p", "--dsn", shop.dsn])[0] == 0
+    code, _, err = run_cli(
+        ["publication", "add", "p", "--schema", '"My Schema"', "--dsn", shop.dsn]
+    )
+    assert code == 1 and "needs PostgreSQL 15 or later" in err
+    assert state(shop)[1:] == before[1:]
+
+
 def test_usage_errors(shop: Database) -> None:
     code, _, err = run_cli(["publication", "create", "p", "--ops", "upsert", "--dsn", shop.dsn])
     assert code == 2 and "upsert" in err
@@ -187,6 +210,7 @@ def test_usage_errors(shop: Database) -> None:
     assert code == 1 and "--all-tables" in err
 
 
+@pytest.mark.min_major(13)  # publish_via_partition_root
 def test_via_partition_root_flag(db: Database) -> None:
     db.execute(
         "CREATE TABLE m (id int, at date, primary key (id, at)) PARTITION BY RANGE (at);"
@@ -211,4 +235,7 @@ def test_duplicate_and_bad_schema(shop: Database) -> None:
     )
     assert code == 1 and state(shop) == before
     code, _, err = run_cli(["publication", "add", "d", "--schema", "nosuch", "--dsn", shop.dsn])
-    assert code == 1 and "nosuch" in err
+    if shop.major >= 15:
+        assert code == 1 and "nosuch" in err
+    else:  # FOR TABLES IN SCHEMA
+        assert code == 1 and "needs PostgreSQL 15 or later" in err

@@ -268,6 +268,7 @@ def test_unchanged_toast_columns(db: Database) -> None:
     assert not checks_for(run_doctor(db.dsn), "table.unchanged_toast")
 
 
+@pytest.mark.min_major(15)  # row filters, column lists
 def test_row_filter_and_column_list_coverage(db: Database) -> None:
     db.execute(
         "CREATE TABLE o (id int primary key, region text, total int);"
@@ -292,6 +293,7 @@ def test_row_filter_and_column_list_coverage(db: Database) -> None:
     db.execute("UPDATE o SET total = 2")
 
 
+@pytest.mark.min_major(13)  # publish_via_partition_root
 def test_partitioned_table(db: Database) -> None:
     db.execute(
         "CREATE TABLE m (id int, at date, v text, primary key (id, at)) PARTITION BY RANGE (at);"
@@ -317,6 +319,7 @@ def test_partitioned_table(db: Database) -> None:
     assert not checks_for(run_doctor(db.dsn, publications=["leaf"]), "table.partitioning")
 
 
+@pytest.mark.min_major(15)  # row filters, column lists
 def test_root_row_filter_applies_to_partitions(db: Database) -> None:
     db.execute(
         "CREATE TABLE m (id int, region text, at date, primary key (id, at)) "
@@ -401,6 +404,7 @@ def small_keep_server(pg: LocalServer) -> Iterator[LocalServer]:
         server.destroy()
 
 
+@pytest.mark.min_major(13)  # max_slot_wal_keep_size, wal_status
 def test_invalidated_slot(small_keep_server: LocalServer) -> None:
     dsn = small_keep_server.dsn()
     catalog.create_slot(dsn, "lost")

@@ -182,7 +182,10 @@ def workload(conn: psycopg2.extensions.connection) -> None:
     conn.autocommit = False
     mixed, full, index, quoted, seq = TABLES
     # T1: inserts everywhere, NULLs, edge values, TOASTed values
-    for i, values in enumerate([NORMAL, EDGE, SPECIAL_FLOATS, NULLS]):
+    special = SPECIAL_FLOATS
+    if conn.server_version < 140000:  # numeric has infinities from PostgreSQL 14
+        special = {**SPECIAL_FLOATS, "c_numeric": "NaN"}
+    for i, values in enumerate([NORMAL, EDGE, special, NULLS]):
         _insert(cur, mixed, {'"ID"': i + 1, '"Big Text"': _big(i)}, values)
         _insert(cur, full, {"n": i, '"Big Text"': _big(i)}, values)
         _insert(cur, index, {"k1": f"key {i}", '"K 2"': i, "note": "n"}, values)
@@ -250,11 +253,13 @@ def workload(conn: psycopg2.extensions.connection) -> None:
 
 def render_slot(db: Database, slot: str, *, binary: bool) -> tuple[str, list[Event]]:
     """Read the slot (without consuming it) and render its changes as SQL."""
+    options = ["proto_version", "1", "publication_names", "rt_pub"]
+    if db.major >= 14:  # pgoutput's messages and binary options are new in PostgreSQL 14
+        options += ["messages", "true", "binary", "true" if binary else "false"]
     rows = db.execute(
         "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "
-        "'proto_version', '1', 'publication_names', 'rt_pub', 'messages', 'true', "
-        "'binary', %s)",
-        (slot, "true" if binary else "false"),
+        "VARIADIC %s::text[])",
+        (slot, options),
     )
     assert rows, "the slot produced no changes"
     assembler = Assembler(
@@ -358,6 +363,8 @@ def target_factory(db: Database) -> Iterator[object]:
 def test_sql_replay_reproduces_every_table(
     db: Database, target_factory: object, tmp_path: Path, binary: bool
 ) -> None:
+    if binary and db.major < 14:
+        pytest.skip("binary tuple data needs PostgreSQL 14+")
     make = target_factory
     assert callable(make)
     target: Database = make()
@@ -387,6 +394,8 @@ def test_sql_replay_reproduces_every_table(
         "BEGIN;",
         "COMMIT;",
     ):
+        if needle.startswith("-- message") and db.major < 14:
+            continue  # pgoutput sends logical messages from PostgreSQL 14
         assert needle in sql, f"{needle!r} not in the SQL output:\n{_heads(sql)}"
     assert "rolled back" not in sql
     # the unchanged TOASTed value is left out of SET; the changed one is set

@@ -69,9 +69,15 @@ CREATE TABLE streamed (id int PRIMARY KEY, v text);
 CREATE TABLE ddl_rollback (id int PRIMARY KEY);  -- altered in a streamed, aborted tx
 
 CREATE TABLE late_rel (id int PRIMARY KEY);  -- first written in the rolled-back savepoint
-
-CREATE PUBLICATION {PUBLICATION} FOR TABLES IN SCHEMA {SCHEMA};
 """
+
+# FOR TABLES IN SCHEMA needs PostgreSQL 15; before it, the same tables by name
+PUBLICATION_SQL = f"CREATE PUBLICATION {PUBLICATION} FOR TABLES IN SCHEMA {SCHEMA}"
+PUBLICATION_SQL_BEFORE_15 = (
+    f"SELECT format('CREATE PUBLICATION {PUBLICATION} FOR TABLE %s', "
+    f"string_agg(c.oid::regclass::text, ', ' ORDER BY c.relname)) FROM pg_class c "
+    f"WHERE c.relnamespace = '{SCHEMA}'::regnamespace AND c.relkind = 'r'"
+)
 
 # Row 1: ordinary values; row 2: special values (NaN, infinities, NULLs inside arrays,
 # quoting); row 3: NULL everywhere but the key.
@@ -205,6 +211,11 @@ def create_schema(conn: Any) -> None:
     with conn.cursor() as cur:
         cur.execute(SCHEMA_SQL)
         cur.execute("RESET search_path")
+        if conn.server_version >= 150000:
+            cur.execute(PUBLICATION_SQL)
+        else:
+            cur.execute(PUBLICATION_SQL_BEFORE_15)
+            cur.execute(cur.fetchone()[0])
 
 
 def create_slot(conn: Any, name: str, *, two_phase: bool = False) -> None:
