@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgtail import changes
 from pgtail.changes import (
     Assembler,
     Change,
@@ -28,6 +27,9 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
+from pgtail.changes import assembler as assembler_module
+from pgtail.changes.held import _SpilledRun
+from pgtail.changes.tables import _new_change
 from pgtail.errors import DecodeError, SpillError
 from tests import pgbytes as pb
 
@@ -114,7 +116,7 @@ def test_fast_change_constructor_equals_dataclass_init() -> None:
     table = Table(1, "s", "t", "full", ())
     tx = Transaction(1, 2, 3, T0)
     args = ("update", table, tx, 4, {"a": 1}, {"a": 0}, "full", ("b",))
-    fast = changes._new_change(*args)
+    fast = _new_change(*args)
     assert fast == Change(*args)  # type: ignore[arg-type]
     assert hash(fast.tx) == hash(tx)
     with pytest.raises(AttributeError):
@@ -713,7 +715,7 @@ def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
     encoded lines move to a file and come back, in order, at the commit."""
     from pgtail.render.jsonl import insert_encoder
 
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
     counter = _CountingTempFiles(monkeypatch)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * (i % 90)]) for i in range(3000)]
     bound = 150_000
@@ -726,7 +728,7 @@ def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
     held = asm._current
     assert held is not None and not held.raw  # never raw: every row encoded on arrival
     assert held.lines_file is not None and counter.opened == 1  # one file for all spills
-    spilled = [r for r in held.rows if type(r) is changes._SpilledRun]
+    spilled = [r for r in held.rows if type(r) is _SpilledRun]
     assert 0 < len(spilled) < len(held.rows)  # the oldest runs spilled, the newest not
     assert held.rows[: len(spilled)] == spilled
     lines_file = held.lines_file
@@ -745,7 +747,7 @@ def test_a_full_disk_while_holding_is_an_error_not_a_second_copy(
     the raw path a second time."""
     from pgtail.render.jsonl import insert_encoder
 
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
 
     def full(*args: Any, **kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")
@@ -775,7 +777,7 @@ def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
     the commit)."""
     from pgtail.render.jsonl import insert_encoder
 
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
     body: list[bytes] = []
     for i in range(1500):
         body.append(pb.insert(16384, [str(i).encode(), b"n", b"x" * 40]))
@@ -940,7 +942,7 @@ def test_rows_are_converted_on_arrival_with_the_schema_of_that_moment(
     With ``deferred_rows`` 2 the first row and the Relation are held raw and converted
     when the second row arrives; the update after them is converted on arrival.
     """
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", deferred_rows)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", deferred_rows)
     wide = pb.relation(
         16384,
         "public",
@@ -1019,7 +1021,7 @@ def test_bad_value_in_a_rolled_back_subtransaction_is_never_decoded() -> None:
 def test_memory_bound_sends_the_rest_of_a_transaction_raw(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
     counter = _CountingTempFiles(monkeypatch)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * 100]) for i in range(2000)]
     asm = Assembler(1, spill_bytes=100_000)
@@ -1106,7 +1108,7 @@ def test_converted_events_share_their_transaction_which_later_commits_leave_alon
 
 
 def test_small_transaction_stays_raw_until_its_commit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 5)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 5)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"b"]) for i in range(8)]
     expected = run(Assembler(1), [ITEMS, *tx_block(9, body)])
     asm = Assembler(1)
@@ -1127,5 +1129,5 @@ def test_catch_up_at_any_point_gives_the_same_events(spill_bytes: int) -> None:
     expected = run(Assembler(2), big)
     for deferred_rows in (0, 1, 7, 100, 10_000):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(changes, "_DEFERRED_ROWS", deferred_rows)
+            patch.setattr(assembler_module, "_DEFERRED_ROWS", deferred_rows)
             assert run(Assembler(2, spill_bytes=spill_bytes), big) == expected, deferred_rows
