@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import struct
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pgtail import pgoutput as po
 from pgtail.changes import (
     Assembler,
     Change,
@@ -29,8 +31,9 @@ from pgtail.changes import (
 )
 from pgtail.changes import assembler as assembler_module
 from pgtail.changes.held import _SpilledRun
-from pgtail.changes.tables import _new_change
+from pgtail.changes.tables import _new_change, _row_builders, unknown_type_oids
 from pgtail.errors import DecodeError, SpillError
+from pgtail.values import UserType
 from tests import pgbytes as pb
 
 INT4 = 23
@@ -49,6 +52,17 @@ ITEMS_FULL = pb.relation(
     [("id", INT4, True), ("name", TEXT, True), ("body", TEXT, True)],
     replica_identity="f",
 )
+
+
+@pytest.fixture(autouse=True, params=["generated", "plain"])
+def codegen(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with the per-table row functions generated and with the plain ones
+    (PGTAIL_NO_CODEGEN=1): the events must be the same."""
+    if request.param == "plain":
+        monkeypatch.setenv("PGTAIL_NO_CODEGEN", "1")
+    else:
+        monkeypatch.delenv("PGTAIL_NO_CODEGEN", raising=False)
+    return str(request.param)
 
 
 def run(asm: Assembler, payloads: Iterable[bytes]) -> list[Event]:
@@ -139,6 +153,58 @@ def test_row_builders_any_column_names_and_widths(width: int) -> None:
             "insert", inserted.table, inserted.tx, 0, inserted.new, None, None, ()
         )
         assert list(inserted.new) == names  # column order kept
+
+
+def test_row_functions_generated_or_plain_give_the_same_events(codegen: str) -> None:
+    """The generated row functions are registered with linecache (a traceback shows their
+    line); the plain ones are ordinary functions; both give equal events."""
+    names = ("a'b", "new\nline", "id")
+    table = Table(5, "s", "t", "default", ())
+    converters = [bytes.decode, bytes.decode, int]
+    row, insert = _row_builders(table, names, converters)  # type: ignore[arg-type]
+    generated = row.__code__.co_filename.startswith("<pgtail rows of s.t")
+    assert generated == (codegen == "generated")
+    if generated:
+        assert linecache.getline(row.__code__.co_filename, 2).strip().startswith("return {")
+    values = (b"x", b"y", b"7")
+    tx = Transaction(1, 2, 3, T0)
+    assert row(values) == {"a'b": "x", "new\nline": "y", "id": 7}
+    assert list(row(values)) == list(names)
+    assert insert(values, tx, 4) == Change("insert", table, tx, 4, row(values), None, None, ())
+
+
+def test_user_types_are_looked_up_before_the_relation_is_fed() -> None:
+    """The assembler does no lookup itself: it says which types a Relation needs; what it
+    is handed before the Relation decides the columns' values; a failed lookup (nothing
+    handed down) leaves them as an unknown type's, and is not asked for again."""
+    posint = 90_001  # a domain over int4
+    mood = 90_002  # an enum
+    rel = pb.relation(7, "public", "typed", [("id", INT4, True), ("p", posint, False)])
+    rel_both = pb.relation(
+        7, "public", "typed", [("id", INT4, True), ("p", posint, False), ("m", mood, False)]
+    )
+    found = {posint: UserType("d", base=INT4)}
+
+    asm = Assembler(1)
+    assert asm.user_types_wanted(ITEMS) == []  # built-in types only
+    assert asm.user_types_wanted(pb.begin(0x10, T0, 1)) == []  # not a Relation
+    assert asm.user_types_wanted(rel) == [posint]
+    assert unknown_type_oids(po.PARSERS[po.MSG_RELATION](rel_both, False), {mood}) == [posint]
+    asm.add_user_types(found, [posint])
+    assert asm.user_types_wanted(rel) == []
+    assert asm.user_types_wanted(rel_both) == [mood]
+    asm.add_user_types({}, [mood])  # the lookup failed: not asked again
+    assert asm.user_types_wanted(rel_both) == []
+    body = [pb.insert(7, [b"1", b"5", b"happy"])]
+    events = run(asm, [rel_both, *tx_block(1, body)])
+    assert rows(events) == [("insert", {"id": 1, "p": 5, "m": "happy"}, None)]
+
+    # handed down up front, as data
+    events = run(Assembler(1, user_types=found), [rel, *tx_block(1, [pb.insert(7, [b"1", b"5"])])])
+    assert rows(events) == [("insert", {"id": 1, "p": 5}, None)]
+    # never handed down: the value stays text
+    events = run(Assembler(1), [rel, *tx_block(1, [pb.insert(7, [b"1", b"5"])])])
+    assert rows(events) == [("insert", {"id": 1, "p": "5"}, None)]
 
 
 def test_binary_and_mixed_tuple_kinds() -> None:
