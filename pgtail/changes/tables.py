@@ -3,7 +3,7 @@
 A Relation message becomes a `_TableInfo`: the public `Table`, one text and one binary
 converter per column (`pgtail.values`), and the functions that turn a row's values into a
 dict and an Insert's into a `Change` in one step, generated per table through
-`pgtail._codegen` (a plain loop when generation is off). Also `unknown_type_oids`: which
+`pgtail._codegen` (plain ones when generation is off). Also `unknown_type_oids`: which
 of a Relation's types the caller must look up before the assembler sees it.
 """
 
@@ -198,6 +198,7 @@ def _row_builders(
 def _plain_row_builders(
     table: Table, names: tuple[str, ...], converters: list[Converter]
 ) -> tuple[RowBuilder, InsertBuilder]:
+    """`_row_builders`' functions written by hand: a loop in C over the columns."""
     call = _call
     make = _new_change
 
