@@ -125,8 +125,8 @@ def capture_events(path: str, limit: int) -> Iterator[Event]:
             head = capture.read(RECORD.size)
             if len(head) < RECORD.size:
                 return
-            lsn, length = RECORD.unpack(head)
-            for event in assembler.feed(capture.read(length), lsn):
+            _lsn, length = RECORD.unpack(head)
+            for event in assembler.feed(capture.read(length)):
                 if type(event) is Change:
                     changes += 1
                     if changes > limit:

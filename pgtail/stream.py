@@ -786,9 +786,7 @@ class _Stream:
         cfg = self.config
         # the renderer's fast path for text rows (not with --redact: it needs values)
         encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
-        assembler = Assembler(
-            self.proto_version, binary=cfg.binary, encoder=encoder, type_lookup=self.lookup_types
-        )
+        assembler = Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
         flt = None if cfg.filter.is_noop else cfg.filter
         end_lsn = cfg.end_lsn
         max_changes = cfg.max_changes
@@ -813,6 +811,7 @@ class _Stream:
         signals = self.signals
         read_message = self.cursor.read_message
         feed = assembler.feed
+        relation_byte = po.MSG_RELATION
         monotonic = time.monotonic
         in_burst = False  # messages came since the last empty read
         while True:
@@ -833,7 +832,12 @@ class _Stream:
             if not in_burst:
                 in_burst = True
                 self.received_since_connect = True
-            for event in feed(msg.payload, msg.data_start):
+            payload = msg.payload
+            if payload and payload[0] == relation_byte:  # look up the types it uses first
+                wanted = assembler.user_types_wanted(payload)
+                if wanted:
+                    assembler.add_user_types(self.lookup_types(wanted), wanted)
+            for event in feed(payload):
                 cls = type(event)
                 if skipping:
                     if isinstance(event, TxCommit):

@@ -20,7 +20,7 @@ import psycopg2
 import psycopg2.extras
 import pytest
 
-from pgtail import catalog, changes
+from pgtail import catalog
 from pgtail.changes import (
     Assembler,
     Change,
@@ -36,6 +36,7 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
+from pgtail.changes import assembler as assembler_module
 from pgtail.render import RenderOptions, jsonl, make_renderer
 from pgtail.render import sql as sql_render
 from pgtail.server import LocalServer
@@ -104,11 +105,10 @@ class Capture:
 def _decode(
     mode: Mode, payloads: list[tuple[int, bytes]], user_types: dict[int, UserType] | None = None
 ) -> list[Event]:
-    lookup = None if user_types is None else (lambda oids: user_types)
-    asm = Assembler(mode.proto, binary=mode.binary, type_lookup=lookup)
+    asm = Assembler(mode.proto, binary=mode.binary, user_types=user_types)
     events: list[Event] = []
-    for lsn, payload in payloads:
-        events.extend(asm.feed(payload, lsn))
+    for _lsn, payload in payloads:
+        events.extend(asm.feed(payload))
     assert not asm.open_transactions()
     return events
 
@@ -444,7 +444,7 @@ def test_tiny_spill_bound_gives_the_same_events(capture: Capture) -> None:
     payloads = capture.payloads[mode.name]
     expected = _decode(mode, payloads)
     asm = Assembler(mode.proto, binary=True, spill_bytes=4096)
-    got = [e for lsn, payload in payloads for e in asm.feed(payload, lsn)]
+    got = [e for _lsn, payload in payloads for e in asm.feed(payload)]
     assert [_exact(e) for e in got] == [_exact(e) for e in expected]
     assert len(got) > 3500
 
@@ -482,7 +482,7 @@ def test_insert_fast_paths_write_the_same_bytes(
     a file, and the transactions with events that cannot spill raw from there on).
     """
     if deferred is not None:
-        monkeypatch.setattr(changes, "_DEFERRED_ROWS", deferred)
+        monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", deferred)
     bound = {"spill_bytes": spill_bytes} if spill_bytes else {}
     encoded_somewhere = False
     failures: list[str] = []
@@ -526,10 +526,10 @@ def test_insert_fast_paths_write_the_same_bytes(
             mode.proto,
             binary=mode.binary,
             encoder=strict_encoder,
-            type_lookup=lambda oids: capture.user_types,
+            user_types=capture.user_types,
             **bound,
         )
-        fast_events = [e for lsn, payload in payloads for e in fast.feed(payload, lsn)]
+        fast_events = [e for _lsn, payload in payloads for e in fast.feed(payload)]
         encoded = [e for e in fast_events if isinstance(e, EncodedRows)]
         if not mode.binary:
             assert encoded, mode.name  # the fast path did run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import struct
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgtail import changes
+from pgtail import pgoutput as po
 from pgtail.changes import (
     Assembler,
     Change,
@@ -28,7 +29,11 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
+from pgtail.changes import assembler as assembler_module
+from pgtail.changes.held import _SpilledRun
+from pgtail.changes.tables import _new_change, _row_builders, unknown_type_oids
 from pgtail.errors import DecodeError, SpillError
+from pgtail.values import UserType
 from tests import pgbytes as pb
 
 INT4 = 23
@@ -47,6 +52,17 @@ ITEMS_FULL = pb.relation(
     [("id", INT4, True), ("name", TEXT, True), ("body", TEXT, True)],
     replica_identity="f",
 )
+
+
+@pytest.fixture(autouse=True, params=["generated", "plain"])
+def codegen(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with the per-table row functions generated and with the plain ones
+    (PGTAIL_NO_CODEGEN=1): the events must be the same."""
+    if request.param == "plain":
+        monkeypatch.setenv("PGTAIL_NO_CODEGEN", "1")
+    else:
+        monkeypatch.delenv("PGTAIL_NO_CODEGEN", raising=False)
+    return str(request.param)
 
 
 def run(asm: Assembler, payloads: Iterable[bytes]) -> list[Event]:
@@ -114,7 +130,7 @@ def test_fast_change_constructor_equals_dataclass_init() -> None:
     table = Table(1, "s", "t", "full", ())
     tx = Transaction(1, 2, 3, T0)
     args = ("update", table, tx, 4, {"a": 1}, {"a": 0}, "full", ("b",))
-    fast = changes._new_change(*args)
+    fast = _new_change(*args)
     assert fast == Change(*args)  # type: ignore[arg-type]
     assert hash(fast.tx) == hash(tx)
     with pytest.raises(AttributeError):
@@ -137,6 +153,58 @@ def test_row_builders_any_column_names_and_widths(width: int) -> None:
             "insert", inserted.table, inserted.tx, 0, inserted.new, None, None, ()
         )
         assert list(inserted.new) == names  # column order kept
+
+
+def test_row_functions_generated_or_plain_give_the_same_events(codegen: str) -> None:
+    """The generated row functions are registered with linecache (a traceback shows their
+    line); the plain ones are ordinary functions; both give equal events."""
+    names = ("a'b", "new\nline", "id")
+    table = Table(5, "s", "t", "default", ())
+    converters = [bytes.decode, bytes.decode, int]
+    row, insert = _row_builders(table, names, converters)  # type: ignore[arg-type]
+    generated = row.__code__.co_filename.startswith("<pgtail rows of s.t")
+    assert generated == (codegen == "generated")
+    if generated:
+        assert linecache.getline(row.__code__.co_filename, 2).strip().startswith("return {")
+    values = (b"x", b"y", b"7")
+    tx = Transaction(1, 2, 3, T0)
+    assert row(values) == {"a'b": "x", "new\nline": "y", "id": 7}
+    assert list(row(values)) == list(names)
+    assert insert(values, tx, 4) == Change("insert", table, tx, 4, row(values), None, None, ())
+
+
+def test_user_types_are_looked_up_before_the_relation_is_fed() -> None:
+    """The assembler does no lookup itself: it says which types a Relation needs; what it
+    is handed before the Relation decides the columns' values; a failed lookup (nothing
+    handed down) leaves them as an unknown type's, and is not asked for again."""
+    posint = 90_001  # a domain over int4
+    mood = 90_002  # an enum
+    rel = pb.relation(7, "public", "typed", [("id", INT4, True), ("p", posint, False)])
+    rel_both = pb.relation(
+        7, "public", "typed", [("id", INT4, True), ("p", posint, False), ("m", mood, False)]
+    )
+    found = {posint: UserType("d", base=INT4)}
+
+    asm = Assembler(1)
+    assert asm.user_types_wanted(ITEMS) == []  # built-in types only
+    assert asm.user_types_wanted(pb.begin(0x10, T0, 1)) == []  # not a Relation
+    assert asm.user_types_wanted(rel) == [posint]
+    assert unknown_type_oids(po.PARSERS[po.MSG_RELATION](rel_both, False), {mood}) == [posint]
+    asm.add_user_types(found, [posint])
+    assert asm.user_types_wanted(rel) == []
+    assert asm.user_types_wanted(rel_both) == [mood]
+    asm.add_user_types({}, [mood])  # the lookup failed: not asked again
+    assert asm.user_types_wanted(rel_both) == []
+    body = [pb.insert(7, [b"1", b"5", b"happy"])]
+    events = run(asm, [rel_both, *tx_block(1, body)])
+    assert rows(events) == [("insert", {"id": 1, "p": 5, "m": "happy"}, None)]
+
+    # handed down up front, as data
+    events = run(Assembler(1, user_types=found), [rel, *tx_block(1, [pb.insert(7, [b"1", b"5"])])])
+    assert rows(events) == [("insert", {"id": 1, "p": 5}, None)]
+    # never handed down: the value stays text
+    events = run(Assembler(1), [rel, *tx_block(1, [pb.insert(7, [b"1", b"5"])])])
+    assert rows(events) == [("insert", {"id": 1, "p": "5"}, None)]
 
 
 def test_binary_and_mixed_tuple_kinds() -> None:
@@ -713,7 +781,7 @@ def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
     encoded lines move to a file and come back, in order, at the commit."""
     from pgtail.render.jsonl import insert_encoder
 
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
     counter = _CountingTempFiles(monkeypatch)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * (i % 90)]) for i in range(3000)]
     bound = 150_000
@@ -726,7 +794,7 @@ def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
     held = asm._current
     assert held is not None and not held.raw  # never raw: every row encoded on arrival
     assert held.lines_file is not None and counter.opened == 1  # one file for all spills
-    spilled = [r for r in held.rows if type(r) is changes._SpilledRun]
+    spilled = [r for r in held.rows if type(r) is _SpilledRun]
     assert 0 < len(spilled) < len(held.rows)  # the oldest runs spilled, the newest not
     assert held.rows[: len(spilled)] == spilled
     lines_file = held.lines_file
@@ -745,7 +813,7 @@ def test_a_full_disk_while_holding_is_an_error_not_a_second_copy(
     the raw path a second time."""
     from pgtail.render.jsonl import insert_encoder
 
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
 
     def full(*args: Any, **kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")
@@ -775,7 +843,7 @@ def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
     the commit)."""
     from pgtail.render.jsonl import insert_encoder
 
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
     body: list[bytes] = []
     for i in range(1500):
         body.append(pb.insert(16384, [str(i).encode(), b"n", b"x" * 40]))
@@ -940,7 +1008,7 @@ def test_rows_are_converted_on_arrival_with_the_schema_of_that_moment(
     With ``deferred_rows`` 2 the first row and the Relation are held raw and converted
     when the second row arrives; the update after them is converted on arrival.
     """
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", deferred_rows)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", deferred_rows)
     wide = pb.relation(
         16384,
         "public",
@@ -1019,7 +1087,7 @@ def test_bad_value_in_a_rolled_back_subtransaction_is_never_decoded() -> None:
 def test_memory_bound_sends_the_rest_of_a_transaction_raw(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 10)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
     counter = _CountingTempFiles(monkeypatch)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * 100]) for i in range(2000)]
     asm = Assembler(1, spill_bytes=100_000)
@@ -1106,7 +1174,7 @@ def test_converted_events_share_their_transaction_which_later_commits_leave_alon
 
 
 def test_small_transaction_stays_raw_until_its_commit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(changes, "_DEFERRED_ROWS", 5)
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 5)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"b"]) for i in range(8)]
     expected = run(Assembler(1), [ITEMS, *tx_block(9, body)])
     asm = Assembler(1)
@@ -1127,5 +1195,5 @@ def test_catch_up_at_any_point_gives_the_same_events(spill_bytes: int) -> None:
     expected = run(Assembler(2), big)
     for deferred_rows in (0, 1, 7, 100, 10_000):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(changes, "_DEFERRED_ROWS", deferred_rows)
+            patch.setattr(assembler_module, "_DEFERRED_ROWS", deferred_rows)
             assert run(Assembler(2, spill_bytes=spill_bytes), big) == expected, deferred_rows

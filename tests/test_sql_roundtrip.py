@@ -26,7 +26,6 @@ from rich.cells import cell_len
 
 from pgtail import catalog
 from pgtail.changes import Assembler, Column, Event
-from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions
 from pgtail.render.sql import SqlRenderer, literal, quote_ident, quote_literal
 from pgtail.render.table import TableRenderer
@@ -262,12 +261,14 @@ def render_slot(db: Database, slot: str, *, binary: bool) -> tuple[str, list[Eve
         (slot, options),
     )
     assert rows, "the slot produced no changes"
-    assembler = Assembler(
-        1, binary=binary, type_lookup=lambda oids: catalog.lookup_user_types(db.dsn, oids)
-    )
+    assembler = Assembler(1, binary=binary)
     events: list[Event] = []
-    for lsn, data in rows:
-        events.extend(assembler.feed(bytes(data), parse_lsn(str(lsn))))
+    for _lsn, data in rows:
+        payload = bytes(data)
+        wanted = assembler.user_types_wanted(payload)
+        if wanted:
+            assembler.add_user_types(catalog.lookup_user_types(db.dsn, wanted), wanted)
+        events.extend(assembler.feed(payload))
     warnings: list[str] = []
     out = _Sink()
     renderer = SqlRenderer(out, RenderOptions(extra={"warn": warnings.append}))
@@ -461,8 +462,8 @@ def test_two_phase_replay(db: Database, target_factory: object, tmp_path: Path) 
     assembler = Assembler(3)
     out = _Sink()
     renderer = SqlRenderer(out, RenderOptions())
-    for lsn, data in rows:
-        for event in assembler.feed(bytes(data), parse_lsn(str(lsn))):
+    for _lsn, data in rows:
+        for event in assembler.feed(bytes(data)):
             renderer.render(event)
     renderer.close()
     sql = out.getvalue().decode("utf-8")

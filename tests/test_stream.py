@@ -862,8 +862,13 @@ def test_enums_domains_and_their_arrays_decode_by_their_kind(db: Any) -> None:
     create_slot(db, "p")
     db.execute("INSERT INTO typed VALUES (2, 'red', '{}', 1, NULL, 1, 0)")
     _, peeked = catalog.peek_changes(db.dsn, "p", ["pub"])
-    asm = Assembler(1, type_lookup=lambda oids: catalog.lookup_user_types(db.dsn, oids))
-    rows = [e.new for p in peeked for e in asm.feed(p.data) if isinstance(e, Change)]
+    asm = Assembler(1)
+    rows = []
+    for p in peeked:
+        wanted = asm.user_types_wanted(p.data)
+        if wanted:
+            asm.add_user_types(catalog.lookup_user_types(db.dsn, wanted), wanted)
+        rows.extend(e.new for e in asm.feed(p.data) if isinstance(e, Change))
     assert rows == [{"id": 2, "c": "red", "cs": [], "p": 1, "ps": None, "sp": 1, "pr": "0.00"}]
 
 

@@ -6,7 +6,6 @@ rich table on a terminal, aligned plain text when piped, JSON with ``--json``.
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -413,10 +412,13 @@ def slot_peek(
     out = sys.stdout.buffer
     color, width = terminal_style(stdout_is_terminal())
     renderer = make_renderer(fmt, out, RenderOptions(color=color, width=width))
-    assembler = Assembler(1, type_lookup=functools.partial(catalog.lookup_user_types, dsn))
+    assembler = Assembler(1)
     try:
         for change in changes:
-            for event in assembler.feed(change.data, change.lsn):
+            wanted = assembler.user_types_wanted(change.data)
+            if wanted:  # a Relation using types that are not built in: ask pg_type first
+                assembler.add_user_types(catalog.lookup_user_types(dsn, wanted), wanted)
+            for event in assembler.feed(change.data):
                 renderer.render(event)
     finally:
         renderer.close()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -226,12 +225,10 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
     start, end = partition.start, partition.end
     if partition.check_data_loss:
         check_data_loss(partition.slot, _confirmed(partition), start, partition.fail_on_data_loss)
-    assembler = Assembler(
-        1, binary=partition.binary, type_lookup=partial(catalog.lookup_user_types, partition.dsn)
-    )
+    assembler = Assembler(1, binary=partition.binary)
     rows = RowBuffer()
     options = list(partition.plugin_options)
-    for lsn, payload in catalog.peek_until(
+    for _lsn, payload in catalog.peek_until(
         partition.dsn,
         partition.slot,
         end,
@@ -239,7 +236,10 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
         partition.busy_timeout,
         application_name=sql.APPLICATION_NAME,
     ):
-        for event in assembler.feed(payload, lsn):
+        wanted = assembler.user_types_wanted(payload)
+        if wanted:  # a Relation using types that are not built in: ask pg_type first
+            assembler.add_user_types(catalog.lookup_user_types(partition.dsn, wanted), wanted)
+        for event in assembler.feed(payload):
             if isinstance(event, Change):
                 if start <= event.tx.commit_lsn < end:
                     rows.add_change(event)

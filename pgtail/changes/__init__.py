@@ -1,0 +1,58 @@
+"""pgoutput messages -> change events a renderer can use without knowing the protocol.
+
+- `pgtail.changes.events`: the event types (frozen slots dataclasses) and the encoder
+  interface a renderer implements (`InsertEncoders`);
+- `pgtail.changes.tables`: the relation cache's entries (column names, key columns,
+  converters, the per-table row functions);
+- `pgtail.changes.held`: holding a transaction until its commit, spilling a large one;
+- `pgtail.changes.assembler`: the `Assembler`, messages in, whole transactions out.
+
+Pure: no psycopg2, no I/O. Types that are not built in are looked up by the caller and
+handed down as data (`Assembler.user_types_wanted`, `Assembler.add_user_types`).
+"""
+
+from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, Assembler
+from pgtail.changes.events import (
+    Change,
+    Column,
+    CommitPrepared,
+    EncodedRows,
+    Event,
+    InsertEncoder,
+    InsertEncoders,
+    Message,
+    OldKind,
+    Op,
+    ReplicaIdentity,
+    RollbackPrepared,
+    Table,
+    Transaction,
+    Truncate,
+    TxBegin,
+    TxCommit,
+)
+from pgtail.changes.tables import Converter, unknown_type_oids
+
+__all__ = [
+    "DEFAULT_SPILL_BYTES",
+    "Assembler",
+    "Change",
+    "Column",
+    "CommitPrepared",
+    "Converter",
+    "EncodedRows",
+    "Event",
+    "InsertEncoder",
+    "InsertEncoders",
+    "Message",
+    "OldKind",
+    "Op",
+    "ReplicaIdentity",
+    "RollbackPrepared",
+    "Table",
+    "Transaction",
+    "Truncate",
+    "TxBegin",
+    "TxCommit",
+    "unknown_type_oids",
+]
