@@ -23,7 +23,6 @@ class Signals:
         os.set_blocking(self._read_fd, False)
         os.set_blocking(self._write_fd, False)
         self._previous: dict[int, Any] = {}
-        self._old_wakeup: int | None = None
         self._installed = install and threading.current_thread() is threading.main_thread()
         if self._installed:
             for signum in (signal.SIGINT, signal.SIGTERM):
