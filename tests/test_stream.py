@@ -876,16 +876,17 @@ def test_a_failed_type_lookup_is_a_warning() -> None:
     """pg_type out of reach: the stream goes on with those columns as text, and says so."""
     import socket
 
-    from pgtail.stream import _Signals, _Stream
+    from pgtail.stream.session import Session
+    from pgtail.stream.signals import Signals
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         unused_tcp_port = probe.getsockname()[1]
 
     logged: list[str] = []
-    signals = _Signals(install=False)
+    signals = Signals(install=False)
     try:
-        stream = _Stream(
+        stream = Session(
             StreamConfig(dsn=f"host=127.0.0.1 port={unused_tcp_port} password=sekrit"),
             io.BytesIO(),
             logged.append,

@@ -1,8 +1,11 @@
-"""The replication loop: stream a slot with pgoutput, render every change, confirm progress.
+"""The replication session: connect, START_REPLICATION, the read loop, keepalives,
+reconnects, signals.
 
 The only module that talks the replication protocol (psycopg2's
 ``LogicalReplicationConnection``). Library entry point: ``run(StreamConfig(...), out)
--> StreamResult`` (the CLI and the demo both call it).
+-> StreamResult`` (the CLI and the demo both call it). What to stop at, skip and
+batch is decided by `StreamPolicy` (``policy.py``), what to confirm by `Feedback`;
+the writer thread is in ``writer.py``.
 
 Threads: the main thread reads, assembles, filters and renders into memory; a writer
 thread only writes those bytes to the output (and fsyncs with ``--output``) through a
@@ -31,21 +34,16 @@ with its connection: a lost connection is then an error, not a reconnect.
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
 import io
-import json
 import os
 import queue
 import select
-import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO
 
 import psycopg2
 import psycopg2.errors
@@ -61,384 +59,20 @@ from pgtail.errors import (
     ConfigurationError,
     ConnectionFailed,
     PgtailError,
-    PublicationError,
     ReplicationError,
     ServerCapabilityError,
     SlotError,
-    redact,
 )
 from pgtail.feedback import Feedback
-from pgtail.filters import EventFilter
 from pgtail.lsn import format_lsn
-from pgtail.render import RenderOptions, insert_encoder, make_renderer
+from pgtail.render import insert_encoder, make_renderer
+from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
+from pgtail.stream.options import replication_options
+from pgtail.stream.policy import StreamPolicy
+from pgtail.stream.publications import choose_publications, drop_run_publication
+from pgtail.stream.signals import Signals
+from pgtail.stream.writer import STOP, Batch, OutputState, Writer
 from pgtail.values import UserType
-
-PLUGIN = "pgoutput"
-Streaming = Literal["off", "on", "parallel"]
-StopReason = Literal["end", "max_changes", "idle", "signal", "closed", "error"]
-
-# Highest pgoutput protocol version per server major (PG10-13: 1, 14: 2, 15: 3, 16+: 4).
-_MAX_PROTO = {14: 2, 15: 3}
-# Oldest server major for each protocol version.
-_PROTO_MIN_MAJOR = {1: 10, 2: 14, 3: 15, 4: 16}
-
-_BATCH = 512  # events per queue item
-_QUEUE_ITEMS = 64  # bounded: output can lag the reader by at most this many batches
-
-
-def max_proto_version(major: int) -> int:
-    if major >= 16:
-        return 4
-    return _MAX_PROTO.get(major, 1)
-
-
-@dataclass(frozen=True)
-class ReconnectPolicy:
-    attempts: int = 10  # consecutive failed attempts before giving up (0: never reconnect)
-    initial_delay: float = 0.5
-    max_delay: float = 30.0
-
-    def delay(self, attempt: int) -> float:
-        return float(min(self.max_delay, self.initial_delay * (2 ** max(0, attempt - 1))))
-
-
-@dataclass(frozen=True)
-class StreamConfig:
-    dsn: str | None = None
-    slot: str | None = None  # None: a TEMPORARY slot on the replication connection
-    create_slot: bool = False
-    publications: tuple[str, ...] = ()
-    create_publication: bool = False
-    publication_tables: tuple[str, ...] = ()  # with create_publication; empty: all tables
-    publication_schemas: tuple[str, ...] = ()
-    proto_version: int | None = None  # None: the highest the server supports
-    binary: bool = False
-    messages: bool = False
-    streaming: Streaming = "off"
-    two_phase: bool = False
-    origin: Literal["any", "none"] | None = None
-    start_lsn: int | None = None
-    end_lsn: int | None = None
-    max_changes: int | None = None
-    idle_exit: float | None = None
-    format: str = "json"  # json | table | sql | raw
-    render_options: RenderOptions = field(default_factory=RenderOptions)
-    output: str | None = None  # append to this file (fsync'd before confirming)
-    status_interval: float = 10.0
-    filter: EventFilter = field(default_factory=EventFilter)
-    reconnect: ReconnectPolicy = field(default_factory=ReconnectPolicy)
-    application_name: str = "pgtail"
-
-
-@dataclass(frozen=True)
-class StreamResult:
-    reason: StopReason
-    signal: int | None  # the signal that stopped the stream (SIGINT / SIGTERM), if any
-    changes: int  # changes, truncates and messages written
-    transactions: int  # transactions confirmed as written
-    confirmed_lsn: int  # the last flush LSN sent to the server
-    slot: str
-    publications: tuple[str, ...]
-    reconnects: int
-    # a second signal abandoned output still waiting for a blocked consumer; the writer
-    # thread may still be stuck in write(2), so the caller should exit at once (os._exit)
-    abandoned: bool = False
-
-
-Logger = Callable[[str], None]
-
-
-def _no_log(message: str) -> None:
-    pass
-
-
-# --------------------------------------------------------------------------- preflight
-
-
-def _choose_publications(
-    conn: PgConnection, config: StreamConfig, server: catalog.ServerInfo, log: Logger
-) -> tuple[str, ...]:
-    existing = catalog.publication_names(conn)
-    if config.publications:
-        missing = [p for p in config.publications if p not in existing]
-        if missing:
-            raise PublicationError(
-                f"publication {missing[0]!r} does not exist in database {server.database!r}",
-                hint=f'CREATE PUBLICATION "{missing[0]}" FOR TABLE ...;'
-                " or pgtail stream --create-publication --table ...",
-            )
-        return config.publications
-    if len(existing) == 1:
-        log(f"pgtail: using publication {existing[0]!r}, the only one in {server.database!r}")
-        return (existing[0],)
-    if not existing:
-        raise PublicationError(
-            f"database {server.database!r} has no publication",
-            hint="CREATE PUBLICATION pgtail FOR ALL TABLES; or pass --create-publication"
-            " (with --table/--schema) to create one for this run",
-        )
-    raise PublicationError(
-        f"database {server.database!r} has {len(existing)} publications"
-        f" ({', '.join(existing)}); choose with --publication",
-        hint="--publication NAME, repeatable, or PGTAIL_PUBLICATION",
-    )
-
-
-def _drop_publication(dsn: str, name: str, log: Logger) -> None:
-    try:
-        catalog.drop_publication(dsn, name, if_exists=True)
-    except Exception as exc:  # best effort on the way out
-        log(f"pgtail: warning: could not drop publication {name!r}: {redact(str(exc))}")
-
-
-# --------------------------------------------------------------------------- options
-
-
-def _replication_options(
-    config: StreamConfig, server: catalog.ServerInfo, publications: tuple[str, ...]
-) -> tuple[int, dict[str, str]]:
-    major = server.major
-    top = max_proto_version(major)
-    version = config.proto_version if config.proto_version is not None else top
-    if version < 1 or version > 4:
-        raise ConfigurationError(f"--proto-version must be 1 to 4, not {version}")
-    if version > top:
-        raise ServerCapabilityError(
-            f"pgoutput protocol version {version} needs PostgreSQL"
-            f" {_PROTO_MIN_MAJOR[version]} or later (server is {major})"
-        )
-
-    def need(what: str, minimum: int) -> None:
-        if major < minimum:
-            raise ServerCapabilityError(
-                f"{what} needs PostgreSQL {minimum} or later (server is {major})"
-            )
-
-    options = {"proto_version": str(version), "publication_names": _publication_names(publications)}
-    if config.binary:
-        need("--binary", 14)
-        options["binary"] = "true"
-    if config.messages:
-        need("--messages", 14)
-        options["messages"] = "true"
-    if config.streaming != "off":
-        need("--streaming", 14)
-        if version < 2:
-            raise ServerCapabilityError("--streaming needs --proto-version 2 or later")
-        if config.streaming == "parallel":
-            need("--streaming parallel", 16)
-            if version < 4:
-                raise ServerCapabilityError("--streaming parallel needs --proto-version 4")
-            options["streaming"] = "parallel"
-        else:
-            options["streaming"] = "on"
-    if config.two_phase:
-        need("--two-phase", 15)
-        if version < 3:
-            raise ServerCapabilityError("--two-phase needs --proto-version 3 or later")
-        options["two_phase"] = "true"
-    if config.origin is not None:
-        need("--origin", 16)
-        options["origin"] = config.origin
-    return version, options
-
-
-def _publication_names(names: tuple[str, ...]) -> str:
-    # pgoutput splits this with SplitIdentifierString: quote each name as an identifier.
-    return ",".join('"' + n.replace('"', '""') + '"' for n in names)
-
-
-# --------------------------------------------------------------------------- output state
-
-
-class OutputState:
-    """``--output FILE`` bookkeeping so a restart never writes a transaction twice.
-
-    After each fsync of the output, ``FILE.pgtail-state`` records the stream position
-    written (the end LSN of the last transaction) and the file's size, atomically. On
-    start, a tail written after the last record (killed before it was recorded, hence
-    never confirmed, so the server sends it again) is cut off, and transactions at or
-    before the recorded position are skipped.
-    """
-
-    def __init__(self, path: str, slot: str) -> None:
-        self.path = Path(path)
-        self.state_path = Path(path + ".pgtail-state")
-        self.slot = slot
-        self.position = 0
-        self.size = 0
-
-    def load(self, log: Logger) -> None:
-        try:
-            actual = self.path.stat().st_size
-        except FileNotFoundError:
-            actual = 0
-        try:
-            data = json.loads(self.state_path.read_text())
-        except FileNotFoundError:
-            data = None
-        except (OSError, ValueError):
-            log(f"pgtail: warning: ignoring unreadable {self.state_path}")
-            data = None
-        if data is None or data.get("slot") != self.slot:
-            # a fresh start for this slot: whatever is in the file now is not ours to cut
-            self.save(0, actual)
-            return
-        self.position = int(data.get("position", 0))
-        recorded = int(data.get("size", 0))
-        if actual > recorded:
-            # written but never recorded (hence never confirmed): the server sends it again
-            with open(self.path, "r+b") as fh:
-                fh.truncate(recorded)
-                os.fsync(fh.fileno())
-            log(
-                f"pgtail: removed {actual - recorded} bytes of unconfirmed output from"
-                f" {self.path} (they will be streamed again)"
-            )
-        self.size = min(actual, recorded)
-
-    def save(self, position: int, size: int) -> None:
-        """Record that the file ends, at ``size`` bytes, with everything up to ``position``."""
-        self.position = max(self.position, position)
-        self.size = size
-        tmp = self.state_path.with_name(self.state_path.name + ".tmp")
-        payload = json.dumps({"slot": self.slot, "position": self.position, "size": size})
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, payload.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.state_path)
-
-
-# --------------------------------------------------------------------------- writer
-
-
-@dataclass(slots=True)
-class _Batch:
-    items: list[Any]  # events (or raw messages) to render; rendered by the reader
-    confirm_lsn: int  # end LSN of the last transaction completed in this batch (0: none)
-    # stream position after this batch; nonzero only when the batch ends exactly at the end
-    # of a transaction or a non-transactional message (the --output file is cut there)
-    position: int
-    transactions: int
-    changes: int
-    data: bytes = b""  # the rendered output of ``items``
-
-
-_STOP = object()
-
-
-class _Writer(threading.Thread):
-    """Writes rendered batches to the output; reports what is flushed to the feedback object.
-
-    It does no rendering (the reader does, into memory), so it holds the GIL only
-    briefly and mostly sits in write(2): the reader keeps its CPU.
-    """
-
-    def __init__(
-        self,
-        out: BinaryIO,
-        feedback: Feedback,
-        lock: threading.Lock,
-        wake: Callable[[], None],
-        fsync: bool,
-        state: OutputState | None,
-    ) -> None:
-        super().__init__(name="pgtail-writer", daemon=True)
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=_QUEUE_ITEMS)
-        self._out = out
-        self._feedback = feedback
-        self._lock = lock
-        self._wake = wake
-        self._fsync = fsync
-        self._state = state
-        self._flush_interval = 0.05 if fsync else 0.0
-        self.enqueued = 0  # batches handed over (reader side)
-        self.done = 0  # batches written and flushed
-        self.changes = 0
-        self.transactions = 0
-        self.closed = False  # the reader of our output went away (EPIPE)
-        self.error: BaseException | None = None
-        self.finished = threading.Event()
-        self._boundary: tuple[int, int] | None = None  # (position, file offset) at its end
-
-    @property
-    def failed(self) -> bool:
-        return self.closed or self.error is not None
-
-    def idle(self) -> bool:
-        return self.done == self.enqueued
-
-    def run(self) -> None:
-        pending: list[_Batch] = []
-        last_flush = 0.0
-        try:
-            while True:
-                timeout = None
-                if pending:
-                    timeout = max(0.0, last_flush + self._flush_interval - time.monotonic())
-                try:
-                    item = (
-                        self.queue.get(timeout=timeout)
-                        if timeout != 0.0
-                        else (self.queue.get_nowait())
-                    )
-                except queue.Empty:
-                    self._flush(pending)
-                    pending = []
-                    last_flush = time.monotonic()
-                    continue
-                if item is _STOP:
-                    self._flush(pending)
-                    self._out.flush()
-                    return
-                batch: _Batch = item
-                if batch.data:
-                    self._out.write(batch.data)
-                    # pending keeps the batch until the flush (up to 0.5s): not its output
-                    batch.data = b""
-                if batch.position and self._state is not None:
-                    self._boundary = (batch.position, self._out.tell())
-                pending.append(batch)
-                if time.monotonic() - last_flush >= 0.5:
-                    self._flush(pending)
-                    pending = []
-                    last_flush = time.monotonic()
-        except BrokenPipeError:
-            self.closed = True
-        except OSError as exc:
-            if exc.errno in (errno.EPIPE, errno.EBADF):
-                self.closed = True
-            else:
-                self.error = exc
-        except BaseException as exc:  # reported by the reader
-            self.error = exc
-        finally:
-            self.finished.set()
-            self._wake()
-
-    def _flush(self, pending: list[_Batch]) -> None:
-        if not pending:
-            return
-        self._out.flush()
-        if self._fsync:
-            os.fsync(self._out.fileno())
-        confirm = max(b.confirm_lsn for b in pending)
-        if self._state is not None and self._boundary is not None:
-            self._state.save(*self._boundary)
-            self._boundary = None
-        with self._lock:
-            if confirm:
-                self._feedback.written(confirm)
-            self.changes += sum(b.changes for b in pending)
-            self.transactions += sum(b.transactions for b in pending)
-            self.done += len(pending)
-        self._wake()
-
-
-# --------------------------------------------------------------------------- the stream
 
 
 class _Stop(Exception):
@@ -473,50 +107,6 @@ class _ServerError(Exception):
         self.original = exc
 
 
-class _Signals:
-    """SIGINT/SIGTERM set a flag (first) or force an exit (second); the select loop wakes."""
-
-    def __init__(self, install: bool) -> None:
-        self.received: int | None = None
-        self.forced = False
-        self._read_fd, self._write_fd = os.pipe()
-        os.set_blocking(self._read_fd, False)
-        os.set_blocking(self._write_fd, False)
-        self._previous: dict[int, Any] = {}
-        self._old_wakeup: int | None = None
-        self._installed = install and threading.current_thread() is threading.main_thread()
-        if self._installed:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._handle)
-
-    @property
-    def fd(self) -> int:
-        return self._read_fd
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is not None:
-            self.forced = True
-        else:
-            self.received = signum
-        self.wake()
-
-    def wake(self) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self._write_fd, b"\0")
-
-    def drain(self) -> None:
-        with contextlib.suppress(OSError):
-            while os.read(self._read_fd, 4096):
-                pass
-
-    def close(self) -> None:
-        if self._installed:
-            for signum, handler in self._previous.items():
-                signal.signal(signum, handler)
-        os.close(self._read_fd)
-        os.close(self._write_fd)
-
-
 def _is_pipe(out: BinaryIO) -> int | None:
     try:
         fd = out.fileno()
@@ -536,41 +126,46 @@ def _reader_gone(fd: int) -> bool:
     return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
 
 
-class _Stream:
-    def __init__(self, config: StreamConfig, out: BinaryIO, log: Logger, signals: _Signals):
+class Session:
+    """One run of the stream: its configuration, the replication connection (and the
+    reconnects), the feedback and policy objects the loops consult, and the hand-off of
+    rendered batches to the writer thread."""
+
+    def __init__(self, config: StreamConfig, out: BinaryIO, log: Logger, signals: Signals):
+        # ---- what was asked, and what preflight found out
         self.config = config
-        self.out = out
         self.log = log
         self.signals = signals
         self.dsn = resolve_dsn(config.dsn)
-        self.lock = threading.Lock()
-        self.feedback = Feedback(status_interval=config.status_interval)
         self.slot = config.slot or f"pgtail_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         self.temporary = config.slot is None
-        self.publications: tuple[str, ...] = ()
-        self.created_publication: str | None = None
         self.server: catalog.ServerInfo | None = None
+        self.publications: tuple[str, ...] = ()
+        self.created_publication: str | None = None  # dropped again when the run ends
         self.proto_version = 1
-        self.options: dict[str, str] = {}
+        self.options: dict[str, str] = {}  # START_REPLICATION options
+        # ---- the replication connection
         self.conn: Any = None
         self.cursor: Any = None
-        self.position = 0  # stream position of the last batch handed to the writer
-        self.skip_upto = 0  # transactions at or before this position were already written
-        self.changes_seen = 0
+        self.types_conn: PgConnection | None = None  # see lookup_types
         self.reconnects = 0
-        self.last_data = time.monotonic()
-        self.writer: _Writer | None = None
-        self.state: OutputState | None = None
-        self.pipe_fd = _is_pipe(out) if config.output is None else None
-        self.stop_reason: StopReason | None = None
         self.received_since_connect = False
-        # the renderer writes into this buffer (in the reader thread); each batch's bytes
-        # go to the writer thread
+        self.last_data = time.monotonic()  # when data last came (for --idle-exit)
+        # ---- the rules: what is safe to confirm (shared with the writer, under lock),
+        # and where to stop, what to skip, how to batch (the reader's alone)
+        self.lock = threading.Lock()
+        self.feedback = Feedback(status_interval=config.status_interval)
+        self.policy = StreamPolicy(end_lsn=config.end_lsn, max_changes=config.max_changes)
+        # ---- the hand-off to the writer: the renderer writes into ``buffer`` (in the
+        # reader thread); each batch's bytes go to the writer thread
+        self.writer: Writer | None = None
+        self.state: OutputState | None = None  # with --output
+        self.pipe_fd = _is_pipe(out) if config.output is None else None
         self.buffer = io.BytesIO()
-        self.render: Callable[[Any], None] = _no_log
+        self.render: Callable[[Any], None] = no_log
         self.close_renderer: Callable[[], None] = lambda: None
         self.renderer_closed = False
-        self.types_conn: PgConnection | None = None  # see lookup_types
+        self.position = 0  # stream position of the last batch handed to the writer
 
     # ----------------------------------------------------------------- setup
 
@@ -596,15 +191,13 @@ class _Stream:
                         schemas=self.config.publication_schemas,
                     )
                     self.created_publication = name
-                    self.publications = (self.created_publication,)
-                    self.log(
-                        f"pgtail: created publication {self.created_publication!r} for this run"
-                    )
+                    self.publications = (name,)
+                    self.log(f"pgtail: created publication {name!r} for this run")
                 else:
-                    self.publications = _choose_publications(conn, self.config, server, self.log)
+                    self.publications = choose_publications(conn, self.config, server, self.log)
             else:
-                self.publications = _choose_publications(conn, self.config, server, self.log)
-            self.proto_version, self.options = _replication_options(
+                self.publications = choose_publications(conn, self.config, server, self.log)
+            self.proto_version, self.options = replication_options(
                 self.config, server, self.publications
             )
             if not self.temporary:
@@ -732,11 +325,7 @@ class _Stream:
 
     # ----------------------------------------------------------------- loop
 
-    def check_signals(self) -> None:
-        if self.signals.forced:
-            raise _Stop("signal")
-
-    def enqueue(self, batch: _Batch) -> None:
+    def enqueue(self, batch: Batch) -> None:
         writer = self.writer
         assert writer is not None
         if batch.items:
@@ -788,9 +377,12 @@ class _Stream:
         encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
         assembler = Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
         flt = None if cfg.filter.is_noop else cfg.filter
-        end_lsn = cfg.end_lsn
-        max_changes = cfg.max_changes
-        skip_upto = self.skip_upto
+        policy = self.policy
+        past_end, written = policy.past_end, policy.written
+        batch_size = policy.batch_size
+        # changes that may still be taken: the batch's count is checked against it, and
+        # the policy hears of the batch's changes when the batch is handed over
+        room = policy.room()
         items: list[Any] = []
         confirm = 0
         position = 0
@@ -802,10 +394,13 @@ class _Stream:
         TxBegin, TxCommit = ch.TxBegin, ch.TxCommit
 
         def flush_items() -> None:
-            nonlocal items, confirm, position, txs, nchanges
+            nonlocal items, confirm, position, txs, nchanges, room
             if items or confirm or position:
-                self.enqueue(_Batch(items, confirm, position, txs, nchanges))
+                batch = Batch(items, confirm, position, txs, nchanges)
                 items, confirm, position, txs, nchanges = [], 0, 0, 0, 0
+                policy.took(batch.changes)
+                room = policy.room()
+                self.enqueue(batch)
 
         # bound once: this loop runs once per message (a connection lost ends it)
         signals = self.signals
@@ -814,130 +409,132 @@ class _Stream:
         relation_byte = po.MSG_RELATION
         monotonic = time.monotonic
         in_burst = False  # messages came since the last empty read
-        while True:
-            if signals.received is not None:
-                flush_items()
-                raise _Stop("signal")
-            try:
-                msg = read_message()
-            except psycopg2.Error as exc:
-                raise _lost(exc) from None
-            if msg is None:
-                if in_burst:  # data until just now: the idle time starts here
-                    self.last_data = monotonic()
-                    in_burst = False
-                flush_items()
-                self._idle_tick(assembler.open_transactions(), end_lsn)
-                continue
-            if not in_burst:
-                in_burst = True
-                self.received_since_connect = True
-            payload = msg.payload
-            if payload and payload[0] == relation_byte:  # look up the types it uses first
-                wanted = assembler.user_types_wanted(payload)
-                if wanted:
-                    assembler.add_user_types(self.lookup_types(wanted), wanted)
-            for event in feed(payload):
-                cls = type(event)
-                if skipping:
-                    if isinstance(event, TxCommit):
-                        skipping = False
-                    continue
-                if cls is not Change:
-                    if isinstance(event, TxBegin):
-                        tx = event.tx
-                        if end_lsn is not None and tx.commit_lsn > end_lsn:
-                            flush_items()
-                            raise _Stop("end")
-                        if tx.end_lsn <= skip_upto:
-                            skipping = True
-                            continue
-                    elif isinstance(event, TxCommit):
-                        confirm = position = event.tx.end_lsn
-                        txs += 1
-                        items.append(event)
-                        flush_items()  # batches end at transaction boundaries
-                        continue
-                    elif isinstance(event, ch.CommitPrepared | ch.RollbackPrepared):
-                        pos = (
-                            event.end_lsn
-                            if isinstance(event, ch.CommitPrepared)
-                            else event.rollback_end_lsn
-                        )
-                        if end_lsn is not None and pos > end_lsn:
-                            flush_items()
-                            raise _Stop("end")
-                        if pos <= skip_upto:
-                            continue
-                        confirm = position = pos
-                        txs += 1
-                        items.append(event)
-                        flush_items()
-                        continue
-                    elif isinstance(event, Message) and event.tx is None:
-                        lsn = event.lsn
-                        if end_lsn is not None and lsn > end_lsn:
-                            flush_items()
-                            raise _Stop("end")
-                        if lsn + 1 <= skip_upto:
-                            continue
-                        position = lsn + 1
-                        kept_message = flt.apply(event) if flt is not None else event
-                        if kept_message is not None:
-                            items.append(kept_message)
-                            nchanges += 1
-                            self.changes_seen += 1
-                        flush_items()
-                        if max_changes is not None and self.changes_seen >= max_changes:
-                            raise _Stop("max_changes")
-                        continue
-                if flt is not None:
-                    kept = flt.apply(event)
-                    if kept is None:
-                        continue
-                    event = kept
-                if cls is EncodedRows:
-                    inserts: ch.EncodedRows = event  # type: ignore[assignment]
-                    count = inserts.count
-                    if max_changes is not None and self.changes_seen + count >= max_changes:
-                        inserts = inserts.head(max_changes - self.changes_seen)
-                        count = inserts.count
-                    items.append(inserts)
-                    nchanges += count
-                    self.changes_seen += count
-                    if max_changes is not None and self.changes_seen >= max_changes:
-                        flush_items()
-                        raise _Stop("max_changes")
-                    if nchanges >= _BATCH:
-                        flush_items()
-                    continue
-                items.append(event)
-                if cls is Change or cls is Truncate or cls is Message:
-                    nchanges += 1
-                    self.changes_seen += 1
-                    if max_changes is not None and self.changes_seen >= max_changes:
-                        flush_items()
-                        raise _Stop("max_changes")
-                if len(items) >= _BATCH:
+        try:
+            while True:
+                if signals.received is not None:
                     flush_items()
-            if len(items) >= _BATCH:
-                flush_items()
+                    raise _Stop("signal")
+                try:
+                    msg = read_message()
+                except psycopg2.Error as exc:
+                    raise _lost(exc) from None
+                if msg is None:
+                    if in_burst:  # data until just now: the idle time starts here
+                        self.last_data = monotonic()
+                        in_burst = False
+                    flush_items()
+                    self._idle_tick(assembler.open_transactions())
+                    continue
+                if not in_burst:
+                    in_burst = True
+                    self.received_since_connect = True
+                payload = msg.payload
+                if payload and payload[0] == relation_byte:  # look up the types it uses first
+                    wanted = assembler.user_types_wanted(payload)
+                    if wanted:
+                        assembler.add_user_types(self.lookup_types(wanted), wanted)
+                for event in feed(payload):
+                    cls = type(event)
+                    if skipping:
+                        if isinstance(event, TxCommit):
+                            skipping = False
+                        continue
+                    if cls is not Change:
+                        if isinstance(event, TxBegin):
+                            tx = event.tx
+                            if past_end(tx.commit_lsn):
+                                flush_items()
+                                raise _Stop("end")
+                            if written(tx.end_lsn):
+                                skipping = True
+                                continue
+                        elif isinstance(event, TxCommit):
+                            confirm = position = event.tx.end_lsn
+                            txs += 1
+                            items.append(event)
+                            flush_items()  # batches end at transaction boundaries
+                            continue
+                        elif isinstance(event, ch.CommitPrepared | ch.RollbackPrepared):
+                            pos = (
+                                event.end_lsn
+                                if isinstance(event, ch.CommitPrepared)
+                                else event.rollback_end_lsn
+                            )
+                            if past_end(pos):
+                                flush_items()
+                                raise _Stop("end")
+                            if written(pos):
+                                continue
+                            confirm = position = pos
+                            txs += 1
+                            items.append(event)
+                            flush_items()
+                            continue
+                        elif isinstance(event, Message) and event.tx is None:
+                            lsn = event.lsn
+                            if past_end(lsn):
+                                flush_items()
+                                raise _Stop("end")
+                            if written(lsn + 1):
+                                continue
+                            position = lsn + 1
+                            kept_message = flt.apply(event) if flt is not None else event
+                            if kept_message is not None:
+                                items.append(kept_message)
+                                nchanges += 1
+                            flush_items()
+                            if policy.limit_reached:
+                                raise _Stop("max_changes")
+                            continue
+                    if flt is not None:
+                        kept = flt.apply(event)
+                        if kept is None:
+                            continue
+                        event = kept
+                    if cls is EncodedRows:
+                        inserts: ch.EncodedRows = event  # type: ignore[assignment]
+                        count = inserts.count
+                        if nchanges + count >= room:
+                            inserts = inserts.head(room - nchanges)
+                            count = inserts.count
+                        items.append(inserts)
+                        nchanges += count
+                        if nchanges >= room:
+                            flush_items()
+                            raise _Stop("max_changes")
+                        if nchanges >= batch_size:
+                            flush_items()
+                        continue
+                    items.append(event)
+                    if cls is Change or cls is Truncate or cls is Message:
+                        nchanges += 1
+                        if nchanges >= room:
+                            flush_items()
+                            raise _Stop("max_changes")
+                    if len(items) >= batch_size:
+                        flush_items()
+                if len(items) >= batch_size:
+                    flush_items()
+        finally:
+            # changes taken but never handed over (the connection was lost) still count
+            policy.took(nchanges)
 
     def stream_raw(self) -> None:
         """``--format raw``: every message, decoded field by field, as a trace."""
-        cfg = self.config
         decoder = po.Decoder(self.proto_version)
         items: list[Any] = []
         confirm = 0
         txs = 0
         in_tx = False
         streamed: set[int] = set()
-        end_lsn = cfg.end_lsn
+        policy = self.policy
+        batch_size = policy.batch_size
+        limited = policy.max_changes is not None
 
         def flush_items() -> None:
             nonlocal items, confirm, txs
             if items:
-                self.enqueue(_Batch(items, confirm, confirm, txs, len(items)))
+                self.enqueue(Batch(items, confirm, confirm, txs, len(items)))
                 items, confirm, txs = [], 0, 0
 
         while True:
@@ -950,13 +547,13 @@ class _Stream:
                 raise _lost(exc) from None
             if msg is None:
                 flush_items()
-                self._idle_tick(in_tx or bool(streamed), end_lsn)
+                self._idle_tick(in_tx or bool(streamed))
                 continue
             self.last_data = time.monotonic()
             self.received_since_connect = True
             message = decoder.decode(msg.payload)
             if isinstance(message, po.Begin | po.BeginPrepare):
-                if end_lsn is not None and getattr(message, "final_lsn", 0) > end_lsn:
+                if policy.past_end(getattr(message, "final_lsn", 0)):
                     flush_items()
                     raise _Stop("end")
                 in_tx = True
@@ -977,17 +574,17 @@ class _Stream:
             if done is not None:
                 confirm = max(confirm, done)
                 txs += 1
-            if len(items) >= _BATCH:
+            if len(items) >= batch_size:
                 flush_items()
-            if cfg.max_changes is not None and isinstance(
+            if limited and isinstance(
                 message, po.Insert | po.Update | po.Delete | po.Truncate | po.LogicalMessage
             ):
-                self.changes_seen += 1
-                if self.changes_seen >= cfg.max_changes:
+                policy.took(1)
+                if policy.limit_reached:
                     flush_items()
                     raise _Stop("max_changes")
 
-    def _idle_tick(self, open_tx: bool, end_lsn: int | None) -> None:
+    def _idle_tick(self, open_tx: bool) -> None:
         """Nothing to read right now: confirm progress, check exit conditions, then wait."""
         self.note_idle(open_tx)
         try:
@@ -1001,7 +598,7 @@ class _Stream:
         if self.pipe_fd is not None and _reader_gone(self.pipe_fd):
             raise _Stop("closed")
         now = time.monotonic()
-        if end_lsn is not None and not open_tx and int(self.cursor.wal_end or 0) >= end_lsn:
+        if self.policy.done_at(int(self.cursor.wal_end or 0), open_tx):
             raise _Stop("end")
         idle_exit = self.config.idle_exit
         if idle_exit is not None and now - self.last_data >= idle_exit and writer.idle():
@@ -1041,6 +638,8 @@ class _Stream:
         """pg_type rows for the types pgoutput names by OID (enums, domains, arrays of
         them), on a plain connection opened for it. A failure is a warning: the columns
         of those types then come as their text (hex in binary mode)."""
+        from pgtail import catalog
+
         try:
             if self.types_conn is None or self.types_conn.closed:
                 self.types_conn = catalog.open_connection(self.dsn)
@@ -1071,13 +670,13 @@ class _Stream:
             try:
                 self.close_renderer()
                 if self.buffer.tell():
-                    self.enqueue(_Batch([], 0, 0, 0, 0))
+                    self.enqueue(Batch([], 0, 0, 0, 0))
             except (_Stop, _ConnectionLost):
                 pass
         if not writer.failed:
             while True:
                 try:
-                    writer.queue.put(_STOP, timeout=0.2)
+                    writer.queue.put(STOP, timeout=0.2)
                     break
                 except queue.Full:
                     if writer.failed or self.signals.forced:
@@ -1105,7 +704,7 @@ def run(
     what was read is written, the final position is confirmed, and the result names
     the signal. A second signal abandons unwritten output at once.
     """
-    logger = log or _no_log
+    logger = log or no_log
     if config.max_changes is not None and config.max_changes <= 0:
         raise ConfigurationError("--max-changes must be positive")
     if config.status_interval <= 0:
@@ -1113,8 +712,8 @@ def run(
     if config.end_lsn is not None and config.start_lsn is not None:  # noqa: SIM102
         if config.end_lsn < config.start_lsn:
             raise ConfigurationError("--end is before --start")
-    signals = _Signals(install_signal_handlers)
-    stream = _Stream(config, out, logger, signals)
+    signals = Signals(install_signal_handlers)
+    stream = Session(config, out, logger, signals)
     output_file: BinaryIO | None = None
     try:
         stream.preflight()
@@ -1136,7 +735,7 @@ def run(
                     f"cannot write --output {config.output}: {exc.strerror or exc}"
                 ) from None
             if state is not None:
-                stream.skip_upto = state.position
+                stream.policy.resume_after(state.position)
                 # the file holds (fsync'd) everything up to there: safe to confirm
                 stream.feedback.written(state.position)
             stream.state = state
@@ -1148,7 +747,7 @@ def run(
             with contextlib.suppress(OSError):
                 output_file.close()
         if stream.created_publication is not None:
-            _drop_publication(stream.dsn, stream.created_publication, logger)
+            drop_run_publication(stream.dsn, stream.created_publication, logger)
         signals.close()
 
 
@@ -1195,10 +794,10 @@ def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], N
     return renderer.render, renderer.close
 
 
-def _run(stream: _Stream, out: BinaryIO, fsync: bool) -> StreamResult:
+def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
     config = stream.config
     stream.render, stream.close_renderer = _make_render(config, stream.buffer)
-    writer = _Writer(out, stream.feedback, stream.lock, stream.signals.wake, fsync, stream.state)
+    writer = Writer(out, stream.feedback, stream.lock, stream.signals.wake, fsync, stream.state)
     stream.writer = writer
     reason: StopReason = "error"
     error: BaseException | None = None
@@ -1222,7 +821,7 @@ def _run(stream: _Stream, out: BinaryIO, fsync: bool) -> StreamResult:
                         f" {format_lsn(stream.feedback.sent_lsn)})",
                         hint="use --slot NAME --create-slot for a slot that survives reconnects",
                     ) from None
-                stream.skip_upto = max(stream.skip_upto, stream.position)
+                stream.policy.resume_after(stream.position)
                 if stream.received_since_connect:
                     attempt = 0  # it worked for a while: a fresh series of attempts
                 while True:
@@ -1287,7 +886,7 @@ def _run(stream: _Stream, out: BinaryIO, fsync: bool) -> StreamResult:
     )
 
 
-def _sleep_unless_signalled(stream: _Stream, delay: float) -> bool:
+def _sleep_unless_signalled(stream: Session, delay: float) -> bool:
     deadline = time.monotonic() + delay
     while True:
         if stream.signals.received is not None:

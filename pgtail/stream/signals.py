@@ -1,0 +1,56 @@
+"""SIGINT and SIGTERM while a stream runs: the first stops it cleanly, a second forces it.
+
+The handlers only set a flag and write a byte to a pipe, which the read loop's
+``select`` watches, so a signal wakes a stream waiting for data at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from typing import Any
+
+
+class Signals:
+    """SIGINT/SIGTERM set a flag (first) or force an exit (second); the select loop wakes."""
+
+    def __init__(self, install: bool) -> None:
+        self.received: int | None = None
+        self.forced = False
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+        os.set_blocking(self._write_fd, False)
+        self._previous: dict[int, Any] = {}
+        self._installed = install and threading.current_thread() is threading.main_thread()
+        if self._installed:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+
+    @property
+    def fd(self) -> int:
+        return self._read_fd
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None:
+            self.forced = True
+        else:
+            self.received = signum
+        self.wake()
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, b"\0")
+
+    def drain(self) -> None:
+        with contextlib.suppress(OSError):
+            while os.read(self._read_fd, 4096):
+                pass
+
+    def close(self) -> None:
+        if self._installed:
+            for signum, handler in self._previous.items():
+                signal.signal(signum, handler)
+        os.close(self._read_fd)
+        os.close(self._write_fd)
