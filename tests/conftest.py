@@ -162,3 +162,27 @@ def db15(pg15: LocalServer) -> Iterator[Database]:
 @pytest.fixture
 def db18(pg18: LocalServer) -> Iterator[Database]:
     yield from _fresh_database(pg18)
+
+
+from collections.abc import Callable  # noqa: E402 - with the fixture it serves
+
+
+@pytest.fixture
+def codegen() -> Iterator[Callable[[bool], None]]:
+    """``codegen(False)``: the rest of the test runs without generated code, as with
+    ``PGTAIL_NO_CODEGEN=1`` (the plain implementations); ``codegen(True)``: with it.
+    The setting from before the test is restored afterwards."""
+    from pgtail import _codegen
+
+    saved = os.environ.get("PGTAIL_NO_CODEGEN")
+
+    def switch(enabled: bool) -> None:
+        os.environ["PGTAIL_NO_CODEGEN"] = "0" if enabled else "1"
+        _codegen.reset()
+
+    yield switch
+    if saved is None:
+        os.environ.pop("PGTAIL_NO_CODEGEN", None)
+    else:
+        os.environ["PGTAIL_NO_CODEGEN"] = saved
+    _codegen.reset()
