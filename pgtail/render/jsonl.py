@@ -250,7 +250,6 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
             [text_json(convert) for convert in text_converters],
             templates,
             [position[k] for k in keys],
-            one_check=len(strings) + len(checked) == 1,
         )
     source = []
     for fname, body, template, values in functions:
@@ -276,15 +275,10 @@ def _loop_encoders(
     kinds: list[tuple[JsonKind, Callable[[bytes], Any]]],
     templates: dict[str, bytes],
     key_positions: list[int],
-    one_check: bool,
 ) -> InsertEncoders:
     """`insert_encoder`'s functions without generated code: the same templates, each value
     made by a loop that does what the generated source does for its column, in the same
     order, so the bytes (and what raises) are the same.
-
-    ``one_check``: the table has a single string or timestamptz column, which the
-    generated source checks on its own (a timestamptz then always goes through its
-    converter) instead of all of them together.
     """
     escapes = _JSON_ESCAPES.search
     strings = [i for i, (kind, _) in enumerate(kinds) if kind == "string"]
@@ -307,9 +301,7 @@ def _loop_encoders(
                     out.append(orjson.dumps(write(value), default=json_default))
             else:
                 out.append(write(value))
-        if one_check or any(
-            not values[i].isascii() or escapes(values[i]) is not None for i in both
-        ):
+        if any(not values[i].isascii() or escapes(values[i]) is not None for i in both):
             for i in strings:
                 if not values[i].isascii() or escapes(values[i]) is not None:
                     out[i] = kinds[i][1](values[i])[1:-1]
