@@ -1264,6 +1264,7 @@ def _outcome(function: Callable[..., object], *args: Any) -> tuple[object, ...]:
 def _decoder_outcomes() -> list[tuple[object, ...]]:
     """Every message of the decoder tests, truncated too; tuples of every width and kind,
     cut anywhere; the text tuple encoders on whole, odd and broken tuples."""
+
     def parse_in(payload: bytes, in_stream: bool) -> Message:
         return parse(payload, in_stream=in_stream)
 
