@@ -31,8 +31,8 @@ _resets: list[Callable[[], None]] = []
 def enabled() -> bool:
     """Whether call sites should use generated code (``PGTAIL_NO_CODEGEN`` unset or ``0``).
 
-    Read at each call, not at import, so tests can switch it per test; call sites that
-    cache what they built key their cache on this value too.
+    Read at each call, not at import: call sites consult it when they build (never per
+    row), and register what they keep with `on_reset`, so tests can switch it per test.
     """
     return os.environ.get("PGTAIL_NO_CODEGEN", "") in ("", "0")
 
