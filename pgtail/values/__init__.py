@@ -55,324 +55,113 @@ and `literals` (`to_text`). Everything is importable from here as before.
 
 from __future__ import annotations
 
-from pgtail.values.base import (
-    Converter as Converter,
-)
-from pgtail.values.base import (
-    StrConverter as StrConverter,
-)
-from pgtail.values.base import (
-    _hex as _hex,
-)
-from pgtail.values.literals import (
-    to_text as to_text,
-)
-from pgtail.values.oids import (
-    BIT as BIT,
-)
-from pgtail.values.oids import (
-    BIT_ARRAY as BIT_ARRAY,
-)
-from pgtail.values.oids import (
-    BOOL as BOOL,
-)
-from pgtail.values.oids import (
-    BOOL_ARRAY as BOOL_ARRAY,
-)
-from pgtail.values.oids import (
-    BPCHAR as BPCHAR,
-)
-from pgtail.values.oids import (
-    BPCHAR_ARRAY as BPCHAR_ARRAY,
-)
-from pgtail.values.oids import (
-    BYTEA as BYTEA,
-)
-from pgtail.values.oids import (
-    BYTEA_ARRAY as BYTEA_ARRAY,
-)
-from pgtail.values.oids import (
-    CHAR as CHAR,
-)
-from pgtail.values.oids import (
-    CHAR_ARRAY as CHAR_ARRAY,
-)
-from pgtail.values.oids import (
-    CID as CID,
-)
-from pgtail.values.oids import (
-    CID_ARRAY as CID_ARRAY,
-)
-from pgtail.values.oids import (
-    CIDR as CIDR,
-)
-from pgtail.values.oids import (
-    CIDR_ARRAY as CIDR_ARRAY,
-)
-from pgtail.values.oids import (
-    DATE as DATE,
-)
-from pgtail.values.oids import (
-    DATE_ARRAY as DATE_ARRAY,
-)
-from pgtail.values.oids import (
-    FLOAT4 as FLOAT4,
-)
-from pgtail.values.oids import (
-    FLOAT4_ARRAY as FLOAT4_ARRAY,
-)
-from pgtail.values.oids import (
-    FLOAT8 as FLOAT8,
-)
-from pgtail.values.oids import (
-    FLOAT8_ARRAY as FLOAT8_ARRAY,
-)
-from pgtail.values.oids import (
-    INET as INET,
-)
-from pgtail.values.oids import (
-    INET_ARRAY as INET_ARRAY,
-)
-from pgtail.values.oids import (
-    INT2 as INT2,
-)
-from pgtail.values.oids import (
-    INT2_ARRAY as INT2_ARRAY,
-)
-from pgtail.values.oids import (
-    INT4 as INT4,
-)
-from pgtail.values.oids import (
-    INT4_ARRAY as INT4_ARRAY,
-)
-from pgtail.values.oids import (
-    INT8 as INT8,
-)
-from pgtail.values.oids import (
-    INT8_ARRAY as INT8_ARRAY,
-)
-from pgtail.values.oids import (
-    INTERVAL as INTERVAL,
-)
-from pgtail.values.oids import (
-    INTERVAL_ARRAY as INTERVAL_ARRAY,
-)
-from pgtail.values.oids import (
-    JSON as JSON,
-)
-from pgtail.values.oids import (
-    JSON_ARRAY as JSON_ARRAY,
-)
-from pgtail.values.oids import (
-    JSONB as JSONB,
-)
-from pgtail.values.oids import (
-    JSONB_ARRAY as JSONB_ARRAY,
-)
-from pgtail.values.oids import (
-    MACADDR as MACADDR,
-)
-from pgtail.values.oids import (
-    MACADDR8 as MACADDR8,
-)
-from pgtail.values.oids import (
-    MACADDR8_ARRAY as MACADDR8_ARRAY,
-)
-from pgtail.values.oids import (
-    MACADDR_ARRAY as MACADDR_ARRAY,
-)
-from pgtail.values.oids import (
-    MONEY as MONEY,
-)
-from pgtail.values.oids import (
-    MONEY_ARRAY as MONEY_ARRAY,
-)
-from pgtail.values.oids import (
-    NAME as NAME,
-)
-from pgtail.values.oids import (
-    NAME_ARRAY as NAME_ARRAY,
-)
-from pgtail.values.oids import (
-    NUMERIC as NUMERIC,
-)
-from pgtail.values.oids import (
-    NUMERIC_ARRAY as NUMERIC_ARRAY,
-)
-from pgtail.values.oids import (
-    OID as OID,
-)
-from pgtail.values.oids import (
-    OID_ARRAY as OID_ARRAY,
-)
-from pgtail.values.oids import (
-    PG_LSN as PG_LSN,
-)
-from pgtail.values.oids import (
-    PG_LSN_ARRAY as PG_LSN_ARRAY,
-)
-from pgtail.values.oids import (
-    REFCURSOR as REFCURSOR,
-)
-from pgtail.values.oids import (
-    REFCURSOR_ARRAY as REFCURSOR_ARRAY,
-)
-from pgtail.values.oids import (
-    TEXT as TEXT,
-)
-from pgtail.values.oids import (
-    TEXT_ARRAY as TEXT_ARRAY,
-)
-from pgtail.values.oids import (
-    TIME as TIME,
-)
-from pgtail.values.oids import (
-    TIME_ARRAY as TIME_ARRAY,
-)
-from pgtail.values.oids import (
-    TIMESTAMP as TIMESTAMP,
-)
-from pgtail.values.oids import (
-    TIMESTAMP_ARRAY as TIMESTAMP_ARRAY,
-)
-from pgtail.values.oids import (
-    TIMESTAMPTZ as TIMESTAMPTZ,
-)
-from pgtail.values.oids import (
-    TIMESTAMPTZ_ARRAY as TIMESTAMPTZ_ARRAY,
-)
-from pgtail.values.oids import (
-    TIMETZ as TIMETZ,
-)
-from pgtail.values.oids import (
-    TIMETZ_ARRAY as TIMETZ_ARRAY,
-)
-from pgtail.values.oids import (
-    TSVECTOR as TSVECTOR,
-)
-from pgtail.values.oids import (
-    TSVECTOR_ARRAY as TSVECTOR_ARRAY,
-)
-from pgtail.values.oids import (
-    UNKNOWN as UNKNOWN,
-)
-from pgtail.values.oids import (
-    UUID as UUID,
-)
-from pgtail.values.oids import (
-    UUID_ARRAY as UUID_ARRAY,
-)
-from pgtail.values.oids import (
-    VARBIT as VARBIT,
-)
-from pgtail.values.oids import (
-    VARBIT_ARRAY as VARBIT_ARRAY,
-)
-from pgtail.values.oids import (
-    VARCHAR as VARCHAR,
-)
-from pgtail.values.oids import (
-    VARCHAR_ARRAY as VARCHAR_ARRAY,
-)
-from pgtail.values.oids import (
-    XID as XID,
-)
-from pgtail.values.oids import (
-    XID8 as XID8,
-)
-from pgtail.values.oids import (
-    XID8_ARRAY as XID8_ARRAY,
-)
-from pgtail.values.oids import (
-    XID_ARRAY as XID_ARRAY,
-)
-from pgtail.values.oids import (
-    XML as XML,
-)
-from pgtail.values.oids import (
-    XML_ARRAY as XML_ARRAY,
+from pgtail.values.base import Converter, StrConverter
+from pgtail.values.base import _hex as _hex  # the tests look inside
+from pgtail.values.literals import to_text
+from pgtail.values.oids import (
+    BIT,
+    BIT_ARRAY,
+    BOOL,
+    BOOL_ARRAY,
+    BPCHAR,
+    BPCHAR_ARRAY,
+    BYTEA,
+    BYTEA_ARRAY,
+    CHAR,
+    CHAR_ARRAY,
+    CID,
+    CID_ARRAY,
+    CIDR,
+    CIDR_ARRAY,
+    DATE,
+    DATE_ARRAY,
+    FLOAT4,
+    FLOAT4_ARRAY,
+    FLOAT8,
+    FLOAT8_ARRAY,
+    INET,
+    INET_ARRAY,
+    INT2,
+    INT2_ARRAY,
+    INT4,
+    INT4_ARRAY,
+    INT8,
+    INT8_ARRAY,
+    INTERVAL,
+    INTERVAL_ARRAY,
+    JSON,
+    JSON_ARRAY,
+    JSONB,
+    JSONB_ARRAY,
+    MACADDR,
+    MACADDR8,
+    MACADDR8_ARRAY,
+    MACADDR_ARRAY,
+    MONEY,
+    MONEY_ARRAY,
+    NAME,
+    NAME_ARRAY,
+    NUMERIC,
+    NUMERIC_ARRAY,
+    OID,
+    OID_ARRAY,
+    PG_LSN,
+    PG_LSN_ARRAY,
+    REFCURSOR,
+    REFCURSOR_ARRAY,
+    TEXT,
+    TEXT_ARRAY,
+    TIME,
+    TIME_ARRAY,
+    TIMESTAMP,
+    TIMESTAMP_ARRAY,
+    TIMESTAMPTZ,
+    TIMESTAMPTZ_ARRAY,
+    TIMETZ,
+    TIMETZ_ARRAY,
+    TSVECTOR,
+    TSVECTOR_ARRAY,
+    UNKNOWN,
+    UUID,
+    UUID_ARRAY,
+    VARBIT,
+    VARBIT_ARRAY,
+    VARCHAR,
+    VARCHAR_ARRAY,
+    XID,
+    XID8,
+    XID8_ARRAY,
+    XID_ARRAY,
+    XML,
+    XML_ARRAY,
 )
 from pgtail.values.ranges import (
-    DATEMULTIRANGE as DATEMULTIRANGE,
+    DATEMULTIRANGE,
+    DATERANGE,
+    INT4MULTIRANGE,
+    INT4RANGE,
+    INT8MULTIRANGE,
+    INT8RANGE,
+    NUMMULTIRANGE,
+    NUMRANGE,
+    TSMULTIRANGE,
+    TSRANGE,
+    TSTZMULTIRANGE,
+    TSTZRANGE,
 )
-from pgtail.values.ranges import (
-    DATERANGE as DATERANGE,
-)
-from pgtail.values.ranges import (
-    INT4MULTIRANGE as INT4MULTIRANGE,
-)
-from pgtail.values.ranges import (
-    INT4RANGE as INT4RANGE,
-)
-from pgtail.values.ranges import (
-    INT8MULTIRANGE as INT8MULTIRANGE,
-)
-from pgtail.values.ranges import (
-    INT8RANGE as INT8RANGE,
-)
-from pgtail.values.ranges import (
-    NUMMULTIRANGE as NUMMULTIRANGE,
-)
-from pgtail.values.ranges import (
-    NUMRANGE as NUMRANGE,
-)
-from pgtail.values.ranges import (
-    TSMULTIRANGE as TSMULTIRANGE,
-)
-from pgtail.values.ranges import (
-    TSRANGE as TSRANGE,
-)
-from pgtail.values.ranges import (
-    TSTZMULTIRANGE as TSTZMULTIRANGE,
-)
-from pgtail.values.ranges import (
-    TSTZRANGE as TSTZRANGE,
-)
-from pgtail.values.registry import (
-    _ARRAYS as _ARRAYS,
-)
-from pgtail.values.registry import (
-    _TYPES as _TYPES,
-)
-from pgtail.values.registry import (
-    UserType as UserType,
-)
-from pgtail.values.registry import (
-    UserTypes as UserTypes,
-)
-from pgtail.values.registry import (
-    converters as converters,
-)
-from pgtail.values.registry import (
-    is_built_in as is_built_in,
-)
-from pgtail.values.registry import (
-    type_name as type_name,
-)
+from pgtail.values.registry import _ARRAYS as _ARRAYS  # the tests look inside
+from pgtail.values.registry import _TYPES as _TYPES  # the tests look inside
+from pgtail.values.registry import UserType, UserTypes, converters, is_built_in, type_name
 from pgtail.values.tojson import (
-    JSON_ESCAPES as JSON_ESCAPES,
+    JSON_ESCAPES,
+    JsonKind,
+    JsonWriter,
+    decodes_text,
+    dumps,
+    json_default,
+    text_json,
 )
-from pgtail.values.tojson import (
-    JsonKind as JsonKind,
-)
-from pgtail.values.tojson import (
-    JsonWriter as JsonWriter,
-)
-from pgtail.values.tojson import (
-    _json_bytes as _json_bytes,
-)
-from pgtail.values.tojson import (
-    decodes_text as decodes_text,
-)
-from pgtail.values.tojson import (
-    dumps as dumps,
-)
-from pgtail.values.tojson import (
-    json_default as json_default,
-)
-from pgtail.values.tojson import (
-    text_json as text_json,
-)
+from pgtail.values.tojson import _json_bytes as _json_bytes  # the tests look inside
 
 __all__ = [
     "Converter",
@@ -385,4 +174,99 @@ __all__ = [
     "text_json",
     "to_text",
     "type_name",
+]
+# Also importable from here, as before the package was split.
+__all__ += [
+    "StrConverter",
+    "UserTypes",
+    "is_built_in",
+    "JsonKind",
+    "JsonWriter",
+    "BOOL",
+    "BYTEA",
+    "CHAR",
+    "NAME",
+    "INT8",
+    "INT2",
+    "INT4",
+    "TEXT",
+    "OID",
+    "XID",
+    "CID",
+    "JSON",
+    "XML",
+    "CIDR",
+    "FLOAT4",
+    "FLOAT8",
+    "UNKNOWN",
+    "MACADDR8",
+    "MONEY",
+    "MACADDR",
+    "INET",
+    "BPCHAR",
+    "VARCHAR",
+    "DATE",
+    "TIME",
+    "TIMESTAMP",
+    "TIMESTAMPTZ",
+    "INTERVAL",
+    "TIMETZ",
+    "BIT",
+    "VARBIT",
+    "NUMERIC",
+    "REFCURSOR",
+    "UUID",
+    "PG_LSN",
+    "TSVECTOR",
+    "JSONB",
+    "XID8",
+    "BOOL_ARRAY",
+    "BYTEA_ARRAY",
+    "CHAR_ARRAY",
+    "NAME_ARRAY",
+    "INT2_ARRAY",
+    "INT4_ARRAY",
+    "TEXT_ARRAY",
+    "XID_ARRAY",
+    "CID_ARRAY",
+    "BPCHAR_ARRAY",
+    "VARCHAR_ARRAY",
+    "INT8_ARRAY",
+    "FLOAT4_ARRAY",
+    "FLOAT8_ARRAY",
+    "OID_ARRAY",
+    "MACADDR_ARRAY",
+    "INET_ARRAY",
+    "CIDR_ARRAY",
+    "JSON_ARRAY",
+    "XML_ARRAY",
+    "MACADDR8_ARRAY",
+    "MONEY_ARRAY",
+    "DATE_ARRAY",
+    "TIME_ARRAY",
+    "TIMESTAMP_ARRAY",
+    "TIMESTAMPTZ_ARRAY",
+    "INTERVAL_ARRAY",
+    "TIMETZ_ARRAY",
+    "BIT_ARRAY",
+    "VARBIT_ARRAY",
+    "NUMERIC_ARRAY",
+    "REFCURSOR_ARRAY",
+    "UUID_ARRAY",
+    "PG_LSN_ARRAY",
+    "TSVECTOR_ARRAY",
+    "JSONB_ARRAY",
+    "XID8_ARRAY",
+    "INT4RANGE",
+    "INT8RANGE",
+    "NUMRANGE",
+    "DATERANGE",
+    "TSRANGE",
+    "TSTZRANGE",
+    "INT4MULTIRANGE",
+    "INT8MULTIRANGE",
+    "NUMMULTIRANGE",
+    "DATEMULTIRANGE",
+    "TSMULTIRANGE",
+    "TSTZMULTIRANGE",
 ]
