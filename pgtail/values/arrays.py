@@ -14,18 +14,9 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from pgtail.values.base import (
-    _I32,
-    _U32,
-    Converter,
-    StrConverter,
-    _decode,
-    _hex,
-    _identity,
-    _Type,
-)
+from pgtail.values.base import _I32, _U32, Converter, StrConverter, _decode, _hex, _identity, _Type
 
-_ARRAY_HEAD = struct.Struct(">iiI")
+# --- text: array_out's output ------------------------------------------------------------
 
 _ARRAY_TOKEN = re.compile(r'[{}]|"(?:[^"\\]|\\.)*"|[^,{}"]+', re.S)
 _UNESCAPE = re.compile(r"\\(.)", re.S)
@@ -184,6 +175,9 @@ def _make_text_array(element: StrConverter) -> Converter:
     return convert_strings
 
 
+# --- binary: array_send's output ---------------------------------------------------------
+
+_ARRAY_HEAD = struct.Struct(">iiI")  # ndim, has nulls, element type
 _ARRAY_BOUNDS = [struct.Struct(f">{2 * n}i") for n in range(7)]  # up to MAXDIM = 6
 
 
