@@ -14,7 +14,10 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from pgtail.values.base import _I32, _U32, Converter, StrConverter, _decode, _hex, _identity, _Type
+from pgtail.values.base import Converter, StrConverter, _decode, _hex, _identity, _Type
+
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
 
 # --- text: array_out's output ------------------------------------------------------------
 
@@ -328,20 +331,19 @@ def _array_items(value: bytes, element: Converter | None = None) -> list[Any]:
 
 # Element OID -> its binary converter (for arrays; arrays of arrays are not listed).
 _ELEMENT_BINARY: dict[int, Converter] = {}
-# Array OID -> element OID.
-_ARRAYS: dict[int, int] = {}
+_ARRAY_OIDS: set[int] = set()
 
 
 def register(types: Mapping[int, _Type]) -> None:
     """Make the built-in types of ``types`` known as array elements (the registry's table)."""
     _ELEMENT_BINARY.update({oid: t.binary for oid, t in types.items()})
-    _ARRAYS.update({t.array_oid: oid for oid, t in types.items() if t.array_oid})
+    _ARRAY_OIDS.update(t.array_oid for t in types.values() if t.array_oid)
 
 
 def _binary_converter(type_oid: int) -> Converter:
     known = _ELEMENT_BINARY.get(type_oid)
     if known is not None:
         return known
-    if type_oid in _ARRAYS:
+    if type_oid in _ARRAY_OIDS:
         return _array_binary
     return _hex

@@ -16,10 +16,9 @@ from typing import Any, NamedTuple, cast
 Converter = Callable[[bytes], Any]
 StrConverter = Callable[[str], Any]
 
-# big-endian fields shared by several families
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
+# Each module binds the struct.Struct objects its converters call (`_I32.unpack(...)`) itself:
+# a method call on a name bound by an import compiles to an attribute load and a call, which
+# makes a bound method per value; on a module's own global it is a plain method call.
 
 
 def _hex(value: bytes) -> str:

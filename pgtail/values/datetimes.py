@@ -14,7 +14,7 @@ import re
 import struct
 from datetime import date, datetime, timedelta
 
-from pgtail.values.base import _I32, _I64, _decode, _hex, _identity, _safe_str, _Type, _type
+from pgtail.values.base import _decode, _hex, _identity, _safe_str, _Type, _type
 from pgtail.values.oids import (
     DATE,
     DATE_ARRAY,
@@ -29,6 +29,9 @@ from pgtail.values.oids import (
     TIMETZ,
     TIMETZ_ARRAY,
 )
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from pgtail.values.base import _I32, _decode, _identity, _Type, _type
+from pgtail.values.base import _decode, _identity, _Type, _type
 from pgtail.values.oids import (
     BIT,
     BIT_ARRAY,
@@ -17,6 +17,8 @@ from pgtail.values.oids import (
     VARBIT,
     VARBIT_ARRAY,
 )
+
+_I32 = struct.Struct(">i")
 
 _U64 = struct.Struct(">Q")
 

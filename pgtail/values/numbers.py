@@ -13,7 +13,7 @@ import struct
 from collections.abc import Callable
 from decimal import Decimal
 
-from pgtail.values.base import _I64, _U32, Converter, _hex, _identity, _safe_binary, _Type, _type
+from pgtail.values.base import Converter, _hex, _identity, _safe_binary, _Type, _type
 from pgtail.values.oids import (
     BOOL,
     BOOL_ARRAY,
@@ -40,6 +40,9 @@ from pgtail.values.oids import (
     XID8_ARRAY,
     XID_ARRAY,
 )
+
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
 
 _F4 = struct.Struct(">f")
 _F8 = struct.Struct(">d")

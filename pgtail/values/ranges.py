@@ -8,12 +8,15 @@ table of range types; `range_types` builds their entries from their element type
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Mapping
 from typing import Any
 
-from pgtail.values.base import _I32, Converter, StrConverter, _Type, _type
+from pgtail.values.base import Converter, StrConverter, _Type, _type
 from pgtail.values.literals import to_text
 from pgtail.values.oids import DATE, INT4, INT8, NUMERIC, TIMESTAMP, TIMESTAMPTZ
+
+_I32 = struct.Struct(">i")
 
 _RANGE_EMPTY = 0x01
 _RANGE_LB_INC = 0x02

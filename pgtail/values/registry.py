@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from pgtail.values.arrays import _ARRAYS as _ARRAYS
 from pgtail.values.arrays import _array_binary, _make_text_array
 from pgtail.values.arrays import register as _register_arrays
 from pgtail.values.base import Converter, StrConverter, _decode, _hex, _identity, _Type
@@ -35,7 +34,9 @@ _TYPES: dict[int, _Type] = {
     **_DATETIME_TYPES,
 }
 _TYPES.update(range_types(_TYPES))
-_register_arrays(_TYPES)  # fills _ARRAYS: array OID -> element OID
+# Array OID -> element OID.
+_ARRAYS: dict[int, int] = {t.array_oid: oid for oid, t in _TYPES.items() if t.array_oid}
+_register_arrays(_TYPES)
 
 _cache: dict[tuple[int, int], tuple[Converter, Converter]] = {}
 
