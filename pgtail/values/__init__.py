@@ -5,7 +5,7 @@ stream of the same changes render identically; `to_text` goes back to PostgreSQL
 
 Representation (text forms as printed with DateStyle=ISO, IntervalStyle=postgres,
 bytea_output=hex, extra_float_digits=1, which pgtail sets on every session it decodes in,
-see `pgtail.connection.DECODING_SETTINGS`; a UTF-8 database):
+see `pgtail.catalog.connection.DECODING_SETTINGS`; a UTF-8 database):
 
 - bool -> bool; int2/int4/int8/oid/xid/xid8/cid -> int.
 - float4/float8 -> float; NaN/Infinity/-Infinity -> the strings "NaN", "Infinity", "-Infinity".
