@@ -71,7 +71,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.lsn import format_lsn
-from pgtail.render import RenderOptions
+from pgtail.render.options import RenderOptions
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
 

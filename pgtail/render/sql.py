@@ -82,7 +82,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.lsn import format_lsn
-from pgtail.render import RenderOptions
+from pgtail.render.options import RenderOptions
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
 from pgtail.sqlnames import quote_qualified as quote_qualified
