@@ -579,9 +579,9 @@ def test_generated_and_plain_code_render_captured_changes_alike(
                     mode.proto,
                     binary=mode.binary,
                     encoder=_ENCODERS[fmt],
-                    type_lookup=lambda oids: capture.user_types,
+                    user_types=capture.user_types,
                 )
-                events = [e for lsn, payload in payloads for e in asm.feed(payload, lsn)]
+                events = [e for _lsn, payload in payloads for e in asm.feed(payload)]
                 outputs.append(_rendered(fmt, events))
             assert outputs[0] == outputs[1], (mode.name, fmt)
             assert outputs[0].count(b"\n") > 3500
