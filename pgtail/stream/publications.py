@@ -173,9 +173,9 @@ def drop_run_publication(held: HeldPublication, log: Logger) -> None:
 
 
 _UNMATCHED = {
-    "--table": "matches no table {pubs}: nothing of it will be shown",
-    "--exclude": "matches no table {pubs}: it excludes nothing",
-    "--redact": "matches no column {pubs}: it masks nothing",
+    "--table": "matches no table that {pubs}: nothing of it will be shown",
+    "--exclude": "matches no table that {pubs}: it excludes nothing",
+    "--redact": "matches no column that {pubs}: it masks nothing",
 }
 
 
