@@ -34,7 +34,7 @@ def test_message_in_a_rolled_back_savepoint_is_shown_when_streaming(db: Any) -> 
     streaming the server drops it with the subtransaction."""
     db.execute("CREATE TABLE big (id int, pad text)")
     db.execute("CREATE PUBLICATION pub FOR TABLE big")
-    for slot in ("on", "off"):
+    for slot in ("on", "parallel", "off"):
         db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
     # past logical_decoding_work_mem (64kB on the test servers) inside the savepoint, so
     # the transaction is streamed before the savepoint is rolled back
@@ -45,12 +45,13 @@ def test_message_in_a_rolled_back_savepoint_is_shown_when_streaming(db: Any) -> 
         " ROLLBACK TO SAVEPOINT s; INSERT INTO big VALUES (-1, 'kept'); COMMIT",
     )
     common = ("--publication", "pub", "--messages")
-    streamed = stream(db.dsn, "--slot", "on", "--streaming", "on", *common)
-    assert [(r["op"], r.get("content"), (r.get("new") or {}).get("id")) for r in streamed] == [
-        ("message", "rolled back", None),
-        ("insert", None, -1),
-    ]
-    assert streamed[0]["xid"] == streamed[1]["xid"]  # the top-level transaction's
+    for mode in ("on", "parallel") if db.major >= 16 else ("on",):
+        streamed = stream(db.dsn, "--slot", mode, "--streaming", mode, *common)
+        assert [(r["op"], r.get("content"), (r.get("new") or {}).get("id")) for r in streamed] == [
+            ("message", "rolled back", None),
+            ("insert", None, -1),
+        ], mode
+        assert streamed[0]["xid"] == streamed[1]["xid"]  # the top-level transaction's
     plain = stream(db.dsn, "--slot", "off", *common)
     assert [(r["op"], r["new"]["id"]) for r in plain] == [("insert", -1)]
 
