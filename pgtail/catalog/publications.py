@@ -8,6 +8,10 @@ DDL that adds tables runs in a transaction; a caller-supplied guard (the doctor'
 replica identity rule, see `pgtail.doctor.publication_problems`) looks at the tables
 it newly publishes before the commit, so a publication that would make UPDATE or
 DELETE fail is refused, or kept with warnings under ``force``.
+
+Also the publications `pgtail stream --create-publication` makes for one run: marked by
+a comment, held by an advisory lock while the run lives, found and dropped once it is
+gone (see "run publications" below); and the columns a stream's publications send.
 """
 
 from __future__ import annotations
