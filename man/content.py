@@ -21,7 +21,15 @@ SUMMARIES: dict[str, str] = {
 }
 
 # hand-written sections placed after the generated COMMANDS, in this order
-ORDER_AFTER = ["JSON LINES", "DELIVERY", "EXAMPLES", "EXIT STATUS", "ENVIRONMENT", "NOTES"]
+ORDER_AFTER = [
+    "JSON LINES",
+    "DELIVERY",
+    "LIMITS",
+    "EXAMPLES",
+    "EXIT STATUS",
+    "ENVIRONMENT",
+    "NOTES",
+]
 
 EXIT_STATUS = """
 0 :: Success; also when stdout is closed early (`| head`).
@@ -93,6 +101,13 @@ After a crash, a kill -9 or a lost connection pgtail resumes from the last confi
 Aborted transactions are never shown: pgoutput sends only committed transactions, and pgtail drops streamed in-progress transactions that abort.
 """
 
+LIMITS = """
+Two things pgoutput does not tell pgtail:
+
+* A transactional logical message sent inside a savepoint that is then rolled back is still shown with `--streaming on` or `parallel`, as part of its committed transaction: pgoutput tags a streamed message with the top-level transaction's xid, not the subtransaction's, so the subtransaction's abort does not take it back. Without `--streaming` the server drops it with the savepoint. Row changes are not affected.
+* pgoutput names enum and domain types only by OID, and pgtail looks them up in pg_type when a table's first change arrives. A type dropped before pgtail decodes a change that used it is no longer there: its values arrive as their text (a domain over int as "42"), or as hex of their binary form with `--binary`.
+"""
+
 PAGES: dict[str, dict[str, str]] = {
     "pgtail": {
         "DESCRIPTION": """
@@ -124,12 +139,13 @@ Connection settings come from `--dsn` (a libpq connection string like "host=db u
 
 Without `--slot` pgtail creates a temporary slot that disappears when it exits, so nothing leaks, but changes made while pgtail is not running are not seen. With `--slot NAME` (and `--create-slot` the first time) it resumes where the slot left off.
 
-Without `--publication` pgtail uses the database's only publication and says so on stderr; with several it lists them. It never creates objects silently: `--create-publication` creates one for the run and drops it on exit.
+Without `--publication` pgtail uses the database's only publication and says so on stderr; with several it lists them. It never creates objects silently: `--create-publication` creates one for the run, named pgtail_run_PID_HEX, and drops it on exit. The run holds an advisory lock on it while it lives, so after a kill -9 the next `pgtail stream` drops the leftover (one line on stderr) and never takes another run's publication for the only one; `pgtail doctor` lists leftovers with the DROP PUBLICATION that removes them.
 
-Filters (`--table`, `--exclude`, `--ops`, `--redact`) apply after decoding; filtered changes are still confirmed.
+Filters (`--table`, `--exclude`, `--ops`, `--redact`) apply after decoding; filtered changes are still confirmed. `--table` and `--exclude` take `table` or `schema.table` globs; `--redact` takes `column`, `table.column` or `schema.table.column` globs. A `--table`, `--exclude` or `--redact` pattern that matches nothing the publications publish is a warning on stderr at start.
 """,
         "JSON LINES": JSON_LINES,
         "DELIVERY": DELIVERY,
+        "LIMITS": LIMITS,
         "EXAMPLES": """
 Stream a slot, creating it the first time, and pretty-print on a terminal:
 

@@ -121,7 +121,8 @@ def _log(message: str) -> None:
     "--redact",
     multiple=True,
     metavar="COLUMNS",
-    help="Mask these columns' values (comma-separated; keys stay visible).",
+    help="Mask these columns' values: column, table.column or schema.table.column globs"
+    " (comma-separated; keys stay visible).",
 )
 @click.option(
     "--format",
