@@ -56,10 +56,14 @@ def cli(ctx: click.Context, debug: bool) -> None:
     every change as a table, JSON lines or SQL, manages slots and publications,
     and diagnoses replica identity problems.
 
+    Commands that connect take a connection string as their last argument (or
+    --dsn) and psql's -h/-p/-U/-d; else DATABASE_URL, then libpq's PG* variables.
+
     \b
     Examples:
       pgtail stream --slot app --publication app_pub | jq .
       pgtail doctor --publication app_pub
+      pgtail slot list postgresql://me@db.example.com/shop
     """
     ctx.obj = State(debug=debug)
 
