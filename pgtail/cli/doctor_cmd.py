@@ -13,12 +13,12 @@ import click
 from pgtail.catalog import IdentityReport
 from pgtail.cli import ExitCode, cli
 from pgtail.cli.options import (
+    PUBLICATION_FORM,
     SLOT_NAME,
     Checked,
     connection_options,
     json_option,
     publication_option,
-    split_commas,
     usage_error,
 )
 from pgtail.cli.slot_cmd import print_fields, print_json, stdout_is_terminal
@@ -80,8 +80,7 @@ def _print_report(checks: Sequence[Check]) -> None:
 @cli.command("doctor")
 @connection_options
 @publication_option(
-    "Check this publication and its tables (repeatable, or comma-separated; "
-    "env PGTAIL_PUBLICATION). Default: all of the database."
+    f"Check this publication and its tables {PUBLICATION_FORM}. Default: all of the database."
 )
 @click.option(
     "--slot",
@@ -135,7 +134,7 @@ def doctor(
     from pgtail import doctor as checks_module
 
     threshold = wal_warn if wal_warn is not None else DEFAULT_WAL_WARN_BYTES
-    facts = catalog.doctor_facts(dsn, split_commas(publications), slots)
+    facts = catalog.doctor_facts(dsn, publications, slots)
     checks = checks_module.evaluate(facts, wal_warn_bytes=threshold)
     if as_json:
         print_json(checks_module.report_dict(checks))

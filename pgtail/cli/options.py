@@ -141,16 +141,19 @@ def split_commas(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p.strip() for v in values for p in v.split(",") if p.strip())
 
 
-PUBLICATION_HELP = (
-    "Publication to stream (repeatable, or comma-separated; env PGTAIL_PUBLICATION). "
-    "Default: the only one."
+# what --publication is like everywhere; the purpose and the default come before it
+PUBLICATION_FORM = "(repeatable, or comma-separated; env PGTAIL_PUBLICATION)"
+PUBLICATION_HELP = f"Publication to stream {PUBLICATION_FORM}. Default: the only one."
+PEEK_PUBLICATION_HELP = (
+    f"Publication to decode through {PUBLICATION_FORM}. Default: all of the database."
 )
 
 
 def publication_option(
     help_text: str = PUBLICATION_HELP, *, required: bool = False
 ) -> Callable[[F], F]:
-    """``--publication NAME``, repeatable; a value may also be a comma-separated list."""
+    """``--publication NAME``, repeatable; a value may also be a comma-separated list. The
+    command receives the names one by one, as ``publications``."""
     return click.option(
         "--publication",
         "publications",
@@ -158,6 +161,7 @@ def publication_option(
         required=required,
         metavar="NAME",
         envvar="PGTAIL_PUBLICATION",
+        callback=lambda _ctx, _param, values: split_commas(values),
         help=help_text,
     )
 

@@ -13,8 +13,9 @@ import click
 
 from pgtail.catalog import OPERATIONS, PublicationChange, PublicationInfo, TableTarget
 from pgtail.cli import cli
-from pgtail.cli.options import connection_options, json_option, usage_error
+from pgtail.cli.options import Checked, connection_options, json_option, usage_error
 from pgtail.cli.slot_cmd import print_fields, print_json, print_table
+from pgtail.errors import ConfigurationError
 
 
 @cli.group("publication")
@@ -202,7 +203,9 @@ def _parse_ops(text: str) -> list[str]:
     ops = [o.strip().lower() for o in text.split(",") if o.strip()]
     for op in ops:
         if op not in OPERATIONS:
-            raise click.BadParameter(f"{op!r} is not one of {', '.join(OPERATIONS)}")
+            raise ConfigurationError(
+                f"unknown operation {op} in --ops", hint=f"choose from {','.join(OPERATIONS)}"
+            )
     return ops
 
 
@@ -220,6 +223,7 @@ def _require_change(tables: Sequence[str], schemas: Sequence[str]) -> None:
 @click.option("--all-tables", is_flag=True, help="FOR ALL TABLES (needs a superuser).")
 @click.option(
     "--ops",
+    type=Checked("operations", _parse_ops),
     default=",".join(OPERATIONS),
     show_default=True,
     metavar="OPS",
@@ -237,7 +241,7 @@ def publication_create(
     wheres: tuple[str, ...],
     schemas: tuple[str, ...],
     all_tables: bool,
-    ops: str,
+    ops: list[str],
     via_partition_root: bool,
     force: bool,
     dsn: str | None,
@@ -266,7 +270,7 @@ def publication_create(
         tables=_targets(tables, wheres),
         schemas=_schemas(schemas),
         all_tables=all_tables,
-        operations=_parse_ops(ops),
+        operations=ops,
         via_partition_root=via_partition_root,
         force=force,
         guard=doctor.publication_problems,

@@ -7,22 +7,27 @@ rich table on a terminal, aligned plain text when piped, JSON with ``--json``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import click
 import orjson
 
 from pgtail.catalog import SlotInfo, SlotListing
 from pgtail.cli import cli, dsn_option
-from pgtail.cli.options import LSN, SLOT_NAME, connection_options, json_option
+from pgtail.cli.options import (
+    LSN,
+    PEEK_PUBLICATION_HELP,
+    SLOT_NAME,
+    connection_options,
+    json_option,
+    publication_option,
+)
 from pgtail.doctor import human_bytes
 from pgtail.lsn import format_lsn
 
 # --------------------------------------------------------------------------- output helpers
 # (shared by the publication and doctor commands)
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def stdout_is_terminal() -> bool:
@@ -357,13 +362,7 @@ def slot_advance(name: str, lsn: int, dsn: str | None) -> None:
 
 @slot.command("peek")
 @click.argument("name", type=SLOT_NAME)
-@click.option(
-    "--publication",
-    "publications",
-    multiple=True,
-    metavar="NAME",
-    help="Publication to decode through (repeatable; default: all of the database).",
-)
+@publication_option(PEEK_PUBLICATION_HELP)
 @click.option(
     "--limit",
     type=click.IntRange(min=1),

@@ -12,12 +12,12 @@ import click
 
 from pgtail.cli import cli
 from pgtail.cli.options import (
+    PUBLICATION_FORM,
     SLOT_NAME,
     Checked,
     binary_option,
     connection_options,
     publication_option,
-    split_commas,
 )
 from pgtail.errors import ConfigurationError
 
@@ -92,10 +92,7 @@ def _trigger(text: str) -> str:
     metavar="NAME",
     help="Replication slot (pgoutput plugin) to read.",
 )
-@publication_option(
-    "Publication to read through (repeatable, or comma-separated; env PGTAIL_PUBLICATION).",
-    required=True,
-)
+@publication_option(f"Publication to read through {PUBLICATION_FORM}.", required=True)
 @click.option("--output", required=True, metavar="DIR", help="Parquet change log directory.")
 @click.option("--checkpoint", required=True, metavar="DIR", help="Spark checkpoint directory.")
 @master_option
@@ -160,9 +157,7 @@ def spark_run(
     }
     if max_bytes_per_trigger is not None:
         extra["maxBytesPerTrigger"] = str(max_bytes_per_trigger)
-    options = source_options(
-        dsn=dsn, slot=slot, publication=",".join(split_commas(publications)), extra=extra
-    )
+    options = source_options(dsn=dsn, slot=slot, publication=",".join(publications), extra=extra)
     spark_conf = _pairs(conf, "--conf")
     validate_source(options)  # missing slot/publication: one clear line, no Spark start-up
     spark = _session(master, spark_conf, f"pgtail spark run {slot}")

@@ -118,7 +118,7 @@ def _log(message: str) -> None:
 @click.option(
     "--ops",
     type=Checked("operations", parse_ops),
-    metavar="LIST",
+    metavar="OPS",
     help="Only these operations: insert,update,delete,truncate,message.",
 )
 @click.option(
@@ -215,7 +215,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         dsn=opts["dsn"],
         slot=opts["slot"],
         create_slot=opts["create_slot"],
-        publications=split_commas(opts["publications"]),
+        publications=opts["publications"],
         create_publication=opts["create_publication"],
         publication_tables=tables if opts["create_publication"] else (),
         publication_schemas=tuple(opts["schemas"]),
