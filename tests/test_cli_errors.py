@@ -6,7 +6,6 @@ Also the ways of saying where to connect, tried against a real server.
 from __future__ import annotations
 
 import pytest
-
 from helpers import Database, run_cli, streaming
 
 # --------------------------------------------------------------------------- usage errors
@@ -110,8 +109,13 @@ def test_every_way_of_saying_where_to_connect(db: Database) -> None:
         (["doctor", "--json", "-d", db.name], {"DATABASE_URL": db.server.dsn("postgres")}),
         (
             ["doctor", "--json"],
-            {"PGHOST": "127.0.0.1", "PGPORT": str(server.port), "PGUSER": server.user,
-             "PGDATABASE": db.name, "DATABASE_URL": None},
+            {
+                "PGHOST": "127.0.0.1",
+                "PGPORT": str(server.port),
+                "PGUSER": server.user,
+                "PGDATABASE": db.name,
+                "DATABASE_URL": None,
+            },
         ),  # fmt: skip
     ]
     for args, env in attempts:
