@@ -189,9 +189,13 @@ def identity(
     key (DEFAULT with a primary key, or USING INDEX), the full old row (FULL),
     or nothing, in which case UPDATE/DELETE on a table published for them fail.
 
+    INDEX is given only with --set index; without it, a second argument is the
+    connection string (which comes last, as in every command).
+
     \b
     Examples:
       pgtail identity public.orders
+      pgtail identity public.orders postgresql://me@db.example.com/shop
       pgtail identity public.orders --set full
       pgtail identity public.orders --set index orders_code_key
       pgtail identity '"My Schema"."My Table"' --set default

@@ -199,6 +199,8 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
       pgtail stream --slot app --create-slot --publication app_pub | jq .
       pgtail stream --format sql --table 'public.orders*' --ops insert,update
       pgtail stream --slot app -o changes.jsonl --end 0/5A3B2C10
+      pgtail stream postgresql://me@db.example.com/shop --slot app
+      pgtail stream -h /var/run/postgresql -U me -d shop --slot app
     """
     if opts["output"] is None and sys.stdout is None:
         raise ConfigurationError(
