@@ -55,6 +55,13 @@ def test_usage_errors_have_one_form(args: list[str], command: str, message: str)
     assert message in _usage(args, command)
 
 
+def test_a_group_without_its_command_shows_its_help() -> None:
+    for args in ([], ["slot"]):
+        code, out, err = run_cli(args)
+        assert code == 2 and out == ""
+        assert err.startswith(f"Usage: {' '.join(['pgtail', *args])} [OPTIONS] COMMAND"), err
+
+
 def test_a_usage_error_before_the_command_still_names_it() -> None:
     assert "no such option" in _usage(["--debug", "slot", "list", "--jsn"], "pgtail slot list")
 

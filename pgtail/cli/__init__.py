@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ExitCode.SIGINT)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a group without its command: its help, as click prints it
+        sys.exit(ExitCode.USAGE)
     except click.UsageError as exc:
         _print_usage_error(exc, args)
         sys.exit(ExitCode.USAGE)
