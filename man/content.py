@@ -33,16 +33,17 @@ ORDER_AFTER = [
 
 EXIT_STATUS = """
 0 :: Success; also when stdout is closed early (`| head`).
-1 :: An error pgtail expected: the message on stderr says what went wrong and how to fix it.
-2 :: Usage error: an unknown option, a bad value.
+1 :: An error pgtail expected: one `pgtail: error:` line on stderr says what went wrong and how to fix it. `pgtail doctor` also exits 1 when a check fails.
+2 :: Usage error: an unknown command or option, a missing argument, a value pgtail refuses (a choice, an LSN, a slot name, `--ops`, a size), conflicting connection options. The `pgtail: error:` line is followed by a `pgtail: hint:` line naming the command's `--help`.
+129 :: `pgtail demo` stopped by SIGHUP (the server is stopped and removed).
 130 :: Interrupted by Ctrl-C (SIGINT); output written so far is complete and confirmed.
 143 :: Terminated by SIGTERM; same clean shutdown as Ctrl-C.
 """
 
 ENVIRONMENT = """
-DATABASE_URL :: Connection string or URI used when `--dsn` is not given.
-PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGPASSFILE, PGSSLMODE, PGAPPNAME :: libpq's own variables; used for whatever neither `--dsn` nor DATABASE_URL sets.
-PGTAIL_PUBLICATION :: Default publication name(s) for `pgtail stream`.
+DATABASE_URL :: Connection string or URI used when no connection string (argument, `--dsn` or `-d`) is given; `-h`, `-p`, `-U` and `-d` apply on top of it.
+PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGPASSFILE, PGSSLMODE, PGAPPNAME :: libpq's own variables; used for whatever the connection options and DATABASE_URL do not set.
+PGTAIL_PUBLICATION :: Default publication name(s) for `--publication` (`pgtail stream`, `doctor`, `spark run`).
 PGTAIL_DEBUG :: Set to 1 to print tracebacks for errors (like `--debug`).
 NO_COLOR :: Set to anything to turn colour off in table output.
 _PGTAIL_COMPLETE :: Used by the shell completion scripts (see `pgtail completion`).
@@ -130,7 +131,7 @@ Check the server and the publication's tables:
     pgtail doctor --publication app_pub
 """,
         "NOTES": """
-Connection settings come from `--dsn` (a libpq connection string like "host=db user=app dbname=shop" or a URI like postgresql://app@db/shop), then DATABASE_URL, then libpq's PG* variables. Passwords never appear in output, errors or logs.
+Every command that connects takes the same connection options. A libpq connection string, like "host=db user=app dbname=shop", or a URI, like postgresql://app@db/shop, goes last on the command line (after the command's own arguments: `pgtail slot create app postgresql://app@db/shop`) or after `--dsn`; like psql's DBNAME, a word without `=` or `://` there is a database name. psql's `-h/--host`, `-p/--port`, `-U/--username` and `-d/--dbname` (which may itself be a connection string) add to it; `-h` is the host wherever a command connects, and `--help` is help. Without any of them, DATABASE_URL, then libpq's PG* variables decide. Conflicting sources are a usage error, not a silent choice: two different connection strings, two database names, or an option that contradicts the connection string (`--host a` with `host=b`). `pgtail identity TABLE [INDEX] [DSN]` takes INDEX only with `--set index`. Passwords never appear in output, errors or logs.
 """,
     },
     "stream": {

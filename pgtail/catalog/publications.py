@@ -25,7 +25,7 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
 from pgtail.catalog.connection import connect, fetchall, fetchone
-from pgtail.catalog.errors import primary_message
+from pgtail.catalog.errors import primary_message, publication_missing_error
 from pgtail.catalog.facts import (
     OPERATIONS,
     PublicationInfo,
@@ -35,7 +35,7 @@ from pgtail.catalog.facts import (
     TableFacts,
 )
 from pgtail.catalog.names import TableSpec, check_row_filter
-from pgtail.catalog.server import server_version_num
+from pgtail.catalog.server import current_database, server_version_num
 from pgtail.catalog.tables import leaf_oids, resolve_table, table_facts
 from pgtail.errors import ConfigurationError, PublicationError, ServerCapabilityError
 from pgtail.sqlnames import quote_ident
@@ -101,8 +101,9 @@ def require_publications(
     }
     missing = [n for n in names if n not in existing]
     if missing:
-        raise PublicationError(
-            f"publication {missing[0]!r} does not exist",
+        raise publication_missing_error(
+            missing[0],
+            current_database(conn),
             hint=hint.format(name=missing[0]) if hint else None,
         )
 
@@ -267,10 +268,7 @@ def get_publication_on(conn: PgConnection, name: str) -> PublicationInfo:
     """The publication, or `PublicationError` when it does not exist."""
     found = read_publications(conn, name)
     if not found:
-        raise PublicationError(
-            f"publication {name!r} does not exist",
-            hint="pgtail publication list shows the publications",
-        )
+        raise publication_missing_error(name, current_database(conn))
     return found[0]
 
 
@@ -393,9 +391,8 @@ def drop_publication(dsn: str | None, name: str, *, if_exists: bool = False) -> 
         if exists is None:
             if if_exists:
                 return False
-            raise PublicationError(
-                f"publication {name!r} does not exist",
-                hint="use --if-exists to ignore a missing publication",
+            raise publication_missing_error(
+                name, current_database(conn), hint="use --if-exists to ignore a missing publication"
             )
         fetchall(conn, sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(name)))
         return True

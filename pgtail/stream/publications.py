@@ -67,9 +67,10 @@ def choose_publications(
     if config.publications:
         missing = [p for p in config.publications if p not in existing]
         if missing:
-            raise PublicationError(
-                f"publication {missing[0]!r} does not exist in database {server.database!r}",
-                hint=f'CREATE PUBLICATION "{missing[0]}" FOR TABLE ...;'
+            raise catalog.publication_missing_error(
+                missing[0],
+                server.database,
+                hint=f"create it: pgtail publication create {missing[0]} --table ...;"
                 " or pgtail stream --create-publication --table ...",
             )
         return config.publications
