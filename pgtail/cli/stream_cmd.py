@@ -15,15 +15,17 @@ from typing import Any
 import click
 
 from pgtail.cli import ExitCode, cli
+from pgtail.cli.output_options import (
+    event_filter,
+    filter_options,
+    max_changes_option,
+    output_options,
+    render_settings,
+    split_list,
+)
 from pgtail.errors import ConfigurationError
-from pgtail.filters import EventFilter, parse_ops
 from pgtail.lsn import format_lsn, parse_lsn
-from pgtail.render import RenderOptions, terminal_style
 from pgtail.stream import ReconnectPolicy, StreamConfig, run
-
-
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(p.strip() for v in values for p in v.split(",") if p.strip())
 
 
 def _log(message: str) -> None:
@@ -91,13 +93,7 @@ def _log(message: str) -> None:
     metavar="LSN",
     help="Stop after the last transaction committed at or before LSN.",
 )
-@click.option(
-    "--max-changes",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Stop after N changes.",
-)
+@max_changes_option
 @click.option(
     "--idle-exit",
     type=click.FloatRange(min=0, min_open=True),
@@ -105,59 +101,18 @@ def _log(message: str) -> None:
     metavar="SECONDS",
     help="Exit when nothing arrives for SECONDS.",
 )
-@click.option(
-    "--table",
-    "tables",
-    multiple=True,
-    metavar="GLOB",
-    help="Only these tables (schema.table glob, repeatable); with --create-publication,"
-    " the tables to publish.",
+@filter_options(
+    "Only these tables (schema.table glob, repeatable); with --create-publication,"
+    " the tables to publish."
 )
-@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip these tables (glob).")
-@click.option(
-    "--ops", metavar="LIST", help="Only these operations: insert,update,delete,truncate,message."
-)
-@click.option(
-    "--redact",
-    multiple=True,
-    metavar="COLUMNS",
-    help="Mask these columns' values (comma-separated; keys stay visible).",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["json", "table", "sql", "raw"]),
-    default=None,
-    help="Output format (default: table on a terminal, json otherwise).",
-)
+@output_options
 @click.option(
     "--output",
     "-o",
     metavar="FILE",
-    help="Append to FILE, fsync'd before the position is confirmed.",
-)
-@click.option("--tx", "tx_lines", is_flag=True, help="JSON: also emit begin/commit lines.")
-@click.option(
-    "--color",
-    type=click.Choice(["auto", "always", "never"]),
-    default="auto",
-    show_default=True,
-    help="Colour (table format); NO_COLOR is honoured.",
-)
-@click.option("--changed-only", is_flag=True, help="Table: show only changed columns.")
-@click.option(
-    "--max-width",
-    type=click.IntRange(min=4),
-    default=40,
-    show_default=True,
-    help="Table: truncate values longer than this.",
-)
-@click.option(
-    "--collapse",
-    type=click.IntRange(min=1),
-    default=200,
-    show_default=True,
-    help="Table: summarize after this many rows per table per transaction.",
+    help="Append to FILE, fsync'd before the position is confirmed. The slot, position and "
+    "size written are kept in FILE.pgtail-state, so a restart neither repeats nor loses "
+    "changes; delete it to start the bookkeeping afresh.",
 )
 @click.option(
     "--status-interval",
@@ -201,16 +156,15 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
             "standard output is closed", hint="use --output FILE, or give pgtail a stdout"
         )
     is_tty = opts["output"] is None and _isatty()
-    fmt = opts["fmt"] or ("table" if is_tty else "json")
+    fmt, render_options = render_settings(opts, is_tty)
     start = parse_lsn(opts["start"]) if opts["start"] else None
     end = parse_lsn(opts["end"]) if opts["end"] else None
     tables = tuple(opts["tables"])
-    color, width = terminal_style(is_tty, opts["color"])
     config = StreamConfig(
         dsn=opts["dsn"] or opts["dsn_arg"],
         slot=opts["slot"],
         create_slot=opts["create_slot"],
-        publications=_split(opts["publications"]),
+        publications=split_list(opts["publications"]),
         create_publication=opts["create_publication"],
         publication_tables=tables if opts["create_publication"] else (),
         publication_schemas=tuple(opts["schemas"]),
@@ -225,22 +179,10 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         max_changes=opts["max_changes"],
         idle_exit=opts["idle_exit"],
         format=fmt,
-        render_options=RenderOptions(
-            color=color,
-            width=width,
-            tx_lines=opts["tx_lines"],
-            changed_only=opts["changed_only"],
-            max_width=opts["max_width"],
-            collapse=opts["collapse"],
-        ),
+        render_options=render_options,
         output=opts["output"],
         status_interval=opts["status_interval"],
-        filter=EventFilter(
-            tables=tables,
-            exclude=tuple(opts["exclude"]),
-            ops=parse_ops(opts["ops"]),
-            redact=_split(opts["redact"]),
-        ),
+        filter=event_filter(opts),
         reconnect=ReconnectPolicy(
             attempts=opts["reconnect_attempts"], max_delay=opts["reconnect_max_delay"]
         ),
