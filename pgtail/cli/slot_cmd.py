@@ -430,7 +430,9 @@ def slot_peek(name: str, publications: tuple[str, ...], dsn: str | None, **opts:
         click.echo(f"no pending changes in slot {name} pass the filters", err=True)
     elif more:
         click.echo(
-            f"note: stopped after {shown} changes (--max-changes); more are pending", err=True
+            f"note: stopped after {shown} change{'' if shown == 1 else 's'} (--max-changes);"
+            " more are pending",
+            err=True,
         )
 
 
