@@ -10,6 +10,7 @@ import click
 
 from pgtail.catalog import IdentityReport
 from pgtail.cli import ExitCode, cli, dsn_option
+from pgtail.cli.completion_cmd import complete_publication, complete_slot
 from pgtail.cli.slot_cmd import json_option, print_fields, print_json, stdout_is_terminal
 from pgtail.doctor import DEFAULT_WAL_WARN_BYTES, Check, human_bytes
 
@@ -72,6 +73,7 @@ def _print_report(checks: Sequence[Check]) -> None:
     "publications",
     multiple=True,
     metavar="NAME",
+    shell_complete=complete_publication,
     help="Check this publication and its tables (repeatable; default: all of the database).",
 )
 @click.option(
@@ -79,6 +81,7 @@ def _print_report(checks: Sequence[Check]) -> None:
     "slots",
     multiple=True,
     metavar="NAME",
+    shell_complete=complete_slot,
     help="Check this slot (repeatable; default: every slot on the server).",
 )
 @click.option(

@@ -13,6 +13,7 @@ import click
 
 from pgtail.catalog import OPERATIONS, PublicationChange, PublicationInfo, TableTarget
 from pgtail.cli import cli, dsn_option
+from pgtail.cli.completion_cmd import complete_publication
 from pgtail.cli.slot_cmd import json_option, print_fields, print_json, print_table
 from pgtail.errors import ConfigurationError
 
@@ -75,7 +76,7 @@ def publication_list(dsn: str | None, as_json: bool) -> None:
 
 
 @publication.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_publication)
 @dsn_option
 @json_option()
 def publication_show(name: str, dsn: str | None, as_json: bool) -> None:
@@ -253,7 +254,7 @@ def publication_create(
 
 
 @publication.command("add")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_publication)
 @_table_option
 @_where_option
 @_schema_option
@@ -290,7 +291,7 @@ def publication_add(
 
 
 @publication.command("remove")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_publication)
 @_table_option
 @_schema_option
 @dsn_option
@@ -312,7 +313,7 @@ def publication_remove(
 
 
 @publication.command("drop")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_publication)
 @click.option("--if-exists", is_flag=True, help="Succeed if there is no such publication.")
 @dsn_option
 def publication_drop(name: str, if_exists: bool, dsn: str | None) -> None:

@@ -16,6 +16,7 @@ import orjson
 from pgtail.catalog import PeekedChange, SlotInfo, SlotListing
 from pgtail.cli import cli, dsn_option
 from pgtail.cli import json_option as _json_option
+from pgtail.cli.completion_cmd import complete_logical_slot, complete_publication, complete_slot
 from pgtail.cli.output_options import (
     event_filter,
     filter_options,
@@ -232,7 +233,7 @@ def slot_list(dsn: str | None, as_json: bool) -> None:
 
 
 @slot.command("info")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_slot)
 @dsn_option
 @json_option()
 def slot_info(name: str, dsn: str | None, as_json: bool) -> None:
@@ -313,7 +314,7 @@ def slot_create(
 
 
 @slot.command("drop")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_slot)
 @click.option("--if-exists", is_flag=True, help="Succeed if there is no such slot.")
 @click.option(
     "--force", is_flag=True, help="Drop an active slot: terminate the walsender using it first."
@@ -343,7 +344,7 @@ def slot_drop(name: str, if_exists: bool, force: bool, dsn: str | None) -> None:
 
 
 @slot.command("advance")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_logical_slot)
 @click.argument("lsn")
 @dsn_option
 def slot_advance(name: str, lsn: str, dsn: str | None) -> None:
@@ -371,12 +372,13 @@ def slot_advance(name: str, lsn: str, dsn: str | None) -> None:
 
 
 @slot.command("peek")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_logical_slot)
 @click.option(
     "--publication",
     "publications",
     multiple=True,
     metavar="NAME",
+    shell_complete=complete_publication,
     help="Publication to decode through (repeatable; default: all of the database).",
 )
 @max_changes_option

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from pgtail.cli import ExitCode, cli
+from pgtail.cli.completion_cmd import complete_logical_slot, complete_publication
 from pgtail.cli.output_options import (
     event_filter,
     filter_options,
@@ -41,7 +42,12 @@ def _log(message: str) -> None:
     metavar="DSN",
     help="libpq connection string or URI; default: DATABASE_URL, then libpq's PG* variables.",
 )
-@click.option("--slot", metavar="NAME", help="Stream this slot (default: a temporary slot).")
+@click.option(
+    "--slot",
+    metavar="NAME",
+    shell_complete=complete_logical_slot,
+    help="Stream this slot (default: a temporary slot).",
+)
 @click.option("--create-slot", is_flag=True, help="Create --slot if it does not exist.")
 @click.option(
     "--publication",
@@ -49,6 +55,7 @@ def _log(message: str) -> None:
     multiple=True,
     metavar="NAME",
     envvar="PGTAIL_PUBLICATION",
+    shell_complete=complete_publication,
     help="Publication to stream (repeatable; env PGTAIL_PUBLICATION). Default: the only one.",
 )
 @click.option(
