@@ -37,7 +37,7 @@ PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGPASSFILE, PGSSLMODE, PGAPPNAME
 PGTAIL_PUBLICATION :: Default publication name(s) for `pgtail stream`.
 PGTAIL_DEBUG :: Set to 1 to print tracebacks for errors (like `--debug`).
 NO_COLOR :: Set to anything to turn colour off in table output.
-_PGTAIL_COMPLETE :: Used by the shell completion scripts (see `pgtail completion`).
+_PGTAIL_COMPLETE :: Used by the shell completion scripts (see `pgtail completion`). Completion offers slot and publication names from the server the command line points at (`--dsn` or a connection string typed before the word, else DATABASE_URL and libpq's variables), with a two-second connect timeout; without a server it offers none.
 """
 
 COMMON: dict[str, str] = {"EXIT STATUS": EXIT_STATUS, "ENVIRONMENT": ENVIRONMENT}
