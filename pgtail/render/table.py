@@ -38,7 +38,7 @@ import json
 import re
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, BinaryIO
 
@@ -145,13 +145,13 @@ def show_value(value: Any) -> str:
     if kind is int:
         return str(value)
     if kind is bool:
-        return "true" if value else "false"
+        return "t" if value else "f"  # as psql shows them
     if kind is float:
-        return repr(value)
+        return pg_float8(value)
     if kind is orjson.Fragment:
         return escape_text(_JSON_SPACE.sub(" ", to_text(value)))
     if kind is list:
-        return escape_text(to_text(value))
+        return escape_text(_pg_array(value, _element_text))
     return escape_text(str(value))
 
 
@@ -517,10 +517,15 @@ class TableRenderer:
                 self._note(group, note)
         group.shown += 1
         if group.displays:
-            change = replace(
-                change,
-                new=_displayed(change.new, group.displays),
-                old=_displayed(change.old, group.displays),
+            change = Change(
+                change.op,
+                change.table,
+                change.tx,
+                change.seq,
+                _displayed(change.new, group.displays),
+                _displayed(change.old, group.displays),
+                change.old_kind,
+                change.unchanged_toast,
             )
         cells = self._cells(change, group.keep)
         if group.timestamps:
@@ -803,24 +808,17 @@ def pg_interval(text: str) -> str:
     return " ".join(parts)
 
 
-def pg_bool(value: Any) -> str:
-    """``t`` / ``f``, as psql prints a boolean."""
-    if value is True:
-        return "t"
-    if value is False:
-        return "f"
-    return str(value)
-
-
 def _pg_float(digits: int) -> Callable[[Any], str]:
     """A float as PostgreSQL prints it: the shortest exact digits, in exponent form when
     the exponent is below -4 or at least ``digits`` (15 for float8, 6 for float4)."""
+    high = 10.0**digits
 
     def show(value: Any) -> str:
         if type(value) is not float or value != value or value in (_INF, -_INF):
             return str(value)  # NaN and the infinities arrive as text already
-        if value == 0:
-            return "-0" if str(value).startswith("-") else "0"
+        text = repr(value)
+        if "e" not in text and (1e-4 <= abs(value) < high or value == 0):
+            return text[:-2] if text.endswith(".0") else text  # Python's form but for ".0"
         decimal = Decimal(repr(value))
         sign, numerals, exponent = decimal.as_tuple()
         assert isinstance(exponent, int)
@@ -853,6 +851,20 @@ def _pg_array(values: list[Any], show: Callable[[Any], str]) -> str:
     return "{" + ",".join([_array_element(v, show) for v in values]) + "}"
 
 
+def _element_text(value: Any) -> str:
+    """An array element as psql shows it, before quoting."""
+    kind = type(value)
+    if kind is str:
+        return str(value)
+    if kind is bool:
+        return "t" if value else "f"
+    if kind is float:
+        return pg_float8(value)
+    if kind is orjson.Fragment:
+        return to_text(value)
+    return str(value)
+
+
 def _array_of(show: Callable[[Any], str]) -> Callable[[Any], str]:
     def show_array(value: Any) -> str:
         return _pg_array(value, show) if type(value) is list else str(value)
@@ -860,19 +872,16 @@ def _array_of(show: Callable[[Any], str]) -> Callable[[Any], str]:
     return show_array
 
 
-_pg_float8 = _pg_float(15)
+pg_float8 = _pg_float(15)
 _pg_float4 = _pg_float(6)
 
-# type OID -> how psql shows a value of it (from its JSON-ready form)
+# type OID -> how psql shows a value of it, for the types whose JSON-ready form does not
+# say it by its Python type (booleans, float8 and arrays: see show_value)
 _DISPLAY: dict[int, Callable[[Any], str]] = {
-    16: pg_bool,
-    1000: _array_of(pg_bool),
     1186: pg_interval,
     1187: _array_of(pg_interval),
     700: _pg_float4,
     1021: _array_of(_pg_float4),
-    701: _pg_float8,
-    1022: _array_of(_pg_float8),
     1115: _array_of(pg_time),
     1185: _array_of(pg_time),
 }
