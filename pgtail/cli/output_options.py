@@ -21,6 +21,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 FORMATS = ("json", "table", "sql", "raw")
 
+# one help for both commands; `stream --create-publication` says what --table means there
 TABLE_HELP = "Only these tables (schema.table glob, repeatable)."
 
 
@@ -77,33 +78,28 @@ def output_options(f: F) -> F:
     )
 
 
-def filter_options(table_help: str = TABLE_HELP) -> Callable[[F], F]:
-    """``--table`` (with the command's own help), ``--exclude``, ``--ops``, ``--redact``:
-    read back by `event_filter`."""
-
-    def decorate(f: F) -> F:
-        return _apply(
-            [
-                click.option("--table", "tables", multiple=True, metavar="GLOB", help=table_help),
-                click.option(
-                    "--exclude", multiple=True, metavar="GLOB", help="Skip these tables (glob)."
-                ),
-                click.option(
-                    "--ops",
-                    metavar="LIST",
-                    help="Only these operations: insert,update,delete,truncate,message.",
-                ),
-                click.option(
-                    "--redact",
-                    multiple=True,
-                    metavar="COLUMNS",
-                    help="Mask these columns' values (comma-separated; keys stay visible).",
-                ),
-            ],
-            f,
-        )
-
-    return decorate
+def filter_options(f: F) -> F:
+    """``--table``, ``--exclude``, ``--ops``, ``--redact``: read back by `event_filter`."""
+    return _apply(
+        [
+            click.option("--table", "tables", multiple=True, metavar="GLOB", help=TABLE_HELP),
+            click.option(
+                "--exclude", multiple=True, metavar="GLOB", help="Skip these tables (glob)."
+            ),
+            click.option(
+                "--ops",
+                metavar="LIST",
+                help="Only these operations: insert,update,delete,truncate,message.",
+            ),
+            click.option(
+                "--redact",
+                multiple=True,
+                metavar="COLUMNS",
+                help="Mask these columns' values (comma-separated; keys stay visible).",
+            ),
+        ],
+        f,
+    )
 
 
 def max_changes_option(f: F) -> F:

@@ -389,7 +389,7 @@ def slot_advance(name: str, lsn: str, dsn: str | None) -> None:
     metavar="N",
     help="Deprecated: the same as --max-changes.",
 )
-@filter_options()
+@filter_options
 @output_options
 @dsn_option
 def slot_peek(name: str, publications: tuple[str, ...], dsn: str | None, **opts: Any) -> None:

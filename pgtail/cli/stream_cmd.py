@@ -61,8 +61,8 @@ def _log(message: str) -> None:
 @click.option(
     "--create-publication",
     is_flag=True,
-    help="Create a publication for this run (of --table/--schema, else all tables) "
-    "and drop it on exit.",
+    help="Create a publication for this run of the --table tables (names, not globs) and "
+    "--schema schemas, else of all tables, and drop it on exit.",
 )
 @click.option(
     "--schema",
@@ -108,10 +108,7 @@ def _log(message: str) -> None:
     metavar="SECONDS",
     help="Exit when nothing arrives for SECONDS.",
 )
-@filter_options(
-    "Only these tables (schema.table glob, repeatable); with --create-publication,"
-    " the tables to publish."
-)
+@filter_options
 @output_options
 @click.option(
     "--output",
