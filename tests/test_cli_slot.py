@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import click
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -228,3 +229,27 @@ def test_peek_table_shares_stream_output_options(db: Database) -> None:
     code, out, err = run_cli([*args, "--changed-only"])
     rows = [line for line in out.splitlines() if line.startswith(" update")]
     assert rows == [" update │  1 │ delta → GAMMA"]  # the first column tells the row apart
+
+
+def test_peek_and_stream_declare_their_output_options_once() -> None:
+    from pgtail.cli import _register_commands, cli
+
+    _register_commands()
+    group = cli.commands["slot"]
+    assert isinstance(group, click.Group)
+    peek = {p.name: p for p in group.commands["peek"].params}
+    stream = {p.name: p for p in cli.commands["stream"].params}
+    shared = [
+        "fmt", "tx_lines", "color", "changed_only", "max_width", "collapse",
+        "tables", "exclude", "ops", "redact", "max_changes",
+    ]  # fmt: skip
+    for name in shared:
+        a, b = peek[name], stream[name]
+        assert isinstance(a, click.Option) and isinstance(b, click.Option)
+        assert (a.opts, a.help, a.default, a.multiple, repr(a.type)) == (
+            b.opts,
+            b.help,
+            b.default,
+            b.multiple,
+            repr(b.type),
+        ), name

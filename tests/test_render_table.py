@@ -597,5 +597,9 @@ def test_changed_only_says_when_there_is_no_old_row() -> None:
     # without --changed-only, nothing to explain
     assert "--changed-only" not in render(events, width=200)
     # a full old row: compared, no note
-    full = [TxBegin(TX), change("update", FULL, {"id": 1}, {"id": 1}, "full"), TxCommit(TX)]
+    full: list[Event] = [
+        TxBegin(TX),
+        change("update", FULL, {"id": 1}, {"id": 1}, "full"),
+        TxCommit(TX),
+    ]
     assert "note:" not in render(full, changed_only=True)
