@@ -428,7 +428,7 @@ def slot_peek(name: str, publications: tuple[str, ...], dsn: str | None, **opts:
             out.flush()
     if not rows:
         click.echo(f"no pending changes in slot {name}", err=True)
-    elif not shown:
+    elif not shown and fmt != "raw" and not flt.is_noop:
         click.echo(f"no pending changes in slot {name} pass the filters", err=True)
     elif more:
         click.echo(
