@@ -46,7 +46,7 @@ PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGPASSFILE, PGSSLMODE, PGAPPNAME
 PGTAIL_PUBLICATION :: Default publication name(s) for `--publication` (`pgtail stream`, `doctor`, `spark run`).
 PGTAIL_DEBUG :: Set to 1 to print tracebacks for errors (like `--debug`).
 NO_COLOR :: Set to anything to turn colour off in table output.
-_PGTAIL_COMPLETE :: Used by the shell completion scripts (see `pgtail completion`).
+_PGTAIL_COMPLETE :: Used by the shell completion scripts (see `pgtail completion`). Completion offers slot and publication names from the server the command line points at (`--dsn` or a connection string typed before the word, else DATABASE_URL and libpq's variables), with a two-second connect timeout; without a server it offers none.
 """
 
 COMMON: dict[str, str] = {"EXIT STATUS": EXIT_STATUS, "ENVIRONMENT": ENVIRONMENT}
@@ -98,6 +98,8 @@ DELIVERY = """
 pgtail delivers every committed change at least once. It confirms (reports as flushed to the server) only the end LSN of transactions whose output has been written and flushed: fsync'd to the file with `--output`. With no changes flowing it confirms the server's keepalive position, so an idle pgtail never makes the server hold WAL.
 
 After a crash, a kill -9 or a lost connection pgtail resumes from the last confirmed position: transactions after it may be delivered again, nothing is skipped. Consumers that must not see a change twice deduplicate on (`commit_lsn`, position in the transaction). With `--output FILE` a restarted pgtail appends without repeats.
+
+The state file: with `--output FILE` pgtail keeps FILE.pgtail-state beside it, a small JSON object ({"slot": ..., "position": ..., "size": ...}) rewritten atomically after each fsync: the slot, the stream position written (the end LSN of the last transaction in the file) and the file's size at that point. On a restart, output written after the last record (never confirmed, so the server sends it again) is cut off, and transactions at or before the recorded position are skipped. A state file of another slot is ignored. Deleting it restarts the bookkeeping: the file is then appended to as it is, and what the server sends again after a crash may repeat in it.
 
 Aborted transactions are never shown: pgoutput sends only committed transactions, and pgtail drops streamed in-progress transactions that abort.
 """
@@ -188,7 +190,7 @@ Stop at a known point and print a protocol trace:
         "DESCRIPTION": """
 Replication slots remember how far a consumer has read and make the server keep the WAL it has not confirmed yet. A slot nobody reads holds WAL forever and can fill the disk: `pgtail slot list` shows each slot's lag and retained WAL, and `pgtail doctor` warns about inactive slots.
 
-pgtail creates logical slots with the `pgoutput` plugin. `peek` shows pending changes through the SQL interface without consuming them, rendered like `pgtail stream`.
+pgtail creates logical slots with the `pgoutput` plugin. `peek` shows pending changes through the SQL interface without consuming them, rendered like `pgtail stream`, with its output options (`--format`, `--color`, `--max-width`, `--changed-only`, ...), filters and `--max-changes N`, which counts changes (rows, truncates, messages) as `stream` does. Peeking never moves the slot.
 """,
         "EXAMPLES": """
 Slots with their lag, and the ones holding most WAL first:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import click
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -165,3 +166,94 @@ def test_peek_table_format(db: Database) -> None:
     code, out, err = run_cli(["slot", "peek", "pk", "--format", "table", "--dsn", db.dsn])
     assert code == 0, err
     assert "public.t" in out and "42" in out and "hello" in out
+
+
+def test_peek_max_changes_counts_changes_not_messages(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key, v text); CREATE PUBLICATION p FOR TABLE t")
+    run_cli(["slot", "create", "pk", "--dsn", db.dsn])
+    for i in range(10):  # ten single-row transactions: Begin, (Relation,) Insert, Commit each
+        write(db, f"INSERT INTO t VALUES ({i}, 'v{i}')")
+    before = db.execute("SELECT confirmed_flush_lsn FROM pg_replication_slots")
+    args = ["slot", "peek", "pk", "--format", "json", "--dsn", db.dsn]
+    code, out, err = run_cli([*args, "--max-changes", "3"])
+    assert code == 0, err
+    assert [orjson.loads(x)["new"]["id"] for x in out.splitlines()] == [0, 1, 2]
+    assert err == "note: stopped after 3 changes (--max-changes); more are pending\n"
+    # every change of the slot, when there are fewer than asked for: no note
+    code, out, err = run_cli([*args, "--max-changes", "10"])
+    assert len(out.splitlines()) == 10 and err == ""
+    code, out, err = run_cli([*args, "--max-changes", "50"])
+    assert len(out.splitlines()) == 10 and err == ""
+    # filters apply before counting, as in stream
+    code, out, err = run_cli([*args, "--max-changes", "2", "--ops", "delete"])
+    assert out == "" and "no pending changes in slot pk pass the filters" in err
+    # --limit is a deprecated spelling of --max-changes
+    code, out, err = run_cli([*args, "--limit", "3"])
+    assert len(out.splitlines()) == 3 and "--limit is deprecated" in err
+    # --tx: the last transaction's begin and commit, no begin of the next one
+    code, out, _ = run_cli([*args, "--max-changes", "2", "--tx"])
+    assert [orjson.loads(x)["op"] for x in out.splitlines()] == [
+        "begin",
+        "insert",
+        "commit",
+        "begin",
+        "insert",
+        "commit",
+    ]
+    # raw: two Insert messages, the trace ends with the second transaction's Commit
+    raw = ["slot", "peek", "pk", "--format", "raw", "--max-changes", "2", "--dsn", db.dsn]
+    code, out, _ = run_cli(raw)
+    kinds = [line.split()[1] for line in out.splitlines()]
+    assert kinds.count("Insert") == 2 and kinds[-1] == "Commit"
+    assert "t:'v1'" in out
+    # peeking never moves the slot
+    assert db.execute("SELECT confirmed_flush_lsn FROM pg_replication_slots") == before
+
+
+def test_peek_table_shares_stream_output_options(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE t (id int primary key, c text, i interval);"
+        "CREATE PUBLICATION p FOR TABLE t; INSERT INTO t VALUES (1, 'gamma', '1 day 2 hours')"
+    )
+    run_cli(["slot", "create", "pk", "--dsn", db.dsn])
+    write(db, "UPDATE t SET c = 'GAMMA'")
+    write(db, "UPDATE t SET c = 'delta'")
+    args = ["slot", "peek", "pk", "--format", "table", "--dsn", db.dsn]
+    code, out, err = run_cli([*args, "--changed-only", "--color", "never", "--max-width", "8"])
+    assert code == 0, err
+    assert "1 day 0…" in out  # psql's form, cut at --max-width
+    assert out.count("--changed-only: no old row to compare") == 1
+    assert out.count("note: old rows: key only") == 1
+    db.execute("ALTER TABLE t REPLICA IDENTITY FULL")
+    run_cli(["slot", "drop", "pk", "--dsn", db.dsn])
+    run_cli(["slot", "create", "pk", "--dsn", db.dsn])
+    write(db, "UPDATE t SET c = 'GAMMA'")
+    code, out, err = run_cli([*args, "--changed-only", "--color", "always"])
+    assert "\x1b[" in out
+    code, out, err = run_cli([*args, "--changed-only"])
+    rows = [line for line in out.splitlines() if line.startswith(" update")]
+    assert rows == [" update │  1 │ delta → GAMMA"]  # the first column tells the row apart
+
+
+def test_peek_and_stream_declare_their_output_options_once() -> None:
+    from pgtail.cli import _register_commands, cli
+
+    _register_commands()
+    group = cli.commands["slot"]
+    assert isinstance(group, click.Group)
+    peek = {p.name: p for p in group.commands["peek"].params}
+    stream = {p.name: p for p in cli.commands["stream"].params}
+    shared = [
+        "fmt", "tx_lines", "color", "changed_only", "max_width", "collapse",
+        "tables", "exclude", "ops", "redact", "max_changes",
+    ]  # fmt: skip
+    for name in shared:
+        a, b = peek[name], stream[name]
+        assert isinstance(a, click.Option) and isinstance(b, click.Option)
+        assert (a.opts, a.help, a.default, a.multiple, repr(a.type)) == (
+            b.opts,
+            b.help,
+            b.default,
+            b.multiple,
+            repr(b.type),
+        ), name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -241,3 +242,27 @@ def test_layers_of_the_catalog() -> None:
             }, module
     assert not any(m.startswith("pgtail.catalog") for m in graph["pgtail.sqlnames"])
     assert not any(m.startswith("pgtail.catalog") for m in graph["pgtail.render.sql"])
+
+
+def test_setup_puts_the_man_pages_where_man_finds_them(tmp_path: Path) -> None:
+    """The README's setup is an editable install, which installs no man pages: .ci/setup's
+    last step links them into the virtualenv, where `man` looks for a bin dir on PATH."""
+    script = (ROOT / ".ci" / "setup").read_text()
+    step = script[script.index("# --- man pages") :]
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / "man").symlink_to(ROOT / "man")
+    subprocess.run(["bash", "-c", step], cwd=tmp_path, check=True)
+    pages = sorted(p.name for p in (ROOT / "man").glob("*.1"))
+    installed = tmp_path / ".venv" / "share" / "man" / "man1"
+    assert sorted(p.name for p in installed.iterdir()) == pages
+    assert all(
+        (installed / page).read_bytes() == (ROOT / "man" / page).read_bytes() for page in pages
+    )
+    man = shutil.which("man")
+    if man is None:
+        pytest.skip("no man on this machine")
+    env = {**os.environ, "PATH": f"{tmp_path / '.venv' / 'bin'}:/usr/bin:/bin"}
+    env.pop("MANPATH", None)
+    found = subprocess.run([man, "-w", "pgtail-stream"], env=env, capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()).resolve() == (ROOT / "man" / "pgtail-stream.1").resolve()

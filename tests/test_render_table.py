@@ -20,7 +20,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.render import RenderOptions, make_renderer
-from pgtail.render.table import CHUNK_ROWS, TableRenderer, show_string
+from pgtail.render.table import CHUNK_ROWS, TableRenderer, pg_interval, show_string
 from tests.events import TIME, TX, USERS, change, col
 
 FULL = Table(
@@ -129,13 +129,14 @@ def test_full_identity_shows_old_and_new_and_changed_only_hides_the_rest() -> No
     assert render(events, changed_only=True) == head + (
         " op     │ id │   qty │ note │ doc\n"
         "────────┼────┼───────┼──────┼──────────\n"
-        " update │    │ 2 → 3 │      │\n"
+        " update │  1 │ 2 → 3 │      │\n"
         ' delete │  1 │     2 │ same │ {"a": 1}\n'
         "\n"
     )
-    # only updates: the unchanged columns are left out altogether
+    # only updates: the unchanged columns are left out, but for the first one, which
+    # tells the rows apart (REPLICA IDENTITY FULL names no key)
     assert render(events[:2] + events[3:], changed_only=True) == head + (
-        " op     │   qty\n────────┼───────\n update │ 2 → 3\n\n"
+        " op     │ id │   qty\n────────┼────┼───────\n update │  1 │ 2 → 3\n\n"
     )
 
 
@@ -496,3 +497,109 @@ def test_long_truncates_and_headers_stay_within_the_width() -> None:
     assert lines[1] == '   origin "' + "o" * 48 + "…"
     assert lines[2].startswith(" TRUNCATE public.table_number_0, public.table_number_1,")
     assert lines[-2:] == ["   public.table_number_6, public.table_number_7 CASCADE", ""]
+
+
+@pytest.mark.parametrize(
+    ("iso", "shown"),
+    [
+        ("P1DT2H", "1 day 02:00:00"),
+        ("P1Y2M", "1 year 2 mons"),
+        ("PT-1S", "-00:00:01"),
+        ("PT0S", "00:00:00"),
+        ("P-1D", "-1 days"),
+        ("P1DT-2H", "1 day -02:00:00"),
+        ("P-1Y2M-3DT4H", "-1 years +2 mons -3 days +04:00:00"),
+        ("PT-0.25S", "-00:00:00.25"),
+        ("P3DT100H", "3 days 100:00:00"),
+        ("infinity", "infinity"),
+    ],
+)
+def test_intervals_are_shown_as_psql_shows_them(iso: str, shown: str) -> None:
+    assert pg_interval(iso) == shown
+
+
+def test_values_are_shown_as_psql_shows_them() -> None:
+    table = Table(
+        20,
+        "public",
+        "kinds",
+        "default",
+        (
+            col("id", 23, True),
+            col("i", 1186),
+            col("b", 16),
+            col("f", 701),
+            col("bs", 1000),
+            col("ts", 1185),
+            col("by", 17),
+        ),
+    )
+    new = {
+        "id": 1,
+        "i": "P1DT2H",
+        "b": False,
+        "f": 100.0,
+        "bs": [True, None],
+        "ts": ["2026-11-22T01:20:29.328234+00:00"],
+        "by": "\\x0102",
+    }
+    text = render([TxBegin(TX), change("insert", table, new), TxCommit(TX)], width=120)
+    assert text.splitlines()[4] == (
+        ' insert │  1 │ 1 day 02:00:00 │ f │ 100 │ {t,NULL} │ {"2026-11-22 01:20:29.328234+00"}'
+        " │ \\x0102"
+    )
+    # an unchanged interval is compared by value; a changed one shows both sides psql's way
+    old = {**new, "i": "PT-1S"}
+    updated = render(
+        [TxBegin(TX), change("update", table, new, old, "full"), TxCommit(TX)], width=200
+    )
+    assert "-00:00:01 → 1 day 02:00:00" in updated
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(100.0, "100"), (0.1, "0.1"), (1e15, "1e+15"), (1e14, "100000000000000"), (1e-5, "1e-05")],
+)
+def test_floats_are_shown_as_psql_shows_them(value: float, shown: str) -> None:
+    table = Table(21, "public", "f", "default", (col("f", 701),))
+    text = render([TxBegin(TX), change("insert", table, {"f": value}), TxCommit(TX)])
+    assert text.splitlines()[4] == f" insert │ {shown}"
+
+
+def test_each_note_once_per_table_per_run() -> None:
+    events: list[Event] = []
+    for i in range(3):
+        events += [
+            TxBegin(TX),
+            change("update", USERS, {"id": i, "name": "n", "bio": "b", "score": "1"}),
+            TxCommit(TX),
+        ]
+    text = render(events, width=200)
+    assert text.count("note: old rows: key only, if it changed") == 1
+    assert text.count("update │") == 3
+
+
+def test_changed_only_says_when_there_is_no_old_row() -> None:
+    events: list[Event] = []
+    for i in range(2):
+        events += [
+            TxBegin(TX),
+            change("update", USERS, {"id": i, "name": "n", "bio": "b", "score": "1"}),
+            TxCommit(TX),
+        ]
+    text = render(events, width=200, changed_only=True)
+    note = (
+        "note: --changed-only: no old row to compare (REPLICA IDENTITY DEFAULT sends only"
+        " the key, when it changes); all columns shown"
+    )
+    assert text.count(note) == 1, text
+    assert text.count(" update │  0 │ n    │ b   │     1") == 1
+    # without --changed-only, nothing to explain
+    assert "--changed-only" not in render(events, width=200)
+    # a full old row: compared, no note
+    full: list[Event] = [
+        TxBegin(TX),
+        change("update", FULL, {"id": 1}, {"id": 1}, "full"),
+        TxCommit(TX),
+    ]
+    assert "note:" not in render(full, changed_only=True)

@@ -491,7 +491,7 @@ def test_raw_format_traces_messages(db: Any) -> None:
     lines = out.getvalue().decode().splitlines()
     kinds = [line.split()[1] for line in lines]
     assert kinds == ["Begin", "Relation", "Insert", "Commit"]
-    assert "t:31" in lines[2] and "t:6162" in lines[2]  # '1' and 'ab' in hex
+    assert "t:'1'" in lines[2] and "t:'ab'" in lines[2]  # text values as text
     assert "final_lsn=" in lines[0] and "/" in lines[0].split("final_lsn=")[1]
 
 

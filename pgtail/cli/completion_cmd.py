@@ -1,7 +1,8 @@
 """``pgtail completion bash|zsh|fish``: print the shell completion script.
 
 The scripts come from click's shell completion classes; they call back into
-``pgtail`` with ``_PGTAIL_COMPLETE`` set, so completions follow the installed CLI.
+``pgtail`` with ``_PGTAIL_COMPLETE`` set, so completions follow the installed CLI
+(slot and publication names come from the server: see `pgtail.cli.completers`).
 """
 
 from __future__ import annotations

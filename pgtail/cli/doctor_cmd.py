@@ -12,6 +12,7 @@ import click
 
 from pgtail.catalog import IdentityReport
 from pgtail.cli import ExitCode, cli
+from pgtail.cli.completers import complete_slot
 from pgtail.cli.options import (
     PUBLICATION_FORM,
     SLOT_NAME,
@@ -88,6 +89,7 @@ def _print_report(checks: Sequence[Check]) -> None:
     type=SLOT_NAME,
     multiple=True,
     metavar="NAME",
+    shell_complete=complete_slot,
     help="Check this slot (repeatable; default: every slot on the server).",
 )
 @click.option(

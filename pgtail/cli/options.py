@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 
 import click
 
+from pgtail.cli.completers import complete_publication
 from pgtail.errors import PgtailError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -162,6 +163,7 @@ def publication_option(
         metavar="NAME",
         envvar="PGTAIL_PUBLICATION",
         callback=lambda _ctx, _param, values: split_commas(values),
+        shell_complete=complete_publication,
         help=help_text,
     )
 

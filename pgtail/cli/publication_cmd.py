@@ -13,6 +13,7 @@ import click
 
 from pgtail.catalog import OPERATIONS, PublicationChange, PublicationInfo, TableTarget
 from pgtail.cli import cli
+from pgtail.cli.completers import complete_publication
 from pgtail.cli.options import Checked, connection_options, json_option, usage_error
 from pgtail.cli.slot_cmd import print_fields, print_json, print_table
 from pgtail.errors import ConfigurationError
@@ -76,7 +77,7 @@ def publication_list(dsn: str | None, as_json: bool) -> None:
 
 
 @publication.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_publication)
 @connection_options
 @json_option()
 def publication_show(name: str, dsn: str | None, as_json: bool) -> None:
@@ -279,7 +280,7 @@ def publication_create(
 
 
 @publication.command("add")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_publication)
 @connection_options
 @_table_option
 @_where_option
@@ -317,7 +318,7 @@ def publication_add(
 
 
 @publication.command("remove")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_publication)
 @connection_options
 @_remove_table_option
 @_remove_schema_option
@@ -340,7 +341,7 @@ def publication_remove(
 
 
 @publication.command("drop")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_publication)
 @connection_options
 @click.option("--if-exists", is_flag=True, help="Succeed if there is no such publication.")
 def publication_drop(name: str, if_exists: bool, dsn: str | None) -> None:

@@ -7,14 +7,15 @@ rich table on a terminal, aligned plain text when piped, JSON with ``--json``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 import orjson
 
-from pgtail.catalog import SlotInfo, SlotListing
-from pgtail.cli import cli, dsn_option
+from pgtail.catalog import PeekedChange, SlotInfo, SlotListing
+from pgtail.cli import cli
+from pgtail.cli.completers import complete_logical_slot, complete_slot
 from pgtail.cli.options import (
     LSN,
     PEEK_PUBLICATION_HELP,
@@ -23,8 +24,19 @@ from pgtail.cli.options import (
     json_option,
     publication_option,
 )
+from pgtail.cli.output_options import (
+    event_filter,
+    filter_options,
+    max_changes_option,
+    output_options,
+    render_settings,
+)
 from pgtail.doctor import human_bytes
+from pgtail.filters import EventFilter
 from pgtail.lsn import format_lsn
+
+if TYPE_CHECKING:
+    from pgtail.changes import Event
 
 # --------------------------------------------------------------------------- output helpers
 # (shared by the publication and doctor commands)
@@ -102,7 +114,7 @@ def slot() -> None:
     Examples:
       pgtail slot list
       pgtail slot create app
-      pgtail slot peek app --publication app_pub --limit 10
+      pgtail slot peek app --publication app_pub --max-changes 10
       pgtail slot drop app --force
     """
 
@@ -221,7 +233,7 @@ def slot_list(dsn: str | None, as_json: bool) -> None:
 
 
 @slot.command("info")
-@click.argument("name", type=SLOT_NAME)
+@click.argument("name", type=SLOT_NAME, shell_complete=complete_slot)
 @connection_options
 @json_option()
 def slot_info(name: str, dsn: str | None, as_json: bool) -> None:
@@ -303,7 +315,7 @@ def slot_create(
 
 
 @slot.command("drop")
-@click.argument("name", type=SLOT_NAME)
+@click.argument("name", type=SLOT_NAME, shell_complete=complete_slot)
 @connection_options
 @click.option("--if-exists", is_flag=True, help="Succeed if there is no such slot.")
 @click.option(
@@ -333,7 +345,7 @@ def slot_drop(name: str, if_exists: bool, force: bool, dsn: str | None) -> None:
 
 
 @slot.command("advance")
-@click.argument("name", type=SLOT_NAME)
+@click.argument("name", type=SLOT_NAME, shell_complete=complete_logical_slot)
 @click.argument("lsn", type=LSN)
 @connection_options
 def slot_advance(name: str, lsn: int, dsn: str | None) -> None:
@@ -361,64 +373,167 @@ def slot_advance(name: str, lsn: int, dsn: str | None) -> None:
 
 
 @slot.command("peek")
-@click.argument("name", type=SLOT_NAME)
+@click.argument("name", type=SLOT_NAME, shell_complete=complete_logical_slot)
 @publication_option(PEEK_PUBLICATION_HELP)
+@max_changes_option
 @click.option(
     "--limit",
     type=click.IntRange(min=1),
     default=None,
     metavar="N",
-    help="Stop after about N messages (the server finishes the transaction).",
+    help="Deprecated: the same as --max-changes.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["json", "table", "sql"]),
-    default=None,
-    help="Output format (default: table on a terminal, json otherwise).",
-)
-@dsn_option
-def slot_peek(
-    name: str,
-    publications: tuple[str, ...],
-    limit: int | None,
-    fmt: str | None,
-    dsn: str | None,
-) -> None:
+@filter_options
+@output_options
+@connection_options
+def slot_peek(name: str, publications: tuple[str, ...], dsn: str | None, **opts: Any) -> None:
     """Show a slot's pending changes without consuming them.
 
     Reads through the SQL interface (pg_logical_slot_peek_binary_changes), so the
-    slot stays where it is, and renders with the same renderers as `stream`.
-    The slot must not be in use by a stream.
+    slot stays where it is, and renders with the same renderers and options as
+    `stream`; --max-changes counts changes (rows, truncates, messages) as `stream`
+    does. The slot must not be in use by a stream.
 
     \b
     Examples:
-      pgtail slot peek app --publication app_pub --limit 20
+      pgtail slot peek app --publication app_pub --max-changes 20
       pgtail slot peek app --format json | jq -c '{op, table}'
     """
-    from pgtail import catalog
-    from pgtail.changes import Assembler
-    from pgtail.render import RenderOptions, make_renderer, terminal_style
+    from pgtail.render import make_renderer
 
-    if fmt is None:
-        fmt = "table" if stdout_is_terminal() else "json"
-    _names, changes = catalog.peek_changes(dsn, name, publications, limit=limit)
+    if opts["limit"] is not None:
+        click.echo("pgtail: warning: --limit is deprecated; use --max-changes", err=True)
+        if opts["max_changes"] is None:
+            opts["max_changes"] = opts["limit"]
+    fmt, render_options = render_settings(opts, stdout_is_terminal())
+    flt = event_filter(opts)
+    max_changes: int | None = opts["max_changes"]
+    rows = _peek_rows(dsn, name, publications, max_changes, flt)
     sys.stdout.flush()
     out = sys.stdout.buffer
-    color, width = terminal_style(stdout_is_terminal())
-    renderer = make_renderer(fmt, out, RenderOptions(color=color, width=width))
+    if fmt == "raw":
+        shown, more = _print_raw(rows, out, max_changes)
+    else:
+        renderer = make_renderer(fmt, out, render_options)
+        try:
+            shown, more = _render_peeked(dsn, rows, renderer.render, max_changes, flt)
+        finally:
+            renderer.close()
+            out.flush()
+    if not rows:
+        click.echo(f"no pending changes in slot {name}", err=True)
+    elif not shown and fmt != "raw" and not flt.is_noop:
+        click.echo(f"no pending changes in slot {name} pass the filters", err=True)
+    elif more:
+        click.echo(
+            f"note: stopped after {shown} change{'' if shown == 1 else 's'} (--max-changes);"
+            " more are pending",
+            err=True,
+        )
+
+
+# pgoutput messages that are changes, as --max-changes counts them: Insert, Update,
+# Delete, Truncate, logical decoding Message
+_CHANGE_TYPES = frozenset(b"IUDTM")
+
+
+def _peek_rows(
+    dsn: str | None,
+    name: str,
+    publications: tuple[str, ...],
+    max_changes: int | None,
+    flt: EventFilter,
+) -> list[PeekedChange]:
+    """The pending messages that hold the first ``max_changes`` changes and one more, if
+    there is one (all of them without ``max_changes``).
+
+    The server can only stop after a number of messages (finishing the transaction it
+    is in), so ask for more messages until they hold enough changes or the slot has no
+    more; peeking never moves the slot, so each ask starts from the beginning again.
+    """
+    from pgtail import catalog
+
+    if max_changes is None:
+        return catalog.peek_changes(dsn, name, publications)[1]
+    limit = 4 * max_changes + 16  # a small transaction: Begin, (Relation,) change, Commit
+    while True:
+        rows = catalog.peek_changes(dsn, name, publications, limit=limit)[1]
+        if len(rows) < limit:  # the server ran out of pending changes
+            return rows
+        if flt.is_noop:
+            count = sum(1 for r in rows if r.data[:1] and r.data[0] in _CHANGE_TYPES)
+        else:
+            count = _render_peeked(dsn, rows, _ignore, None, flt)[0]
+        if count > max_changes:
+            return rows
+        limit *= 4
+
+
+def _ignore(_event: Event) -> None:
+    pass
+
+
+def _render_peeked(
+    dsn: str | None,
+    rows: Sequence[PeekedChange],
+    render: Callable[[Event], None],
+    max_changes: int | None,
+    flt: EventFilter,
+) -> tuple[int, bool]:
+    """Assemble, filter and render ``rows``, stopping after ``max_changes`` changes.
+
+    Returns how many changes it rendered and whether ``rows`` hold more."""
+    from pgtail import catalog
+    from pgtail.changes import Assembler, Change, Message, Truncate, TxBegin
+
     assembler = Assembler(1)
+    keep_all = flt.is_noop
+    changes = 0
+    begin: TxBegin | None = None
+    for row in rows:
+        wanted = assembler.user_types_wanted(row.data)
+        if wanted:  # a Relation using types that are not built in: ask pg_type first
+            assembler.add_user_types(catalog.lookup_user_types(dsn, wanted), wanted)
+        for event in assembler.feed(row.data):
+            if not keep_all:
+                kept = flt.apply(event)
+                if kept is None:
+                    continue
+                event = kept
+            if isinstance(event, TxBegin):
+                begin = event  # shown with the transaction's first change
+                continue
+            is_change = isinstance(event, Change | Truncate | Message)
+            if is_change and max_changes is not None and changes >= max_changes:
+                return changes, True
+            if begin is not None:
+                render(begin)
+                begin = None
+            render(event)
+            changes += is_change
+    return changes, False
+
+
+def _print_raw(
+    rows: Sequence[PeekedChange], out: BinaryIO, max_changes: int | None
+) -> tuple[int, bool]:
+    """``--format raw``: the protocol trace of the peeked messages, up to ``max_changes``
+    changes (the filters do not apply: raw shows the protocol as it is)."""
+    from pgtail.pgoutput import Decoder
+    from pgtail.render.raw import RawRenderer
+
+    decoder = Decoder(1)
+    renderer = RawRenderer(out)
+    changes = 0
     try:
-        for change in changes:
-            wanted = assembler.user_types_wanted(change.data)
-            if wanted:  # a Relation using types that are not built in: ask pg_type first
-                assembler.add_user_types(catalog.lookup_user_types(dsn, wanted), wanted)
-            for event in assembler.feed(change.data):
-                renderer.render(event)
+        for row in rows:
+            kind = row.data[:1]
+            is_change = kind != b"" and kind[0] in _CHANGE_TYPES
+            if (is_change or kind == b"B") and max_changes is not None and changes >= max_changes:
+                return changes, True  # the rest of the last transaction is shown
+            renderer.render_message(decoder.decode(row.data), row.lsn)
+            changes += is_change
     finally:
         renderer.close()
         out.flush()
-    if not changes:
-        click.echo(f"no pending changes in slot {name}", err=True)
-    elif assembler.open_transactions():
-        click.echo("note: the last transaction is incomplete (limit reached)", err=True)
+    return changes, False

@@ -15,20 +15,24 @@ from typing import Any
 import click
 
 from pgtail.cli import ExitCode, cli
+from pgtail.cli.completers import complete_logical_slot
 from pgtail.cli.options import (
     LSN,
     SLOT_NAME,
-    Checked,
     binary_option,
     connection_options,
     publication_option,
-    split_commas,
     usage_error,
 )
+from pgtail.cli.output_options import (
+    event_filter,
+    filter_options,
+    max_changes_option,
+    output_options,
+    render_settings,
+)
 from pgtail.errors import ConfigurationError
-from pgtail.filters import EventFilter, parse_ops
 from pgtail.lsn import format_lsn
-from pgtail.render import RenderOptions, terminal_style
 from pgtail.stream import ReconnectPolicy, StreamConfig, run
 
 
@@ -43,6 +47,7 @@ def _log(message: str) -> None:
     "--slot",
     type=SLOT_NAME,
     metavar="NAME",
+    shell_complete=complete_logical_slot,
     help="Stream this slot (default: a temporary slot).",
 )
 @click.option("--create-slot", is_flag=True, help="Create --slot if it does not exist.")
@@ -50,8 +55,8 @@ def _log(message: str) -> None:
 @click.option(
     "--create-publication",
     is_flag=True,
-    help="Create a publication for this run (of --table/--schema, else all tables) "
-    "and drop it on exit.",
+    help="Create a publication for this run of the --table tables (names, not globs) and "
+    "--schema schemas, else of all tables, and drop it on exit.",
 )
 @click.option(
     "--schema",
@@ -92,13 +97,7 @@ def _log(message: str) -> None:
     metavar="LSN",
     help="Stop after the last transaction committed at or before LSN.",
 )
-@click.option(
-    "--max-changes",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Stop after N changes.",
-)
+@max_changes_option
 @click.option(
     "--idle-exit",
     type=click.FloatRange(min=0, min_open=True),
@@ -106,63 +105,15 @@ def _log(message: str) -> None:
     metavar="SECONDS",
     help="Exit when nothing arrives for SECONDS.",
 )
-@click.option(
-    "--table",
-    "tables",
-    multiple=True,
-    metavar="GLOB",
-    help="Only these tables (schema.table glob, repeatable); with --create-publication,"
-    " the tables to publish.",
-)
-@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip these tables (glob).")
-@click.option(
-    "--ops",
-    type=Checked("operations", parse_ops),
-    metavar="OPS",
-    help="Only these operations: insert,update,delete,truncate,message.",
-)
-@click.option(
-    "--redact",
-    multiple=True,
-    metavar="COLUMNS",
-    help="Mask these columns' values: column, table.column or schema.table.column globs"
-    " (comma-separated; keys stay visible).",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["json", "table", "sql", "raw"]),
-    default=None,
-    help="Output format (default: table on a terminal, json otherwise).",
-)
+@filter_options
+@output_options
 @click.option(
     "--output",
     "-o",
     metavar="FILE",
-    help="Append to FILE, fsync'd before the position is confirmed.",
-)
-@click.option("--tx", "tx_lines", is_flag=True, help="JSON: also emit begin/commit lines.")
-@click.option(
-    "--color",
-    type=click.Choice(["auto", "always", "never"]),
-    default="auto",
-    show_default=True,
-    help="Colour (table format); NO_COLOR is honoured.",
-)
-@click.option("--changed-only", is_flag=True, help="Table: show only changed columns.")
-@click.option(
-    "--max-width",
-    type=click.IntRange(min=4),
-    default=40,
-    show_default=True,
-    help="Table: truncate values longer than this.",
-)
-@click.option(
-    "--collapse",
-    type=click.IntRange(min=1),
-    default=200,
-    show_default=True,
-    help="Table: summarize after this many rows per table per transaction.",
+    help="Append to FILE, fsync'd before the position is confirmed. The slot, position and "
+    "size written are kept in FILE.pgtail-state, so a restart neither repeats nor loses "
+    "changes; delete it to start the bookkeeping afresh.",
 )
 @click.option(
     "--status-interval",
@@ -208,12 +159,11 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
             "standard output is closed", hint="use --output FILE, or give pgtail a stdout"
         )
     is_tty = opts["output"] is None and _isatty()
-    fmt = opts["fmt"] or ("table" if is_tty else "json")
+    fmt, render_options = render_settings(opts, is_tty)
     start, end = opts["start"], opts["end"]
     if start is not None and end is not None and end < start:
         raise usage_error("--end is before --start")
     tables = tuple(opts["tables"])
-    color, width = terminal_style(is_tty, opts["color"])
     config = StreamConfig(
         dsn=opts["dsn"],
         slot=opts["slot"],
@@ -233,22 +183,10 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         max_changes=opts["max_changes"],
         idle_exit=opts["idle_exit"],
         format=fmt,
-        render_options=RenderOptions(
-            color=color,
-            width=width,
-            tx_lines=opts["tx_lines"],
-            changed_only=opts["changed_only"],
-            max_width=opts["max_width"],
-            collapse=opts["collapse"],
-        ),
+        render_options=render_options,
         output=opts["output"],
         status_interval=opts["status_interval"],
-        filter=EventFilter(
-            tables=tables,
-            exclude=tuple(opts["exclude"]),
-            ops=opts["ops"],
-            redact=split_commas(opts["redact"]),
-        ),
+        filter=event_filter(opts),
         reconnect=ReconnectPolicy(
             attempts=opts["reconnect_attempts"], max_delay=opts["reconnect_max_delay"]
         ),

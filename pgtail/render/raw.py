@@ -3,7 +3,9 @@
 Each line starts with the message's WAL position (the XLogData ``dataStart``) and the
 message type, then ``field=value`` pairs in wire order: LSNs as ``X/Y``, times in ISO
 8601, tuple data as ``[kind:value, ...]`` with ``n`` (NULL), ``u`` (unchanged TOAST),
-``t:<hex>`` (text) and ``b:<hex>`` (binary) values in hex, byte strings in hex.
+``t:'text'`` (a text value, quoted and escaped as a Python string literal, so
+non-printable characters show as escapes; hex if it is not UTF-8) and ``b:<hex>``
+(binary) values, byte strings in hex.
 It works on `pgtail.pgoutput` messages directly, not on change events.
 """
 
@@ -31,11 +33,24 @@ def _is_lsn_field(name: str) -> bool:
     return name == "lsn" or name.endswith("_lsn")
 
 
+def format_text_value(value: bytes) -> str:
+    """A text-format column value: quoted and escaped; hex if it is not UTF-8."""
+    try:
+        return repr(bytes(value).decode("utf-8"))
+    except UnicodeDecodeError:
+        return bytes(value).hex()
+
+
 def format_tuple(data: TupleData) -> str:
     parts = []
     for kind, value in zip(data.kinds, data.values, strict=False):
         name = _KIND_NAMES.get(kind, chr(kind))
-        parts.append(name if value is None else f"{name}:{value.hex()}")
+        if value is None:
+            parts.append(name)
+        elif kind == KIND_TEXT:
+            parts.append(f"{name}:{format_text_value(value)}")
+        else:
+            parts.append(f"{name}:{bytes(value).hex()}")
     return "[" + ", ".join(parts) + "]"
 
 

@@ -39,6 +39,7 @@ import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, BinaryIO
 
 import orjson
@@ -63,6 +64,7 @@ from pgtail.render.options import RenderOptions
 from pgtail.render.sql import quote_ident, quote_qualified
 from pgtail.values import to_text
 
+_INF = float("inf")
 CHUNK_ROWS = 500  # rows of one relation buffered before they are printed
 BUFFERED_ROWS = 5000  # rows buffered over all relations before everything is printed
 MIN_COLUMN_WIDTH = 8  # narrower than this for some column: fold the table vertically
@@ -143,13 +145,13 @@ def show_value(value: Any) -> str:
     if kind is int:
         return str(value)
     if kind is bool:
-        return "true" if value else "false"
+        return "t" if value else "f"  # as psql shows them
     if kind is float:
-        return repr(value)
+        return pg_float8(value)
     if kind is orjson.Fragment:
         return escape_text(_JSON_SPACE.sub(" ", to_text(value)))
     if kind is list:
-        return escape_text(to_text(value))
+        return escape_text(_pg_array(value, _element_text))
     return escape_text(str(value))
 
 
@@ -273,9 +275,38 @@ class _Group:
     rows: list[tuple[str, list[Cell]]] = field(default_factory=list)
     shown: int = 0  # rows printed or buffered in this transaction
     hidden: dict[str, int] = field(default_factory=dict)  # op -> rows only counted
-    note: str | None = None  # replica identity note, printed once per transaction
-    note_printed: bool = False
+    note: str | None = None  # replica identity note (see TableRenderer._note)
+    notes: list[str] = field(default_factory=list)  # notes to print after the next rows
+    compared: bool = False  # the --changed-only note was considered
     timestamps: tuple[int, ...] = ()  # positions of columns shown the psql way (pg_time)
+    # columns whose values are shown the psql way before they are cut (see _DISPLAY)
+    displays: tuple[tuple[str, Callable[[Any], str]], ...] = ()
+    keep: frozenset[str] = frozenset()  # columns --changed-only always shows
+
+
+def changed_only_note(table: Table) -> str | None:
+    """Why ``--changed-only`` shows every column of an update: no old row to compare."""
+    identity = table.replica_identity
+    if identity == "full":
+        return None
+    if identity == "nothing":
+        why = "REPLICA IDENTITY NOTHING sends none"
+    elif identity == "index":
+        why = "REPLICA IDENTITY USING INDEX sends only the index columns, when they change"
+    elif table.key_columns:
+        why = "REPLICA IDENTITY DEFAULT sends only the key, when it changes"
+    else:
+        why = "without a primary key REPLICA IDENTITY DEFAULT sends none"
+    return f"--changed-only: no old row to compare ({why}); all columns shown"
+
+
+def changed_only_keep(table: Table) -> frozenset[str]:
+    """The columns ``--changed-only`` shows even when unchanged, so a row can be told
+    apart: the replica identity key; under REPLICA IDENTITY FULL (every column is part of
+    it, the protocol names no primary key) the first column."""
+    if table.replica_identity == "full":
+        return frozenset(c.name for c in table.columns[:1])
+    return frozenset(table.key_columns)
 
 
 def identity_note(table: Table, change: Change) -> str | None:
@@ -312,6 +343,8 @@ class TableRenderer:
         self._paint = _Painter(opts.color, system if isinstance(system, str) else "standard")
         self._groups: dict[int, _Group] = {}
         self._buffered = 0
+        # (table, note) pairs noted so far: each note once per table per run
+        self._noted: set[tuple[str, str]] = set()
         self._tx: Transaction | None = None
 
     # -- output helpers
@@ -455,7 +488,11 @@ class TableRenderer:
                 self._flush(group)
             title = escape_text(quote_qualified(table.schema, table.name))
             timestamps = tuple(i for i, c in enumerate(table.columns) if c.type_oid in _TIME_OIDS)
-            group = _Group(table, title, timestamps=timestamps)
+            displays = tuple(
+                (c.name, _DISPLAY[c.type_oid]) for c in table.columns if c.type_oid in _DISPLAY
+            )
+            keep = changed_only_keep(table) if self._changed_only else frozenset()
+            group = _Group(table, title, timestamps=timestamps, displays=displays, keep=keep)
             self._groups[table.relation_id] = group
         return group
 
@@ -466,8 +503,31 @@ class TableRenderer:
             return
         if group.note is None:
             group.note = identity_note(change.table, change)
+            if group.note is not None:
+                self._note(group, group.note)
+        if (
+            self._changed_only
+            and not group.compared
+            and change.op == "update"
+            and change.old_kind != "full"
+        ):
+            group.compared = True
+            note = changed_only_note(change.table)
+            if note is not None:
+                self._note(group, note)
         group.shown += 1
-        cells = self._cells(change)
+        if group.displays:
+            change = Change(
+                change.op,
+                change.table,
+                change.tx,
+                change.seq,
+                _displayed(change.new, group.displays),
+                _displayed(change.old, group.displays),
+                change.old_kind,
+                change.unchanged_toast,
+            )
+        cells = self._cells(change, group.keep)
         if group.timestamps:
             _psql_times(cells, group.timestamps)
         group.rows.append((change.op, cells))
@@ -477,7 +537,15 @@ class TableRenderer:
         elif self._buffered >= BUFFERED_ROWS:
             self._flush_all()
 
-    def _cells(self, change: Change) -> list[Cell]:
+    def _note(self, group: _Group, note: str) -> None:
+        """Print ``note`` after the group's next rows, unless this run printed it for
+        this table already."""
+        seen = (group.title, note)
+        if seen not in self._noted:
+            self._noted.add(seen)
+            group.notes.append(note)
+
+    def _cells(self, change: Change, keep: frozenset[str]) -> list[Cell]:
         max_width = self._max_width
         columns = change.table.columns
         op = change.op
@@ -501,8 +569,6 @@ class TableRenderer:
         new = change.new or {}
         toast = change.unchanged_toast
         changed_only = self._changed_only
-        # under REPLICA IDENTITY FULL every column is flagged as key: none is "the" key
-        keyed = change.table.replica_identity != "full"
         cells = []
         for col in columns:
             name = col.name
@@ -516,7 +582,7 @@ class TableRenderer:
             if old is not None and name in old:
                 before = old[name]
                 if _same_value(before, value):
-                    if changed_only and not (keyed and col.is_key):
+                    if changed_only and name not in keep:
                         cells.append(BLANK)
                     else:
                         cells.append(value_cell(value, max_width, "unchanged"))
@@ -550,11 +616,11 @@ class TableRenderer:
         group.rows = []
         self._buffered -= len(rows)
         lines = self._layout(group, rows)
-        if group.note is not None and not group.note_printed:
-            group.note_printed = True
-            text = "note: " + escape_text(group.note)
+        for note in group.notes:
+            text = "note: " + escape_text(note)
             for line in textwrap.wrap(text, max(self._width - 3, 10), subsequent_indent="  "):
                 lines.append(" " + self._paint.paint(line, "note"))
+        group.notes.clear()
         self._write_lines(lines)
 
     # -- layout
@@ -705,6 +771,139 @@ def pg_time(text: str) -> str:
     if text.endswith("+00:00"):
         return text[:-3]
     return text
+
+
+# --- values as psql shows them --------------------------------------------------------
+# The events carry JSON-ready values (ISO 8601 intervals, true/false, Python floats); the
+# table shows what psql would show for the same row. Timestamps: see `pg_time`.
+
+_ISO_INTERVAL = re.compile(
+    r"P(?:(-?\d+)Y)?(?:(-?\d+)M)?(?:(-?\d+)D)?"
+    r"(?:T(?:(-?\d+)H)?(?:(-?\d+)M)?(?:(-?\d+(?:\.\d+)?)S)?)?\Z"
+)
+
+
+def pg_interval(text: str) -> str:
+    """An ISO 8601 interval (``P1DT2H``) as psql prints it (``1 day 02:00:00``): PostgreSQL's
+    EncodeInterval with IntervalStyle postgres. Anything else (``infinity``) is kept."""
+    match = _ISO_INTERVAL.match(text)
+    if match is None:
+        return text
+    years, months, days, hours, minutes, seconds = match.groups()
+    parts: list[str] = []
+    before = False  # the last part was negative: a positive one after it gets a "+"
+    for value, unit in ((years, "year"), (months, "mon"), (days, "day")):
+        number = int(value) if value else 0
+        if number:
+            plus = "+" if before and number > 0 else ""
+            parts.append(f"{plus}{number} {unit}{'' if number == 1 else 's'}")
+            before = number < 0
+    if not parts or hours or minutes or seconds:
+        fields = (hours or "0", minutes or "0", seconds or "0")
+        minus = any(f.startswith("-") for f in fields)
+        whole, _, fraction = fields[2].lstrip("-").partition(".")
+        sign = "-" if minus else ("+" if before else "")
+        clock = f"{sign}{abs(int(fields[0])):02d}:{abs(int(fields[1])):02d}:{int(whole):02d}"
+        parts.append(clock + (f".{fraction}" if fraction else ""))
+    return " ".join(parts)
+
+
+def _pg_float(digits: int) -> Callable[[Any], str]:
+    """A float as PostgreSQL prints it: the shortest exact digits, in exponent form when
+    the exponent is below -4 or at least ``digits`` (15 for float8, 6 for float4)."""
+    high = 10.0**digits
+
+    def show(value: Any) -> str:
+        if type(value) is not float or value != value or value in (_INF, -_INF):
+            return str(value)  # NaN and the infinities arrive as text already
+        text = repr(value)
+        if "e" not in text and (1e-4 <= abs(value) < high or value == 0):
+            return text[:-2] if text.endswith(".0") else text  # Python's form but for ".0"
+        decimal = Decimal(repr(value))
+        sign, numerals, exponent = decimal.as_tuple()
+        assert isinstance(exponent, int)
+        numbers = "".join(map(str, numerals)).rstrip("0") or "0"
+        point = len(numerals) + exponent - 1  # the power of ten of the first digit
+        head = "-" if sign else ""
+        if point < -4 or point >= digits:
+            mantissa = numbers[0] + (f".{numbers[1:]}" if len(numbers) > 1 else "")
+            return f"{head}{mantissa}e{'-' if point < 0 else '+'}{abs(point):02d}"
+        return head + format(abs(decimal), "f").rstrip("0").rstrip(".")
+
+    return show
+
+
+def _array_element(value: Any, show: Callable[[Any], str]) -> str:
+    if value is None:
+        return "NULL"
+    if type(value) is list:
+        return _pg_array(value, show)
+    text = show(value)
+    if text == "" or text.upper() == "NULL" or _ARRAY_QUOTES.search(text) is not None:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+_ARRAY_QUOTES = re.compile(r'[{}",\\ \t\n\r\v\f]')
+
+
+def _pg_array(values: list[Any], show: Callable[[Any], str]) -> str:
+    return "{" + ",".join([_array_element(v, show) for v in values]) + "}"
+
+
+def _element_text(value: Any) -> str:
+    """An array element as psql shows it, before quoting."""
+    kind = type(value)
+    if kind is str:
+        return str(value)
+    if kind is bool:
+        return "t" if value else "f"
+    if kind is float:
+        return pg_float8(value)
+    if kind is orjson.Fragment:
+        return to_text(value)
+    return str(value)
+
+
+def _array_of(show: Callable[[Any], str]) -> Callable[[Any], str]:
+    def show_array(value: Any) -> str:
+        return _pg_array(value, show) if type(value) is list else str(value)
+
+    return show_array
+
+
+pg_float8 = _pg_float(15)
+_pg_float4 = _pg_float(6)
+
+# type OID -> how psql shows a value of it, for the types whose JSON-ready form does not
+# say it by its Python type (booleans, float8 and arrays: see show_value)
+_DISPLAY: dict[int, Callable[[Any], str]] = {
+    1186: pg_interval,
+    1187: _array_of(pg_interval),
+    700: _pg_float4,
+    1021: _array_of(_pg_float4),
+    1115: _array_of(pg_time),
+    1185: _array_of(pg_time),
+}
+
+
+class _Shown(str):
+    """A value's display text, shown as is (`show_value` does not quote it)."""
+
+    __slots__ = ()
+
+
+def _displayed(
+    row: dict[str, Any] | None, displays: tuple[tuple[str, Callable[[Any], str]], ...]
+) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    shown = dict(row)
+    for name, show in displays:
+        value = shown.get(name)
+        if value is not None:
+            shown[name] = _Shown(escape_text(show(value)))
+    return shown
 
 
 def _psql_times(cells: list[Cell], positions: tuple[int, ...]) -> None:
