@@ -49,9 +49,11 @@ OWN_HELP = {
     ("stream", "--output"): "a file, appended to",
     ("stream", "--schema"): "only with --create-publication",
     ("stream", "--table"): "a glob filter (and the tables of --create-publication)",
+    ("slot peek", "--table"): "a glob filter",
     ("publication remove", "--table"): "no column list when removing",
     ("publication remove", "--schema"): "removes rather than adds",
     ("stream", "--ops"): "filters rather than publishes",
+    ("slot peek", "--ops"): "filters rather than publishes",
     ("slot create", "--two-phase"): "the slot's property (PG14+), not pgoutput's option",
     ("slot drop", "--force"): "--force means something else in each command",
     ("identity", "--force"): "--force means something else in each command",
@@ -62,9 +64,11 @@ OWN_HELP = {
 # (command, option) allowed a different metavar, multiple-ness or short name
 OWN_FORM = {
     ("stream", "--table"): "a glob, not a table name",
+    ("slot peek", "--table"): "a glob, not a table name",
     ("doctor", "--slot"): "checks several slots",
     ("stream", "--output"): "-o, like other tools writing a file",
     ("stream", "--ops"): "ops of a stream include 'message'",
+    ("slot peek", "--ops"): "ops of a stream include 'message'",
 }
 
 

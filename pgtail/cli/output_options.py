@@ -22,6 +22,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 FORMATS = ("json", "table", "sql", "raw")
 
+# one type object, so both commands declare --ops alike
+OPS = Checked("operations", parse_ops)
+
 # one help for both commands; `stream --create-publication` says what --table means there
 TABLE_HELP = "Only these tables (schema.table glob, repeatable)."
 
@@ -89,7 +92,7 @@ def filter_options(f: F) -> F:
             ),
             click.option(
                 "--ops",
-                type=Checked("operations", parse_ops),
+                type=OPS,
                 metavar="OPS",
                 help="Only these operations: insert,update,delete,truncate,message.",
             ),
