@@ -116,6 +116,115 @@ def test_slots_in_use_counted(pg: LocalServer) -> None:
         server.destroy()
 
 
+def _problems(checks: list[Check]) -> list[tuple[str, str, str]]:
+    return [(c.status, c.id, c.subject) for c in checks if c.status in ("warn", "fail")]
+
+
+def test_demo_schema(db: Database) -> None:
+    """The demo's tables give no spurious warning: short text columns are no unchanged TOAST
+    risk, FULL is an INFO. Its one failure is real: page_views (REPLICA IDENTITY NOTHING)
+    sits in a publication of updates and deletes; published for inserts only, it is fine."""
+    from pgtail.demo import DEMO_PUBLICATION, SCHEMA
+
+    db.execute(SCHEMA)
+    db.execute(
+        "INSERT INTO customers (name, email, country) VALUES ('Ann', 'ann@example.com', 'NL');"
+        "INSERT INTO orders (customer_id, status, total, items, tags) "
+        "VALUES (1, 'new', 9.5, '[{\"sku\": \"KB-101\"}]', '{gift}');"
+        "INSERT INTO documents (title, body) VALUES ('readme', 'short');"
+        "INSERT INTO page_views (path) VALUES ('/')"
+    )
+    checks = run_doctor(db.dsn, publications=[DEMO_PUBLICATION])
+    assert _problems(checks) == [("fail", "table.replica_identity", "public.page_views")]
+    fix = one(checks, "table.replica_identity", "public.page_views").fix
+    assert fix == "ALTER TABLE public.page_views REPLICA IDENTITY FULL;"
+    assert one(checks, "table.replica_identity", "public.inventory").status == "info"
+    # --json carries the same findings as the text, with their severity; a FAIL exits 1
+    args = ["doctor", "--publication", DEMO_PUBLICATION, "--dsn", db.dsn]
+    code, text, _ = run_cli(args)
+    json_code, out, _ = run_cli([*args, "--json"])
+    assert code == json_code == 1
+    report = orjson.loads(out)
+    assert report["status"] == "fail"
+    assert report["counts"] == {
+        "ok": len(checks) - 2,
+        "info": 1,  # inventory's FULL
+        "warn": 0,
+        "fail": 1,  # page_views
+    }
+    assert [(c["status"], c["subject"], c["summary"]) for c in report["checks"]] == [
+        (c.status, c.subject, c.summary) for c in checks
+    ]
+    mark = {"ok": "ok", "info": "INFO", "warn": "WARN", "fail": "FAIL"}
+    for c in report["checks"]:
+        assert f"[{mark[c['status']]}] {c['subject']}: {c['summary']}" in text
+    db.execute(
+        f"ALTER PUBLICATION {DEMO_PUBLICATION} DROP TABLE page_views;"
+        "CREATE PUBLICATION demo_log FOR TABLE page_views WITH (publish = 'insert')"
+    )
+    code, out, _ = run_cli(
+        [
+            "doctor",
+            "--publication",
+            DEMO_PUBLICATION,
+            "--publication",
+            "demo_log",
+            "--strict",
+            "--dsn",
+            db.dsn,
+        ]
+    )
+    assert code == 0, out
+    assert "0 warning(s), 0 failure(s)" in out
+
+
+SHOP = """
+CREATE ROLE {owner};
+CREATE TABLE customers (id bigserial primary key, email text not null unique,
+    name text not null, country char(2), created_at timestamptz not null default now());
+CREATE TABLE products (sku text primary key, title text not null, description text,
+    price numeric(10, 2) not null, tags text[] not null default '{{}}');
+CREATE TABLE orders (id bigserial primary key, customer_id bigint not null references customers,
+    status text not null default 'new', note text, items jsonb not null);
+ALTER TABLE customers OWNER TO {owner}; ALTER TABLE products OWNER TO {owner};
+ALTER TABLE orders OWNER TO {owner};
+INSERT INTO customers (email, name, country)
+    SELECT 'c' || g || '@example.com', 'Customer ' || g, 'DE' FROM generate_series(1, 200) g;
+INSERT INTO products SELECT 'SKU-' || g, 'Product ' || g, repeat('nice. ', 40), g, '{{new}}'
+    FROM generate_series(1, 50) g;
+INSERT INTO orders (customer_id, status, note, items)
+    SELECT 1 + g % 200, 'paid', NULL, jsonb_build_array(jsonb_build_object('sku', 'SKU-1'))
+    FROM generate_series(1, 1000) g;
+CREATE PUBLICATION shop_pub FOR TABLE customers, products, orders;
+GRANT SELECT ON customers, products, orders TO {streamer};
+ALTER ROLE {streamer} REPLICATION;
+"""
+
+
+def test_healthy_shop(db: Database, role: str) -> None:
+    """A small shop: primary keys, ordinary columns, a streaming role with REPLICATION and
+    SELECT. No FAIL, no WARN, exit 0 even with --strict."""
+    owner = "shop_owner_" + uuid.uuid4().hex[:6]
+    db.execute(SHOP.format(owner=owner, streamer=role))
+    try:
+        dsn = db.server.dsn(db.name, user=role)
+        catalog.create_slot(dsn, "shop")
+        checks = run_doctor(dsn, publications=["shop_pub"], slots=["shop"])
+        assert _problems(checks) == [], checks
+        for table in ("public.customers", "public.products", "public.orders"):
+            assert one(checks, "table.replica_identity", table).status == "ok"
+        code, out, _ = run_cli(
+            ["doctor", "--publication", "shop_pub", "--slot", "shop", "--strict", "--dsn", dsn]
+        )
+        assert code == 0, out
+        code, out, _ = run_cli(["doctor", "--publication", "shop_pub", "--json", "--dsn", dsn])
+        assert code == 0
+        report = orjson.loads(out)
+        assert report["counts"]["fail"] == 0 and report["counts"]["warn"] == 0
+    finally:
+        db.execute(f"DROP OWNED BY {owner}; DROP ROLE {owner}")
+
+
 # --------------------------------------------------------------------------- role
 
 
@@ -603,6 +712,116 @@ def test_streaming_a_missing_publication(db: Database) -> None:
         check = one(checks, "slot.publication", "s")
         assert check.status == "fail" and "'gone'" in check.summary
         assert one(checks, "slot.activity", "s").status == "ok"
+
+
+@pytest.fixture
+def small_wal_server(pg: LocalServer) -> Iterator[LocalServer]:
+    """max_wal_size at its smallest, so a slot soon holds WAL past it."""
+    server = start_server(pg.bindir, settings={"max_wal_size": "32MB", "min_wal_size": "32MB"})
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+def _retained(cur: psycopg2.extensions.cursor, slot: str) -> int:
+    cur.execute(
+        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) FROM pg_replication_slots "
+        "WHERE slot_name = %s",
+        (slot,),
+    )
+    row = cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_inactive_slot_past_max_wal_size(small_wal_server: LocalServer) -> None:
+    """An inactive slot holding WAL the server would otherwise have recycled warns with the
+    size it holds: wal_status 'extended' (from 13), retained WAL past max_wal_size (12)."""
+    dsn = small_wal_server.dsn()
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id serial primary key, pad text)")
+        cur.execute("CREATE PUBLICATION p FOR TABLE t")
+    catalog.create_slot(dsn, "idle")
+    checks = run_doctor(dsn)
+    assert not [c for c in checks if c.status in ("warn", "fail")], checks
+    check = one(checks, "slot.activity", "idle")
+    assert check.status == "ok" and "inactive" in check.summary
+    try:
+        with conn.cursor() as cur:
+            for _ in range(40):
+                cur.execute(
+                    "INSERT INTO t (pad) SELECT repeat('x', 1000) FROM generate_series(1, 3000)"
+                )
+                cur.execute("SELECT pg_switch_wal()")
+                cur.execute("CHECKPOINT")
+                if _retained(cur, "idle") > 48 * 1024**2:
+                    break
+            if small_wal_server.major >= 13:
+                cur.execute("SELECT wal_status FROM pg_replication_slots")
+                assert cur.fetchone() == ("extended",)
+            low = _retained(cur, "idle")
+            checks = run_doctor(dsn)
+            high = _retained(cur, "idle")
+    finally:
+        conn.close()
+    check = one(checks, "slot.activity", "idle")
+    assert check.status == "warn", check
+    held = int(check.summary.split("(")[1].split(" bytes")[0])
+    assert low <= held <= high
+    assert "past max_wal_size (32.0 MB)" in check.summary
+    assert check.fix is not None and "pg_drop_replication_slot('idle')" in check.fix
+    assert not [c for c in checks if c.status == "fail"], checks
+    code, _, _ = run_cli(["doctor", "--dsn", dsn])
+    assert code == 0
+    code, out, _ = run_cli(["doctor", "--strict", "--json", "--dsn", dsn])
+    assert code == 1
+    report = orjson.loads(out)
+    assert report["status"] == "warn" and report["counts"]["warn"] == 1
+    # streaming the slot to now (here: advancing it) releases the WAL: the warning goes
+    catalog.advance_slot(dsn, "idle", catalog.list_slots(dsn).slots[0].current_lsn)
+    assert one(run_doctor(dsn), "slot.activity", "idle").status == "ok"
+
+
+def test_requested_slot_of_another_plugin(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key); CREATE PUBLICATION p FOR TABLE t;")
+    db.execute("SELECT pg_create_logical_replication_slot('td', 'test_decoding')")
+    checks = run_doctor(db.dsn, publications=["p"], slots=["td"])
+    check = one(checks, "slot.plugin", "td")
+    assert check.status == "fail" and "'test_decoding'" in check.summary
+    # pgtail's stream refuses it for the same reason
+    code, _, err = run_cli(["stream", "--slot", "td", "--publication", "p", "--dsn", db.dsn])
+    assert code == 1 and "test_decoding" in err
+    # a slot not asked for belongs to some other consumer: its plugin is its business
+    assert not checks_for(run_doctor(db.dsn, publications=["p"]), "slot.plugin")
+    # the fix runs as given, and its slot passes
+    assert check.fix == "SELECT pg_create_logical_replication_slot('td_pgoutput', 'pgoutput');"
+    db.execute(check.fix)
+    checks = run_doctor(db.dsn, publications=["p"], slots=["td_pgoutput"])
+    assert not checks_for(checks, "slot.plugin")
+    assert not [c for c in checks if c.status in ("warn", "fail")], checks
+
+
+def test_requested_slot_of_another_database(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key); CREATE PUBLICATION p FOR TABLE t")
+    other = db.server.dsn("postgres")
+    name = "elsewhere_" + uuid.uuid4().hex[:8]
+    catalog.create_slot(other, name)
+    try:
+        checks = run_doctor(db.dsn, publications=["p"], slots=[name])
+        check = one(checks, "slot.database", name)
+        assert check.status == "fail" and "'postgres'" in check.summary
+        assert check.fix == "connect with dbname=postgres (pgtail ... -d postgres)"
+        code, _, err = run_cli(["stream", "--slot", name, "--publication", "p", "--dsn", db.dsn])
+        assert code == 1 and "postgres" in err
+        # connected to its database, as the fix says, the slot passes
+        assert not checks_for(run_doctor(other, slots=[name]), "slot.database")
+        # not asked for, it is just another slot on the server
+        assert not checks_for(run_doctor(db.dsn, publications=["p"]), "slot.database")
+    finally:
+        catalog.drop_slot(other, name)
 
 
 @pytest.fixture
