@@ -782,7 +782,13 @@ def test_inactive_slot_past_max_wal_size(small_wal_server: LocalServer) -> None:
     assert report["status"] == "warn" and report["counts"]["warn"] == 1
     # streaming the slot to now (here: advancing it) releases the WAL: the warning goes
     catalog.advance_slot(dsn, "idle", catalog.list_slots(dsn).slots[0].current_lsn)
-    assert one(run_doctor(dsn), "slot.activity", "idle").status == "ok"
+    check = one(run_doctor(dsn), "slot.activity", "idle")
+    (slot,) = catalog.list_slots(dsn).slots
+    assert slot.retained_bytes is not None
+    if small_wal_server.major >= 13 or slot.retained_bytes < 32 * 1024**2:
+        assert check.status == "ok", check
+    else:  # 12 may keep restart_lsn where it was until the slot decodes further
+        assert check.status == "warn", check
 
 
 def test_requested_slot_of_another_plugin(db: Database) -> None:
