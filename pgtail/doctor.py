@@ -822,6 +822,8 @@ def _create_publication_check(facts: DoctorFacts) -> Check:
             else "may publish only the tables it owns"
         )
         summary = f"role {role.name} {task}; creating a publication would need {needs}"
+    if status == "info":
+        fix = []  # the task needs none of it: handing tables over is no fix then
     return Check("create_publication", "role", role.name, status, summary, " ".join(fix) or None)
 
 
@@ -854,6 +856,13 @@ def _select_checks(facts: DoctorFacts) -> list[Check]:
     ]
 
 
+def _create_publication_fix(facts: DoctorFacts, name: str) -> str:
+    # which tables to publish is the user's choice; a superuser may publish them all
+    if facts.role.superuser:
+        return f"CREATE PUBLICATION {_ident(name)} FOR ALL TABLES;"
+    return f"pgtail publication create {name} --table SCHEMA.TABLE  # the tables to stream"
+
+
 def publication_checks(facts: DoctorFacts) -> list[Check]:
     checks: list[Check] = []
     found = {p.name for p in facts.publications}
@@ -866,7 +875,7 @@ def publication_checks(facts: DoctorFacts) -> list[Check]:
                     name,
                     "fail",
                     f"publication {name!r} does not exist in database {facts.role.database}",
-                    f"CREATE PUBLICATION {_ident(name)} FOR TABLE <schema.table>;",
+                    _create_publication_fix(facts, name),
                 )
             )
     if not facts.requested_publications and not facts.publications:
@@ -877,7 +886,7 @@ def publication_checks(facts: DoctorFacts) -> list[Check]:
                 facts.role.database,
                 "warn",
                 f"database {facts.role.database} has no publication: there is nothing to stream",
-                "CREATE PUBLICATION <name> FOR TABLE <schema.table>;",
+                _create_publication_fix(facts, "pgtail"),
             )
         )
     tables_by_oid = {t.oid: t for t in facts.tables}

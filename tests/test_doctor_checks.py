@@ -224,7 +224,8 @@ def test_role_checks() -> None:
         "select_privilege": "ok",
     }
     plain = RoleFacts("Bob", False, False, (), False, "My DB")
-    checks = {c.id: c for c in doctor.role_checks(facts(role=plain))}
+    asked = facts(role=plain, requested_publications=("new",), publications=())
+    checks = {c.id: c for c in doctor.role_checks(asked)}
     assert checks["replication_privilege"].status == "fail"
     assert checks["replication_privilege"].fix is not None
     assert checks["replication_privilege"].fix.startswith('ALTER ROLE "Bob" REPLICATION;')
@@ -460,6 +461,7 @@ def test_create_publication_by_task() -> None:
     # streams an existing publication: worth knowing only
     check = {c.id: c for c in doctor.role_checks(facts(role=plain, requested_publications=("p",)))}
     assert check["create_publication"].status == "info"
+    assert check["create_publication"].fix is None  # nothing to fix for this task
     # asked for a publication that does not exist: it cannot be created
     missing = facts(role=plain, requested_publications=("new",), publications=())
     check = {c.id: c for c in doctor.role_checks(missing)}
@@ -470,6 +472,11 @@ def test_create_publication_by_task() -> None:
     # no publication at all, none asked for
     none = facts(role=plain, publications=(), publication_rows=(), tables=())
     assert {c.id: c.status for c in doctor.role_checks(none)}["create_publication"] == "warn"
+    (fix,) = [c.fix for c in doctor.publication_checks(none) if c.id == "publication.exists"]
+    assert fix == "pgtail publication create pgtail --table SCHEMA.TABLE  # the tables to stream"
+    root = replace(none, role=RoleFacts("postgres", True, True, (), True, "shop"))
+    (fix,) = [c.fix for c in doctor.publication_checks(root) if c.id == "publication.exists"]
+    assert fix == "CREATE PUBLICATION pgtail FOR ALL TABLES;"
 
 
 def test_slot_past_max_wal_size_before_13() -> None:
