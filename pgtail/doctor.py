@@ -396,12 +396,10 @@ def unchanged_toast(
     if not possible:
         return None
     sampled = any(c.sampled_bytes is not None for c in candidates)
-    why = (
-        "the rows sampled did not show which column's"
-        if sampled
-        else "the role may not read the table to tell whose"
+    which = (
+        "the rows sampled did not show" if sampled else "the role may not read the table to tell"
     )
-    return UnchangedToast(possible, f"its TOAST table holds {size}; {why}")
+    return UnchangedToast(possible, f"its TOAST table holds {size} (whose, {which})")
 
 
 def table_publication_checks(

@@ -223,7 +223,6 @@ class TableFacts:
     # bytes in its TOAST relation (None: the table has none): > 0 means values are stored
     # out of line, so UPDATEs can leave some as unchanged TOAST
     toast_bytes: int | None = None
-    owner: str = ""
     selectable: bool = True  # the current role may SELECT it
 
     @property
@@ -275,9 +274,7 @@ class RoleFacts:
 @dataclass(frozen=True, slots=True)
 class ServerFacts:
     version_num: int
-    settings: dict[
-        str, str
-    ]  # wal_level, max_replication_slots, max_wal_senders, ... (sizes: bytes)
+    settings: dict[str, str]  # wal_level, max_replication_slots, max_wal_senders, ...
     slots_in_use: int
     senders_in_use: int
     in_recovery: bool

@@ -24,17 +24,17 @@ from pgtail.catalog.slots import slot_listing
 from pgtail.catalog.tables import leaf_oids, table_facts
 from pgtail.sqlnames import quote_ident
 
-# user tables (not partitions: their root is what gets published) the current role may not
-# publish, because it neither owns them nor has the privileges of their owner (with
-# "AND pg_has_role": those it may publish)
-_NOT_OWNED = """
+# user tables (not partitions: their root is what gets published); the current role may
+# publish those it owns or whose owner's privileges it has (pg_has_role ... 'USAGE')
+_USER_TABLES = """
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_roles o ON o.oid = c.relowner
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
   AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'
-  AND NOT pg_has_role(c.relowner, 'USAGE')
 """
+_OWNED = _USER_TABLES + "AND pg_has_role(c.relowner, 'USAGE') "
+_NOT_OWNED = _USER_TABLES + "AND NOT pg_has_role(c.relowner, 'USAGE') "
 
 _PUBNAMES = re.compile(r"\"?publication_names\"?\s+'((?:[^']|'')*)'", re.IGNORECASE)
 _SLOTNAME = re.compile(r'START_REPLICATION\s+SLOT\s+("(?:[^"]|"")*"|\S+)', re.IGNORECASE)
@@ -81,12 +81,7 @@ def doctor_facts(
                 (list(MANAGED_REPLICATION_ROLES),),
             )
         )
-        owned = int(
-            fetchone(
-                conn,
-                "SELECT count(*) " + _NOT_OWNED.replace("AND NOT pg_has_role", "AND pg_has_role"),
-            )[0]
-        )
+        owned = int(fetchone(conn, "SELECT count(*) " + _OWNED)[0])
         owners = fetchall(
             conn,
             "SELECT o.rolname, o.rolsuper, count(*) " + _NOT_OWNED + "GROUP BY 1, 2 ORDER BY 1",

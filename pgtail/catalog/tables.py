@@ -61,7 +61,7 @@ _CLASS_SQL = """
 SELECT c.oid, n.nspname, c.relname, c.relkind, c.relreplident, c.relispartition,
        root.nspname, root.relname,
        CASE WHEN c.reltoastrelid <> 0 THEN pg_relation_size(c.reltoastrelid) END,
-       pg_get_userbyid(c.relowner), has_table_privilege(c.oid, 'SELECT')
+       has_table_privilege(c.oid, 'SELECT')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN LATERAL (
     SELECT rn.nspname, rc.relname FROM pg_class rc JOIN pg_namespace rn ON rn.oid = rc.relnamespace
@@ -175,7 +175,7 @@ def table_facts(
     if sample_toast:
         for oid, cols in columns.items():
             row = classes.get(oid)
-            if row is None or not row[8] or not row[10]:
+            if row is None or not row[8] or not row[9]:
                 continue
             seen = _toast_sample(conn, row[1], row[2], cols)
             columns[oid] = [
@@ -232,8 +232,7 @@ def table_facts(
                 partitions=partitions,
                 partition_root=root,
                 toast_bytes=int(row[8]) if row[8] is not None else None,
-                owner=row[9],
-                selectable=bool(row[10]),
+                selectable=bool(row[9]),
             )
         )
     return out
