@@ -662,6 +662,21 @@ def test_missing_publication_and_slot(db: Database) -> None:
     assert one(checks, "slot.exists", "nada").status == "fail"
     checks = run_doctor(db.dsn)
     assert one(checks, "publication.exists").status == "warn"  # no publication at all
+    # the fixes, run as given (a superuser's), make both pass
+    for check_id, subject in (("publication.exists", "nope"), ("slot.exists", "nada")):
+        fix = one(run_doctor(db.dsn, publications=["nope"], slots=["nada"]), check_id, subject).fix
+        assert fix is not None
+        db.execute(fix)
+    checks = run_doctor(db.dsn, publications=["nope"], slots=["nada"])
+    assert not checks_for(checks, "publication.exists") and not checks_for(checks, "slot.exists")
+    # a publication of no table yet is surprising; with one, it is fine
+    assert one(checks, "publication.tables", "nope").status == "warn"  # FOR ALL TABLES, none
+    db.execute("CREATE PUBLICATION empty")
+    assert one(run_doctor(db.dsn), "publication.tables", "empty").status == "warn"
+    db.execute("CREATE TABLE t (id int primary key); ALTER PUBLICATION empty ADD TABLE t")
+    checks = run_doctor(db.dsn)
+    assert one(checks, "publication.tables", "empty").status == "ok"
+    assert one(checks, "publication.tables", "nope").status == "ok"
 
 
 # --------------------------------------------------------------------------- slots
@@ -851,6 +866,7 @@ def test_invalidated_slot(small_keep_server: LocalServer) -> None:
     try:
         with conn.cursor() as cur:
             cur.execute("CREATE TABLE t (pad text)")
+            unreserved = []
             for _ in range(60):
                 cur.execute("INSERT INTO t SELECT repeat('x', 1000) FROM generate_series(1, 3000)")
                 cur.execute("SELECT pg_switch_wal()")
@@ -858,11 +874,15 @@ def test_invalidated_slot(small_keep_server: LocalServer) -> None:
                 status = cur.fetchone()
                 if status is not None and status[0] == "lost":
                     break
+                if status == ("unreserved",) and not unreserved:
+                    # past max_slot_wal_keep_size: gone at the next checkpoint
+                    unreserved = checks_for(run_doctor(dsn), "slot.wal_keep", "lost")
                 cur.execute("CHECKPOINT")
             else:
                 pytest.fail("the slot was never invalidated")
     finally:
         conn.close()
+    assert [c.status for c in unreserved] == ["fail"], unreserved
     check = one(run_doctor(dsn), "slot.invalidated", "lost")
     assert check.status == "fail"
     assert check.fix is not None and "pg_drop_replication_slot('lost')" in check.fix
