@@ -815,6 +815,12 @@ def test_requested_slot_of_another_plugin(db: Database) -> None:
     # pgtail's stream refuses it for the same reason
     code, _, err = run_cli(["stream", "--slot", "td", "--publication", "p", "--dsn", db.dsn])
     assert code == 1 and "test_decoding" in err
+    db.execute("SELECT pg_create_physical_replication_slot('phys')")
+    try:
+        physical = one(run_doctor(db.dsn, slots=["phys"]), "slot.plugin", "phys")
+        assert physical.status == "fail" and "physical slot" in physical.summary
+    finally:
+        db.execute("SELECT pg_drop_replication_slot('phys')")
     # a slot not asked for belongs to some other consumer: its plugin is its business
     assert not checks_for(run_doctor(db.dsn, publications=["p"]), "slot.plugin")
     # the fix runs as given, and its slot passes
