@@ -21,20 +21,29 @@ SUMMARIES: dict[str, str] = {
 }
 
 # hand-written sections placed after the generated COMMANDS, in this order
-ORDER_AFTER = ["JSON LINES", "DELIVERY", "EXAMPLES", "EXIT STATUS", "ENVIRONMENT", "NOTES"]
+ORDER_AFTER = [
+    "JSON LINES",
+    "DELIVERY",
+    "LIMITS",
+    "EXAMPLES",
+    "EXIT STATUS",
+    "ENVIRONMENT",
+    "NOTES",
+]
 
 EXIT_STATUS = """
 0 :: Success; also when stdout is closed early (`| head`).
-1 :: An error pgtail expected: the message on stderr says what went wrong and how to fix it.
-2 :: Usage error: an unknown option, a bad value.
+1 :: An error pgtail expected: one `pgtail: error:` line on stderr says what went wrong and how to fix it. `pgtail doctor` also exits 1 when a check fails.
+2 :: Usage error: an unknown command or option, a missing argument, a value pgtail refuses (a choice, an LSN, a slot name, `--ops`, a size), conflicting connection options. The `pgtail: error:` line is followed by a `pgtail: hint:` line naming the command's `--help`.
+129 :: `pgtail demo` stopped by SIGHUP (the server is stopped and removed).
 130 :: Interrupted by Ctrl-C (SIGINT); output written so far is complete and confirmed.
 143 :: Terminated by SIGTERM; same clean shutdown as Ctrl-C.
 """
 
 ENVIRONMENT = """
-DATABASE_URL :: Connection string or URI used when `--dsn` is not given.
-PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGPASSFILE, PGSSLMODE, PGAPPNAME :: libpq's own variables; used for whatever neither `--dsn` nor DATABASE_URL sets.
-PGTAIL_PUBLICATION :: Default publication name(s) for `pgtail stream`.
+DATABASE_URL :: Connection string or URI used when no connection string (argument, `--dsn` or `-d`) is given; `-h`, `-p`, `-U` and `-d` apply on top of it.
+PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGPASSFILE, PGSSLMODE, PGAPPNAME :: libpq's own variables; used for whatever the connection options and DATABASE_URL do not set.
+PGTAIL_PUBLICATION :: Default publication name(s) for `--publication` (`pgtail stream`, `doctor`, `spark run`).
 PGTAIL_DEBUG :: Set to 1 to print tracebacks for errors (like `--debug`).
 NO_COLOR :: Set to anything to turn colour off in table output.
 _PGTAIL_COMPLETE :: Used by the shell completion scripts (see `pgtail completion`).
@@ -93,6 +102,13 @@ After a crash, a kill -9 or a lost connection pgtail resumes from the last confi
 Aborted transactions are never shown: pgoutput sends only committed transactions, and pgtail drops streamed in-progress transactions that abort.
 """
 
+LIMITS = """
+Two things pgoutput does not tell pgtail:
+
+* A transactional logical message sent inside a savepoint that is then rolled back is still shown with `--streaming on` or `parallel`, as part of its committed transaction: pgoutput tags a streamed message with the top-level transaction's xid, not the subtransaction's, so the subtransaction's abort does not take it back. Without `--streaming` the server drops it with the savepoint. Row changes are not affected.
+* pgoutput names enum and domain types only by OID, and pgtail looks them up in pg_type when a table's first change arrives. A type dropped before pgtail decodes a change that used it is no longer there: its values arrive as their text (a domain over int as "42"), or as hex of their binary form with `--binary`.
+"""
+
 PAGES: dict[str, dict[str, str]] = {
     "pgtail": {
         "DESCRIPTION": """
@@ -115,7 +131,7 @@ Check the server and the publication's tables:
     pgtail doctor --publication app_pub
 """,
         "NOTES": """
-Connection settings come from `--dsn` (a libpq connection string like "host=db user=app dbname=shop" or a URI like postgresql://app@db/shop), then DATABASE_URL, then libpq's PG* variables. Passwords never appear in output, errors or logs.
+Every command that connects takes the same connection options. A libpq connection string, like "host=db user=app dbname=shop", or a URI, like postgresql://app@db/shop, goes last on the command line (after the command's own arguments: `pgtail slot create app postgresql://app@db/shop`) or after `--dsn`; like psql's DBNAME, a word without `=` or `://` there is a database name. psql's `-h/--host`, `-p/--port`, `-U/--username` and `-d/--dbname` (which may itself be a connection string) add to it; `-h` is the host wherever a command connects, and `--help` is help. Without any of them, DATABASE_URL, then libpq's PG* variables decide. Conflicting sources are a usage error, not a silent choice: two different connection strings, two database names, or an option that contradicts the connection string (`--host a` with `host=b`). `pgtail identity TABLE [INDEX] [DSN]` takes INDEX only with `--set index`. Passwords never appear in output, errors or logs.
 """,
     },
     "stream": {
@@ -124,12 +140,13 @@ Connection settings come from `--dsn` (a libpq connection string like "host=db u
 
 Without `--slot` pgtail creates a temporary slot that disappears when it exits, so nothing leaks, but changes made while pgtail is not running are not seen. With `--slot NAME` (and `--create-slot` the first time) it resumes where the slot left off.
 
-Without `--publication` pgtail uses the database's only publication and says so on stderr; with several it lists them. It never creates objects silently: `--create-publication` creates one for the run and drops it on exit.
+Without `--publication` pgtail uses the database's only publication and says so on stderr; with several it lists them. It never creates objects silently: `--create-publication` creates one for the run, named pgtail_run_PID_HEX, and drops it on exit. The run holds an advisory lock on it while it lives, so after a kill -9 the next `pgtail stream` drops the leftover (one line on stderr) and never takes another run's publication for the only one; `pgtail doctor` lists leftovers with the DROP PUBLICATION that removes them.
 
-Filters (`--table`, `--exclude`, `--ops`, `--redact`) apply after decoding; filtered changes are still confirmed.
+Filters (`--table`, `--exclude`, `--ops`, `--redact`) apply after decoding; filtered changes are still confirmed. `--table` and `--exclude` take `table` or `schema.table` globs; `--redact` takes `column`, `table.column` or `schema.table.column` globs. A `--table`, `--exclude` or `--redact` pattern that matches nothing the publications publish is a warning on stderr at start.
 """,
         "JSON LINES": JSON_LINES,
         "DELIVERY": DELIVERY,
+        "LIMITS": LIMITS,
         "EXAMPLES": """
 Stream a slot, creating it the first time, and pretty-print on a terminal:
 

@@ -9,6 +9,10 @@ call per column is 1.3-2.3x faster on the row path. Every such function is built
 - ``PGTAIL_NO_CODEGEN=1`` turns generation off: each call site then uses its plain,
   hand-written implementation, which must give byte-identical results (the test suite
   runs the encoder and decoder tests both ways).
+
+Call sites read the switch when they build, never per row. What they build at import or
+keep in a process-wide cache they register with `on_reset`, so that `reset` (for a
+process that changes the switch after import: the tests) rebuilds it.
 """
 
 from __future__ import annotations
@@ -16,20 +20,38 @@ from __future__ import annotations
 import itertools
 import linecache
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import CodeType
 from typing import Any
 
 _counter = itertools.count(1)
+_resets: list[Callable[[], None]] = []
 
 
 def enabled() -> bool:
     """Whether call sites should use generated code (``PGTAIL_NO_CODEGEN`` unset or ``0``).
 
-    Read at each call, not at import, so tests can switch it per test; call sites that
-    cache what they built key their cache on this value too.
+    Read at each call, not at import: call sites consult it when they build (never per
+    row), and register what they keep with `on_reset`, so tests can switch it per test.
     """
     return os.environ.get("PGTAIL_NO_CODEGEN", "") in ("", "0")
+
+
+def on_reset(rebuild: Callable[[], None]) -> Callable[[], None]:
+    """Register ``rebuild`` (clear a call site's caches of built functions, rebuild what it
+    built at import) to run on `reset`; returns it, so it can decorate."""
+    _resets.append(rebuild)
+    return rebuild
+
+
+def reset() -> None:
+    """Make every call site build afresh under the current ``PGTAIL_NO_CODEGEN``.
+
+    Only for a process that changes the switch after import (the tests, which run the
+    encoders and decoders both ways); pgtail itself never needs it.
+    """
+    for rebuild in _resets:
+        rebuild()
 
 
 def compile_source(source: str, label: str) -> CodeType:
@@ -44,14 +66,21 @@ def compile_source(source: str, label: str) -> CodeType:
     return compile(text, filename, "exec")
 
 
-def define(
-    source: str, name: str, label: str, namespace: dict[str, Any]
-) -> Callable[..., Any]:
+def define(source: str, name: str, label: str, namespace: dict[str, Any]) -> Callable[..., Any]:
     """Execute generated ``source`` in ``namespace`` and return the function ``name`` it
     defines. ``namespace`` holds the globals the generated code refers to."""
     exec(compile_source(source, label), namespace)  # noqa: S102 - generated here, by pgtail
     function: Callable[..., Any] = namespace[name]
     return function
+
+
+def define_all(
+    source: str, names: Sequence[str], label: str, namespace: dict[str, Any]
+) -> list[Callable[..., Any]]:
+    """`define` for a ``source`` that defines several functions: those named ``names``,
+    in that order."""
+    exec(compile_source(source, label), namespace)  # noqa: S102 - generated here, by pgtail
+    return [namespace[name] for name in names]
 
 
 def code_of(source: str, name: str, label: str) -> CodeType:

@@ -1130,4 +1130,40 @@ def evaluate(facts: DoctorFacts, *, wal_warn_bytes: int | None = None) -> list[C
         *role_checks(facts),
         *publication_checks(facts),
         *slot_checks(facts, wal_warn_bytes),
+        *run_publication_checks(facts),
     ]
+
+
+# --------------------------------------------------------------------------- run publications
+
+
+def run_publication_checks(facts: DoctorFacts) -> list[Check]:
+    """Publications `pgtail stream --create-publication` made for a run that is gone
+    (killed before it could drop them): warn, with the statement that drops them. One
+    whose run still lives is fine. A plain `pgtail stream` ignores both when it picks
+    the database's only publication, and drops the leftovers it may drop."""
+    checks: list[Check] = []
+    for pub in facts.run_publications:
+        if pub.run_alive:
+            checks.append(
+                Check(
+                    "publication.run",
+                    "publication",
+                    pub.name,
+                    "ok",
+                    f"made for a running pgtail stream ({pub.made_by}); dropped when it ends",
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "publication.run",
+                    "publication",
+                    pub.name,
+                    "warn",
+                    f"left behind by a pgtail stream --create-publication run that is gone "
+                    f"({pub.made_by}); the next pgtail stream drops it, or drop it now",
+                    pub.drop_statement,
+                )
+            )
+    return checks

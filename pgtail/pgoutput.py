@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from types import CodeType, FunctionType
 from typing import Any, TypeVar
 
+from pgtail import _codegen
 from pgtail.errors import ConfigurationError, DecodeError
 
 # --- TupleData --------------------------------------------------------------
@@ -570,8 +571,11 @@ def _fast_constructor(cls: type[_T]) -> Callable[..., _T]:
 
     A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``;
     setting the slots directly is a third faster, which counts on the row hot path
-    (TupleData, Insert, Update, Delete). Same object, same fields, same order.
+    (TupleData, Insert, Update, Delete). Same object, same fields, same order. Without
+    generated code, the class itself.
     """
+    if not _codegen.enabled():
+        return cls
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     args = ", ".join(names)
     body = "".join(f"    _set_{name}(obj, {name})\n" for name in names)
@@ -579,15 +583,30 @@ def _fast_constructor(cls: type[_T]) -> Callable[..., _T]:
     namespace: dict[str, Any] = {"_new": object.__new__, "cls": cls}
     for name in names:
         namespace[f"_set_{name}"] = getattr(cls, name).__set__
-    exec(compile(source, f"<pgoutput {cls.__name__} constructor>", "exec"), namespace)
-    make: Callable[..., _T] = namespace["make"]
-    return make
+    return _codegen.define(source, "make", f"pgoutput {cls.__name__} constructor", namespace)
 
 
-_make_tuple = _fast_constructor(TupleData)
-_make_insert = _fast_constructor(Insert)
-_make_update = _fast_constructor(Update)
-_make_delete = _fast_constructor(Delete)
+_make_tuple: Callable[..., TupleData]
+_make_insert: Callable[..., Insert]
+_make_update: Callable[..., Update]
+_make_delete: Callable[..., Delete]
+_make_begin: Callable[..., Begin]
+_make_commit: Callable[..., Commit]
+
+
+@_codegen.on_reset
+def _build_constructors() -> None:
+    """Bind the constructors the parsers call (and forget the tuple readers and text
+    tuple code built with the old ones): at import, and on `_codegen.reset`."""
+    global _make_tuple, _make_insert, _make_update, _make_delete, _make_begin, _make_commit
+    _make_tuple = _fast_constructor(TupleData)
+    _make_insert = _fast_constructor(Insert)
+    _make_update = _fast_constructor(Update)
+    _make_delete = _fast_constructor(Delete)
+    _make_begin = _fast_constructor(Begin)
+    _make_commit = _fast_constructor(Commit)
+    _tuple_readers.clear()
+    _text_tuple_code.clear()
 
 
 class _BadKind(Exception):
@@ -595,6 +614,8 @@ class _BadKind(Exception):
 
 
 def _loop_reader(natts: int) -> _TupleReader:
+    """The reader of wide tuples, and of every tuple without generated code."""
+
     def read(buf: bytes, pos: int) -> tuple[TupleData, int]:
         kinds = bytearray()
         values: list[bytes | None] = []
@@ -641,15 +662,19 @@ def _unrolled_reader(natts: int) -> _TupleReader:
         "_BadKind": _BadKind,
         "_make_tuple": _make_tuple,
     }
-    exec(compile("\n".join(lines), f"<pgoutput tuple reader {natts}>", "exec"), namespace)
-    reader: _TupleReader = namespace["read"]
+    reader: _TupleReader = _codegen.define(
+        "\n".join(lines), "read", f"pgoutput tuple reader {natts}", namespace
+    )
     return reader
 
 
 def _tuple_reader(natts: int) -> _TupleReader:
     reader = _tuple_readers.get(natts)
     if reader is None:
-        reader = _unrolled_reader(natts) if natts <= _UNROLL_MAX else _loop_reader(natts)
+        if natts <= _UNROLL_MAX and _codegen.enabled():
+            reader = _unrolled_reader(natts)
+        else:
+            reader = _loop_reader(natts)
         if natts <= _MAX_COLUMNS:  # garbage counts above it are not worth remembering
             _tuple_readers[natts] = reader
     return reader
@@ -673,8 +698,10 @@ def text_tuple_encoder(natts: int, plain: ValuesEncoder, with_nulls: ValuesEncod
     or kind (binary, unchanged TOAST), a truncated or overlong tuple, or an encoder that
     raises; the caller then takes the general path (`decode_tuple`), whose errors are
     precise. Reads and encodes in one generated function: no TupleData, no tuple of
-    values, no call in between.
+    values, no call in between (without generated code, `_loop_text_tuple_encoder`).
     """
+    if not _codegen.enabled():
+        return _loop_text_tuple_encoder(natts, plain, with_nulls)
     code = _text_tuple_code.get(natts)
     if code is None:
         values = "".join(f", v{i}" for i in range(natts))
@@ -709,14 +736,50 @@ def text_tuple_encoder(natts: int, plain: ValuesEncoder, with_nulls: ValuesEncod
             "    except Exception:",  # the general path decides, and raises precisely
             "        return None",
         ]
-        namespace: dict[str, Any] = {}
-        exec(compile("\n".join(lines), f"<pgoutput text tuple {natts}>", "exec"), namespace)
-        code = namespace["encode"].__code__
+        code = _codegen.code_of("\n".join(lines), "encode", f"pgoutput text tuple {natts}")
         if natts <= _MAX_COLUMNS:
             _text_tuple_code[natts] = code
     namespace = {"_UINT32": _UINT32, "plain": plain, "with_nulls": with_nulls}
     encode: TupleEncoder = FunctionType(code, namespace, "encode")
     return encode
+
+
+def _loop_text_tuple_encoder(
+    natts: int, plain: ValuesEncoder, with_nulls: ValuesEncoder
+) -> TupleEncoder:
+    """`text_tuple_encoder` written as a loop: the same results, without generated code."""
+
+    def encode(buf: bytes, p: int, seq: int) -> bytes | None:
+        try:
+            if (buf[p] << 8 | buf[p + 1]) != natts:
+                return None
+            p += 2
+            nulls = False
+            values: list[bytes | None] = []
+            for _ in range(natts):
+                kind = buf[p]
+                if kind == 116:  # t
+                    start = p + 5
+                    p = start + _UINT32(buf, p + 1)[0]
+                    values.append(buf[start:p])
+                elif kind == 110:  # n
+                    p += 1
+                    values.append(None)
+                    nulls = True
+                else:
+                    return None
+            if p != len(buf):
+                return None
+            if nulls:
+                return with_nulls(seq, *values)
+            return plain(seq, *values)
+        except Exception:  # the general path decides, and raises precisely
+            return None
+
+    return encode
+
+
+_build_constructors()
 
 
 def decode_tuple(buf: bytes, offset: int, where: str) -> tuple[TupleData, int]:
@@ -784,8 +847,6 @@ _BEGIN_LENGTH = 1 + _BEGIN.size
 _BEGIN_UNPACK = _BEGIN.unpack_from
 _COMMIT_LENGTH = 1 + _COMMIT.size
 _COMMIT_UNPACK = _COMMIT.unpack_from
-_make_begin = _fast_constructor(Begin)
-_make_commit = _fast_constructor(Commit)
 
 
 def _begin(buf: bytes, in_stream: bool) -> Begin:

@@ -14,7 +14,7 @@ database on that server (dropped afterwards together with any slot left in it).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -154,3 +154,24 @@ def db15(pg15: LocalServer) -> Iterator[Database]:
 @pytest.fixture
 def db18(pg18: LocalServer) -> Iterator[Database]:
     yield from fresh_database(pg18)
+
+
+@pytest.fixture
+def codegen() -> Iterator[Callable[[bool], None]]:
+    """``codegen(False)``: the rest of the test runs without generated code, as with
+    ``PGTAIL_NO_CODEGEN=1`` (the plain implementations); ``codegen(True)``: with it.
+    The setting from before the test is restored afterwards."""
+    from pgtail import _codegen
+
+    saved = os.environ.get("PGTAIL_NO_CODEGEN")
+
+    def switch(enabled: bool) -> None:
+        os.environ["PGTAIL_NO_CODEGEN"] = "0" if enabled else "1"
+        _codegen.reset()
+
+    yield switch
+    if saved is None:
+        os.environ.pop("PGTAIL_NO_CODEGEN", None)
+    else:
+        os.environ["PGTAIL_NO_CODEGEN"] = saved
+    _codegen.reset()

@@ -11,7 +11,7 @@ import io
 import select
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -461,6 +461,7 @@ def _rendered(fmt: str, events: list[Event]) -> bytes:
 _ENCODERS = {"json": jsonl.insert_encoder, "sql": sql_render.insert_encoder}
 
 
+@pytest.mark.parametrize("generated", [True, False], ids=["generated", "plain"])
 @pytest.mark.parametrize("fmt", ["json", "sql"])
 @pytest.mark.parametrize(
     ("deferred", "spill_bytes"),
@@ -470,17 +471,21 @@ _ENCODERS = {"json": jsonl.insert_encoder, "sql": sql_render.insert_encoder}
 def test_insert_fast_paths_write_the_same_bytes(
     capture: Capture,
     monkeypatch: pytest.MonkeyPatch,
+    codegen: Callable[[bool], None],
     deferred: int | None,
     spill_bytes: int | None,
     fmt: str,
+    generated: bool,
 ) -> None:
     """Inserts encoded straight from their text (the JSON lines and SQL renderers'
     insert_encoder) render byte for byte as Changes do.
 
     In every mode, whether the encoding happens at the commit (a transaction small enough
     to stay raw), on arrival, or on arrival past the memory bound (encoded lines spilled to
-    a file, and the transactions with events that cannot spill raw from there on).
+    a file, and the transactions with events that cannot spill raw from there on); with
+    the generated encoders and decoder, and with the plain ones (PGTAIL_NO_CODEGEN=1).
     """
+    codegen(generated)
     if deferred is not None:
         monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", deferred)
     bound = {"spill_bytes": spill_bytes} if spill_bytes else {}
@@ -553,6 +558,35 @@ def test_insert_fast_paths_write_the_same_bytes(
     assert encoded_somewhere
     assert not failures, failures[:5]
     assert null_rows[0] > 0  # rows with NULLs took the fast path too
+
+
+def test_generated_and_plain_code_render_captured_changes_alike(
+    capture: Capture, codegen: Callable[[bool], None]
+) -> None:
+    """Every mode's captured changes, decoded, assembled (the renderers' fast paths
+    included) and rendered as JSON lines and SQL: the same bytes with the generated code
+    and with the plain code."""
+    compared = 0
+    for mode in MODES:
+        if mode.min_major() > capture.major:
+            continue
+        payloads = capture.payloads[mode.name]
+        for fmt in ("json", "sql"):
+            outputs = []
+            for enabled in (True, False):
+                codegen(enabled)
+                asm = Assembler(
+                    mode.proto,
+                    binary=mode.binary,
+                    encoder=_ENCODERS[fmt],
+                    user_types=capture.user_types,
+                )
+                events = [e for _lsn, payload in payloads for e in asm.feed(payload)]
+                outputs.append(_rendered(fmt, events))
+            assert outputs[0] == outputs[1], (mode.name, fmt)
+            assert outputs[0].count(b"\n") > 3500
+            compared += 1
+    assert compared >= 16
 
 
 def _exact(event: Event) -> Any:

@@ -173,7 +173,7 @@ def test_add_remove_schema(shop: Database) -> None:
     assert code == 0, err
     assert "on 1 table(s)" in out
     code, _, err = run_cli(["publication", "add", "p", "--dsn", shop.dsn])
-    assert code == 1 and "nothing to change" in err
+    assert code == 2 and "nothing to change" in err
     code, _, err = run_cli(["publication", "add", "nope", "--table", "orders", "--dsn", shop.dsn])
     assert code == 1 and "does not exist" in err
 
@@ -203,11 +203,11 @@ def test_usage_errors(shop: Database) -> None:
     code, _, err = run_cli(["publication", "create", "p", "--ops", "upsert", "--dsn", shop.dsn])
     assert code == 2 and "upsert" in err
     code, _, err = run_cli(["publication", "create", "p", "--where", "true", "--dsn", shop.dsn])
-    assert code == 1 and "more --where than --table" in err
+    assert code == 2 and "more --where than --table" in err
     code, _, err = run_cli(
         ["publication", "create", "p", "--all-tables", "--table", "orders", "--dsn", shop.dsn]
     )
-    assert code == 1 and "--all-tables" in err
+    assert code == 2 and "--all-tables" in err
 
 
 @pytest.mark.min_major(13)  # publish_via_partition_root

@@ -66,7 +66,11 @@ def test_unreachable_server_is_one_line() -> None:
 def test_bad_slot_names_fail_safely(db: Database, name: str) -> None:
     db.execute("CREATE TABLE victim (id int)")
     code, _, err = run_cli(["slot", "create", name, "--dsn", db.dsn])
-    assert code == 1 and err.startswith("pgtail: error:") and err.count("\n") == 1
+    # a usage error: the error line, then the --help hint line
+    assert code == 2 and err.startswith("pgtail: error:") and err.count("pgtail: error:") == 1
+    assert (
+        err.splitlines()[1] == 'pgtail: hint: Try "pgtail slot create --help" for more information.'
+    )
     assert db.execute("SELECT count(*) FROM victim") == [(0,)]
 
 
@@ -95,7 +99,7 @@ def test_advance(db: Database) -> None:
     code, _, err = run_cli(["slot", "advance", "adv", "0/10", "--dsn", db.dsn])
     assert code == 1 and "backwards" in err
     code, _, err = run_cli(["slot", "advance", "adv", "garbage", "--dsn", db.dsn])
-    assert code == 1 and "invalid LSN" in err
+    assert code == 2 and "invalid LSN" in err
 
 
 def test_peek_json_does_not_consume(db: Database) -> None:

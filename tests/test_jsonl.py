@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import traceback
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +27,13 @@ from pgtail.errors import ConfigurationError
 from pgtail.filters import EventFilter, parse_ops
 from pgtail.render import RenderOptions, make_renderer
 from pgtail.render.jsonl import JsonLinesRenderer
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["generated", "plain"])
+def _both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
+    """Every test here runs with the generated encoders and decoder and without them."""
+    codegen(request.param)
+
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
 TX = Transaction(xid=42, commit_lsn=0x16B374D848, end_lsn=0x16B374D878, commit_time=T0)
@@ -248,23 +257,31 @@ _FAST_COLUMNS = [
 ]
 
 
-def _fast_payloads(key: str) -> list[bytes]:
+FastColumns = list[tuple[str, int, list[bytes | None]]]
+
+
+def _fast_rows(fast_columns: FastColumns) -> list[list[bytes | None]]:
+    rows = []
+    for n in range(max(len(v) for *_, v in fast_columns)):
+        rows.append([values[n % len(values)] for *_, values in fast_columns])
+    # and rows without NULLs: each value once, the other columns at their first value
+    for i, (*_, values) in enumerate(fast_columns):
+        for value in values[1:]:
+            if value is not None:
+                row = [first for *_, (first, *_) in fast_columns]
+                row[i] = value
+                rows.append(row)
+    return rows
+
+
+def _fast_payloads(key: str, fast_columns: FastColumns = _FAST_COLUMNS) -> list[bytes]:
     from tests import pgbytes as pb
 
     keys = key.split(",")
-    columns = [(name, oid, name in keys) for name, oid, _ in _FAST_COLUMNS]
+    columns = [(name, oid, name in keys) for name, oid, _ in fast_columns]
     relation = pb.relation(7, "we ird", "t%d", columns, "d" if key else "n")
-    rows = []
-    for n in range(max(len(v) for *_, v in _FAST_COLUMNS)):
-        rows.append([values[n % len(values)] for *_, values in _FAST_COLUMNS])
-    # and rows without NULLs: each value once, the other columns at their first value
-    for i, (*_, values) in enumerate(_FAST_COLUMNS):
-        for value in values[1:]:
-            if value is not None:
-                row = [first for *_, (first, *_) in _FAST_COLUMNS]
-                row[i] = value
-                rows.append(row)
-    key_positions = [i for i, (name, *_) in enumerate(_FAST_COLUMNS) if name in keys]
+    rows = _fast_rows(fast_columns)
+    key_positions = [i for i, (name, *_) in enumerate(fast_columns) if name in keys]
     return [
         relation,
         pb.begin(100, T0, 9),
@@ -319,3 +336,132 @@ def test_encoded_rows_keep_their_op_through_filters_and_rendering() -> None:
     assert EventFilter(ops=parse_ops("insert")).apply(updates) is None
     assert EventFilter(tables=("s.*",)).apply(updates) is None
     assert EventFilter(tables=("s.*",)).apply(inserts) is inserts
+
+
+# --- generated encoders and the plain ones ----------------------------------------------
+
+# tables the encoders shape differently: one string or timestamptz column checked on its
+# own, several checked together, and wider than the decoder's unrolled readers
+_ONE_TEXT: FastColumns = [("t", 25, [b"plain", b'q"', "é".encode(), b"", None, b"a\x01"])]
+_ONE_TIME: FastColumns = [("at", 1184, _FAST_COLUMNS[8][2])]
+_TWO_TIMES: FastColumns = [*_ONE_TIME, ("at2", 1184, [b"2024-01-02 03:04:05+00", None])]
+_WIDE: FastColumns = [
+    (f"c{i}{name}", oid, values[i % len(values) :] + values[: i % len(values)])
+    for i, (name, oid, values) in enumerate(_FAST_COLUMNS * 7)
+]
+_ODD_VALUES: FastColumns = [  # values no server sends: the encoders may raise (both ways)
+    ("id", 23, [b"1", b"x1", b"", b"007", b"+5", b"-0", b" 5", None]),
+    ("at", 1184, [b"2024-01-02 03:04:05+00", b"+00", b"", b"\xff+00", None]),
+    ("t", 25, [b"a", b"\xff\xfe", b"\x00", None]),
+    ("flag", 16, [b"t", b"x", b"", None]),
+    ("doc", 3802, [b"{}", b"{", b"", None]),
+]
+_ONE_ODD_TIME: FastColumns = [("at", 1184, [b"2024-01-02 03:04:05+00", b"+00", b"x+00", None])]
+_TABLES = {
+    "fast": _FAST_COLUMNS,
+    "one-text": _ONE_TEXT,
+    "one-timestamptz": _ONE_TIME,
+    "two-timestamptz": _TWO_TIMES,
+    "wide": _WIDE,
+    "odd-values": _ODD_VALUES,
+    "one-odd-timestamptz": _ONE_ODD_TIME,
+}
+
+
+def _encoder_outcomes(fast_columns: FastColumns, key: list[str]) -> list[bytes | str]:
+    """Every encoder of the table on every row: the line, or "raised"."""
+    from pgtail.render.jsonl import insert_encoder
+    from pgtail.values import converters
+
+    table = Table(
+        9,
+        "s",
+        "t",
+        "default",
+        tuple(Column(name, oid, -1, name in key, None) for name, oid, _ in fast_columns),
+    )
+    encoders = insert_encoder(table, [converters(oid)[0] for _, oid, _ in fast_columns])
+    assert encoders is not None and encoders.full_delete is not None
+    assert encoders.key_delete is not None
+    functions = [encoders.plain, encoders.with_nulls, *encoders.full_delete, encoders.key_delete]
+    outcomes: list[bytes | str] = []
+    for seq, row in enumerate(_fast_rows(fast_columns)):
+        for function in functions:
+            try:
+                outcomes.append(function(seq, *row))
+            except Exception:
+                outcomes.append("raised")
+    return outcomes
+
+
+@pytest.mark.parametrize("name", list(_TABLES))
+def test_generated_and_plain_encoders_write_the_same_bytes(
+    codegen: Callable[[bool], None], name: str
+) -> None:
+    """Each encoder on each row (those with NULLs through the plain one too): the same line,
+    or both raise (the assembler then takes the general path)."""
+    fast_columns = _TABLES[name]
+    for key in ([], [fast_columns[0][0]], [c[0] for c in fast_columns[:2]]):
+        codegen(True)
+        generated = _encoder_outcomes(fast_columns, key)
+        codegen(False)
+        plain = _encoder_outcomes(fast_columns, key)
+        assert plain == generated
+        assert sum(isinstance(line, bytes) for line in plain) > len(plain) // 3
+
+
+@pytest.mark.parametrize("name", [name for name in _TABLES if "odd" not in name])
+def test_generated_and_plain_paths_render_the_same(
+    codegen: Callable[[bool], None], name: str
+) -> None:
+    """Decoded, assembled and rendered (the fast path where it applies, the general path
+    for the rest): the same bytes both ways."""
+    from pgtail.changes import Assembler
+    from pgtail.render.jsonl import insert_encoder
+
+    payloads = _fast_payloads(_TABLES[name][0][0], _TABLES[name])
+    outputs = []
+    for enabled in (True, False):
+        codegen(enabled)
+        for encoder in (insert_encoder, None):
+            asm = Assembler(1, encoder=encoder)
+            out = io.BytesIO()
+            renderer = JsonLinesRenderer(out)
+            for payload in payloads:
+                for event in asm.feed(payload):
+                    renderer.render(event)
+            outputs.append(out.getvalue())
+    assert outputs[0].count(b"\n") == len(payloads) - 3
+    assert outputs == [outputs[0]] * 4
+
+
+def test_plain_encoders_are_not_generated(codegen: Callable[[bool], None]) -> None:
+    from pgtail.render.jsonl import insert_encoder
+    from pgtail.values import converters
+
+    table = Table(9, "s", "t", "default", (Column("n", 23, -1, True, None),))
+    codegen(False)
+    encoders = insert_encoder(table, [converters(23)[0]])
+    assert encoders is not None
+    assert not encoders.plain.__code__.co_filename.startswith("<")
+    codegen(True)
+    encoders = insert_encoder(table, [converters(23)[0]])
+    assert encoders is not None
+    assert encoders.plain.__code__.co_filename.startswith("<pgtail JSON lines of s.t #")
+
+
+def test_traceback_through_generated_encoder_shows_its_line(
+    codegen: Callable[[bool], None],
+) -> None:
+    from pgtail.render.jsonl import insert_encoder
+    from pgtail.values import converters
+
+    codegen(True)
+    table = Table(9, "s", "t", "default", (Column("n", 23, -1, True, None),))
+    encoders = insert_encoder(table, [converters(23)[0]])
+    assert encoders is not None
+    with pytest.raises(ValueError) as caught:
+        encoders.plain(0, b"x1")
+    text = "".join(traceback.format_exception(caught.value))
+    assert '"<pgtail JSON lines of s.t #' in text
+    assert "    j0 = int(v0)\n" in text

@@ -4,6 +4,8 @@ every error path, timestamps, Decoder state, and bytes captured from real server
 from __future__ import annotations
 
 import pickle
+import traceback
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +58,12 @@ from tests.pgoutput_corpus import (
     XID,
     expected_tuple,
 )
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["generated", "plain"])
+def _both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
+    """Every test here runs with the generated decoder code and without it."""
+    codegen(request.param)
 
 if TYPE_CHECKING:
     from tests.helpers import Database
@@ -813,3 +821,104 @@ def test_text_tuple_encoder_takes_only_whole_text_and_null_tuples() -> None:
     # the code is generated once per column count, the function per encoder pair
     other = po.text_tuple_encoder(3, encoder("a"), encoder("b"))
     assert other is not encode and other.__code__ is encode.__code__
+
+
+# --- generated code and the plain path ------------------------------------------------
+
+
+def test_the_switch_selects_generated_or_plain_code(codegen: Callable[[bool], None]) -> None:
+    def filenames() -> list[str]:
+        encode = po.text_tuple_encoder(2, bytes, bytes)
+        return [po._tuple_reader(n).__code__.co_filename for n in (2, 65)] + [
+            encode.__code__.co_filename
+        ]
+
+    codegen(False)
+    assert (po._make_tuple, po._make_insert, po._make_begin) == (TupleData, Insert, Begin)
+    assert not [name for name in filenames() if name.startswith("<pgtail")]
+    codegen(True)
+    assert po._make_tuple is not TupleData and po._make_commit is not Commit
+    reader, wide, encoder = filenames()
+    assert reader.startswith("<pgtail pgoutput tuple reader 2 #")
+    assert not wide.startswith("<")  # wider than the unrolled readers: the loop
+    assert encoder.startswith("<pgtail pgoutput text tuple 2 #")
+
+
+def _outcome(function: Callable[..., object], *args: Any) -> tuple[object, ...]:
+    """What ``function(*args)`` gave, comparable across the two ways: its value (and the
+    value's exact type and repr), or its exception's type and message."""
+    try:
+        value = function(*args)
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+    return ("value", value, type(value), repr(value))
+
+
+def _decoder_outcomes() -> list[tuple[object, ...]]:
+    """Every message of the decoder tests, truncated too; tuples of every width and kind,
+    cut anywhere; the text tuple encoders on whole, odd and broken tuples."""
+
+    def parse_in(payload: bytes, in_stream: bool) -> Message:
+        return parse(payload, in_stream=in_stream)
+
+    outcomes = []
+    for payload, in_stream in VALID_MESSAGES:
+        for cut in (len(payload), len(payload) - 1, 3):
+            outcomes.append(_outcome(parse_in, payload[:cut], in_stream))
+    kinds_cycle: list[Any] = [b"v", None, "u", ("b", b"\x00b"), b"", b"'\\\n\xff"]
+    for width in (0, 1, 2, 5, 63, 64, 65, 70, 200):
+        columns = [kinds_cycle[(i * 7 + width) % 6] for i in range(width)]
+        data = b"xx" + pb.tuple_data(columns)
+        for cut in sorted({len(data), len(data) - 1, len(data) // 2, 3}):
+            outcomes.append(_outcome(decode_tuple, data[:cut], 2, "Insert.new_tuple"))
+        bad = bytearray(data)
+        if width:
+            bad[-1 if columns[-1] in (None, "u") else 2] = ord("x")
+            outcomes.append(_outcome(decode_tuple, bytes(bad), 2, "Delete.old_tuple"))
+
+    def encoder(name: str) -> Any:
+        def encode(seq: int, *values: bytes | None) -> bytes:
+            if values and values[0] == b"boom":
+                raise ValueError("the encoder's own failure")
+            return repr((name, seq, values)).encode()
+
+        return encode
+
+    for width in (0, 1, 3, 64, 65, 200):
+        encode = po.text_tuple_encoder(width, encoder("plain"), encoder("with_nulls"))
+        rows: list[list[pb.Value]] = [
+            [b"%d" % i for i in range(width)],
+            [None if i % 3 == 0 else b"x\ty'" * i for i in range(width)],
+            [b"boom"] * width,
+            ["u"] * width,
+        ]
+        for row in rows:
+            data = pb.tuple_data(row)
+            for buf, offset in ((data, 0), (b"..." + data, 3), (data + b"x", 0), (data[:-1], 0)):
+                outcomes.append(_outcome(encode, buf, offset, width))
+    return outcomes
+
+
+def test_generated_and_plain_decoders_give_the_same_results(
+    codegen: Callable[[bool], None],
+) -> None:
+    codegen(True)
+    generated = _decoder_outcomes()
+    codegen(False)
+    plain = _decoder_outcomes()
+    assert len(plain) > 250
+    raised = sum(1 for outcome in plain if outcome[0] == "raised")
+    assert 50 < raised < len(plain) - 100, raised
+    assert plain == generated
+
+
+def test_traceback_through_generated_code_shows_its_line(
+    codegen: Callable[[bool], None],
+) -> None:
+    codegen(True)
+    read = po._unrolled_reader(3)
+    with pytest.raises(IndexError) as caught:
+        read(b"t\x00\x00\x00\x01a", 0)  # one column of three
+    text = "".join(traceback.format_exception(caught.value))
+    assert '"<pgtail pgoutput tuple reader 3 #' in text
+    assert "    k1 = buf[p]\n" in text

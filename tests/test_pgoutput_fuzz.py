@@ -20,11 +20,21 @@ from tests.pgoutput_corpus import VALID_MESSAGES, expected_tuple
 
 MESSAGE_CLASSES = typing.get_args(Message)
 
+# the mode fixture below runs once per test, not per example, which is what it is for
+_ONCE_PER_TEST = HealthCheck.function_scoped_fixture
 FUZZ = settings(
     max_examples=1500,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+    suppress_health_check=[HealthCheck.too_slow, _ONCE_PER_TEST],
 )
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["generated", "plain"])
+def _both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
+    """Every test here runs with the generated decoder code and without it."""
+    codegen(request.param)
+
+
 TYPE_BYTES = b"BCORYIUDTMSEcAbPKrp"
 
 
@@ -115,7 +125,7 @@ columns = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, suppress_health_check=[_ONCE_PER_TEST])
 @given(columns, st.binary(max_size=5), st.binary(max_size=5))
 def test_tuple_round_trip(cols: list[object], before: bytes, after: bytes) -> None:
     data = before + pb.tuple_data(cols) + after
@@ -124,7 +134,7 @@ def test_tuple_round_trip(cols: list[object], before: bytes, after: bytes) -> No
     assert end == len(data) - len(after)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[_ONCE_PER_TEST])
 @given(columns, columns, st.integers(0, 2**32 - 1), st.one_of(st.none(), st.integers(0, 2**32 - 1)))
 def test_row_messages_round_trip(
     new: list[object], old: list[object], relation_id: int, xid: int | None

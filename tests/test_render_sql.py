@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import traceback
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -28,6 +30,12 @@ from pgtail.render.sql import (
     quote_literal,
 )
 from tests.events import TIME, TX, USERS, change, col
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["generated", "plain"])
+def _both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
+    """Every test here runs with the generated INSERT builders and without them."""
+    codegen(request.param)
 
 FULL = Table(
     2,
@@ -370,3 +378,114 @@ def test_insert_builder_mixed_row_and_many_column_sets() -> None:
         expected.append(f"INSERT INTO public.wide ({', '.join(names)}) VALUES ({values});\n")
     assert render(*events) == "".join(expected)
     assert render(change("insert", table, {})) == "INSERT INTO public.wide () VALUES ();\n"
+
+
+# --- generated builders and the plain ones ----------------------------------------------
+
+
+def test_generated_and_plain_builders_write_the_same_statements(
+    codegen: Callable[[bool], None],
+) -> None:
+    columns = tuple(col(f"c{i}", oid) for i, (_, oid) in enumerate(BUILDER_CASES))
+    table = Table(51, "public", "wide", "default", columns)
+    events = []
+    for n in range(len(BUILDER_CASES)):  # each value in each column
+        row = {
+            c.name: BUILDER_CASES[(i + n) % len(BUILDER_CASES)][0] for i, c in enumerate(columns)
+        }
+        events.append(change("insert", table, row))
+    events.append(change("insert", table, {"c1": 7, "c0": None}))
+    codegen(True)
+    generated = render(*events)
+    codegen(False)
+    plain = render(*events)
+    assert plain == generated
+    assert plain.count(";\n") == len(events)
+
+
+# text values as the server sends them, for columns of each kind the builders inline
+_TEXT_COLUMNS: list[tuple[str, int, list[bytes | None]]] = [
+    ("id", 20, [b"1", b"-9223372036854775808", None]),
+    ("Weird Name", 23, [b"7", None]),
+    ("select", 16, [b"t", b"f", None]),
+    ("price", 1700, [b"12.50", b"NaN", b"1e5", None]),
+    ("t", 25, [b"plain", b"it's", b"back\\slash", b"line\nbreak", "é".encode(), b"", None]),
+    ("doc", 114, [b'{"a": "it\'s"}', b'{"a":\n1}', None]),
+    ("docb", 3802, [b'{"a": [1, 2]}', b'{"a": "x\\ny"}', None]),
+    ("f", 701, [b"1.5", b"NaN", b"-Infinity", None]),
+    ("r", 700, [b"2.5", None]),
+    ("at", 1184, [b"2024-01-02 03:04:05.5+00", b"infinity", None]),
+    ("tags", 1009, [b'{a,"b c",NULL}', b'{"it\'s"}', b"{}", None]),
+    ("nums", 1007, [b"{1,NULL,2}", b"{{1,2},{3,4}}", None]),
+    ("raw", 17, [b"\\x00ff", None]),
+    ("mood", 16_384, [b"happy", None]),
+    ("ch", 1042, [b"ab  ", None]),
+    ("bits", 1560, [b"101", None]),
+    ("n", 23, [b"5", None]),
+]
+_ODD_VALUES = [b"x1", b"", b"\xff", b"1 2"]  # for "n": no server sends them; both ways raise
+
+
+def _text_outcomes() -> list[bytes | str]:
+    from pgtail.render.sql import insert_encoder
+    from pgtail.values import converters
+
+    table = Table(
+        60, "Odd Schema", "t", "default", tuple(col(n, oid) for n, oid, _ in _TEXT_COLUMNS)
+    )
+    encoders = insert_encoder(table, [converters(oid)[0] for _, oid, _ in _TEXT_COLUMNS])
+    assert encoders is not None
+    outcomes: list[bytes | str] = []
+    longest = max(len(values) for *_, values in _TEXT_COLUMNS)
+    rows = [
+        [values[(n + i) % len(values)] for i, (*_, values) in enumerate(_TEXT_COLUMNS)]
+        for n in range(longest * 2)
+    ]
+    rows += [[*rows[0][:-1], odd] for odd in _ODD_VALUES]
+    for n, row in enumerate(rows):
+        for encode in (encoders.plain, encoders.with_nulls):
+            try:
+                outcomes.append(encode(n, *row))
+            except Exception:
+                outcomes.append("raised")
+    return outcomes
+
+
+def test_generated_and_plain_text_encoders_write_the_same_statements(
+    codegen: Callable[[bool], None],
+) -> None:
+    """The same statement from each value's text (NULLs through the plain encoder too),
+    or both raise (the assembler then takes the general path)."""
+    codegen(True)
+    generated = _text_outcomes()
+    codegen(False)
+    plain = _text_outcomes()
+    assert plain == generated
+    assert sum(isinstance(line, bytes) for line in plain) > len(plain) // 4
+    assert "raised" in plain
+
+
+def test_plain_builders_are_not_generated(codegen: Callable[[bool], None]) -> None:
+    from pgtail.render import sql
+
+    codegen(False)
+    assert not sql._insert_builder("X(", [str]).__code__.co_filename.startswith("<")
+    codegen(True)
+    assert sql._insert_builder("X(", [str]).__code__.co_filename.startswith("<pgtail SQL insert #")
+
+
+def test_traceback_through_a_generated_builder_shows_its_line(
+    codegen: Callable[[bool], None],
+) -> None:
+    from pgtail.render import sql
+
+    def broken(value: Any) -> str:
+        raise RuntimeError("a literal function's failure")
+
+    codegen(True)
+    build = sql._insert_builder("X(", [sql._text_literal, broken])
+    with pytest.raises(RuntimeError) as caught:
+        build(["a", "b"])
+    text = "".join(traceback.format_exception(caught.value))
+    assert '"<pgtail SQL insert #' in text
+    assert "    v1 = L1(x1)\n" in text

@@ -516,7 +516,7 @@ def test_cli_errors_are_one_clear_line(db15: Any, tmp_path: Path) -> None:
     assert missing_pub.returncode == 1
     assert "publication 'nopub' does not exist" in missing_pub.stderr
     bad_trigger = pgtail(*base, "--slot", "s", "--publication", "p", "--trigger", "soon")
-    assert bad_trigger.returncode == 1
+    assert bad_trigger.returncode == 2  # a usage error, like every value pgtail refuses
     assert "invalid trigger 'soon'" in bad_trigger.stderr
     no_log = pgtail("spark", "materialize", "--changes", str(tmp_path / "nothing"),
                     "--output", str(tmp_path / "out"))  # fmt: skip

@@ -340,7 +340,7 @@ def test_cli_bad_lsn_is_usage_error(db: Any) -> None:
         timeout=60,
         check=False,
     )
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert b"invalid LSN 'nonsense'" in proc.stderr
 
 

@@ -1,6 +1,8 @@
 """Opening ordinary (non-replication) connections: which DSN, which session settings.
 
 The DSN is the one given, else ``DATABASE_URL``, else libpq's ``PG*`` environment.
+`connection_string` merges the command line's ways of saying where to connect (a
+connection string, psql's host/port/user/dbname) into that one DSN, refusing conflicts.
 Every connection is autocommit and names itself (``application_name``); a failure to
 connect becomes a pgtail error here (`pgtail.catalog.errors`). The replication
 connection is opened by `pgtail.stream`, with `decoding_options` from here.
@@ -9,7 +11,7 @@ connection is opened by `pgtail.stream`, with `decoding_options` from here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,6 +20,7 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
 from pgtail.catalog.errors import translate_connect_error, translate_error
+from pgtail.errors import ConfigurationError, redact
 
 APPLICATION_NAME = "pgtail"
 
@@ -27,6 +30,99 @@ def resolve_dsn(dsn: str | None) -> str:
     if dsn:
         return dsn
     return os.environ.get("DATABASE_URL", "")
+
+
+_URI_PREFIXES = ("postgresql://", "postgres://")
+
+
+def is_connection_string(text: str) -> bool:
+    """libpq's rule for a dbname that is really a connection string (psql -d, psql's
+    positional DBNAME): a URI, or key=value pairs."""
+    return "=" in text or text.startswith(_URI_PREFIXES)
+
+
+def connection_string(
+    *,
+    argument: str | None = None,
+    dsn: str | None = None,
+    host: str | None = None,
+    port: str | None = None,
+    user: str | None = None,
+    dbname: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """The one DSN for what the command line says, or None when it says nothing (then
+    `resolve_dsn`'s defaults apply: ``DATABASE_URL``, else libpq's ``PG*`` environment).
+
+    ``argument`` (the positional DSN) and ``dbname`` (-d) are, like psql's, a database
+    name or a whole connection string; ``dsn`` (--dsn) is a connection string. At most
+    one connection string may be given, and host/port/user/dbname may add to it but not
+    contradict it: a conflict raises `ConfigurationError` naming both sources. Without a
+    connection string, they apply on top of ``DATABASE_URL`` (an environment default,
+    which they override like -h overrides PGHOST).
+    """
+    strings: list[tuple[str, str]] = []  # (where from, connection string)
+    names: list[tuple[str, str]] = []  # (where from, database name)
+    for source, value in (("the DSN argument", argument), ("--dsn", dsn), ("--dbname", dbname)):
+        if not value:
+            continue
+        if source == "--dsn" or is_connection_string(value):
+            strings.append((source, value))
+        else:
+            names.append((source, value))
+    if len({value for _, value in strings}) > 1:
+        raise ConfigurationError(
+            f"two connection strings given: {strings[0][0]} and {strings[1][0]}",
+            hint="give the connection string once; -h/-p/-U/-d may add to it",
+        )
+    if len({value for _, value in names}) > 1:
+        raise ConfigurationError(
+            f"two database names given: {names[0][1]!r} in {names[0][0]}, "
+            f"{names[1][1]!r} in {names[1][0]}",
+            hint="give the database name once",
+        )
+    overrides: list[tuple[str, str, str]] = [  # (libpq keyword, where from, value)
+        (keyword, source, value)
+        for keyword, source, value in (
+            ("host", "--host", host),
+            ("port", "--port", port),
+            ("user", "--username", user),
+            ("dbname", names[0][0] if names else "--dbname", names[0][1] if names else None),
+        )
+        if value
+    ]
+    if not overrides:
+        return strings[0][1] if strings else None
+    if strings:
+        source, base = strings[0]
+        given = _parse(base, source)
+        for keyword, option, value in overrides:
+            if given.get(keyword) not in (None, "", value):
+                raise ConfigurationError(
+                    f"{option} {value!r} conflicts with {keyword}={given[keyword]!r} in {source}",
+                    hint="say it once: in the connection string or as an option",
+                )
+    else:
+        env = os.environ if environ is None else environ
+        base = env.get("DATABASE_URL", "")
+        if base:
+            _parse(base, "DATABASE_URL")
+    from psycopg2.extensions import make_dsn
+
+    return str(make_dsn(base, **{keyword: value for keyword, _, value in overrides}))
+
+
+def _parse(text: str, source: str) -> dict[str, str]:
+    from psycopg2.extensions import parse_dsn
+
+    try:
+        return dict(parse_dsn(text))
+    except psycopg2.Error as exc:
+        first = redact(str(exc).strip()).splitlines()[0]
+        raise ConfigurationError(
+            f"invalid connection string in {source}: {first}",
+            hint="use key=value pairs or a postgresql:// URI",
+        ) from None
 
 
 # pgoutput's text values come from the type output functions of the session that decodes

@@ -12,6 +12,7 @@ replication stream (`translate_replication_error`), or connecting
 from __future__ import annotations
 
 import os
+import re
 from typing import Literal
 
 from pgtail.errors import (
@@ -119,6 +120,13 @@ def translate_error(exc: BaseException) -> PgtailError:
             hint=server_hint
             or "free a slot (pgtail slot drop NAME) or raise max_replication_slots and restart",
         )
+    kind = classify(exc)
+    if kind == "slot_busy":
+        return slot_busy_error(_quoted_name(primary) or "?", _pid(primary))
+    if kind == "slot_missing" and _quoted_name(primary):
+        return slot_missing_error(_quoted_name(primary) or "?")
+    if kind == "publication_missing" and _quoted_name(primary):
+        return publication_missing_error(_quoted_name(primary) or "?")
     if "replication slot" in lower:
         if "was not created in this database" in lower:
             return SlotError(message, hint="connect to the database the slot was created in")
@@ -159,11 +167,7 @@ def translate_slot_error(exc: BaseException, slot: str) -> PgtailError:
             ),
         )
     if kind == "slot_missing":
-        return SlotError(
-            f"replication slot {slot!r} does not exist",
-            hint=f"create it: pgtail slot create {slot} (or SELECT pg_create_logical_"
-            f"replication_slot('{slot}', 'pgoutput'))",
-        )
+        return slot_missing_error(slot)
     if kind == "publication_missing":
         return PublicationError(text, hint="create the publication or fix the publication option")
     if kind == "privilege":
@@ -269,3 +273,69 @@ def translate_connect_error(exc: BaseException, dsn: str) -> PgtailError:
             f"invalid connection string: {first}", hint="use key=value pairs or a postgresql:// URI"
         )
     return ConnectionFailed(f"cannot connect to {target}: {first}")
+
+
+# --------------------------------------------------------------------------- one message per
+# condition: every command that meets a missing or busy slot, a missing publication or an
+# invalid slot name says it with these words (a caller may pass a hint that fits it better,
+# such as the stream's --create-slot).
+
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+_PID = re.compile(r"\bPID (\d+)", re.IGNORECASE)
+SLOT_NAME_MAX = 63  # NAMEDATALEN - 1
+_SLOT_NAME = re.compile(r"[a-z0-9_]+")
+
+
+def _quoted_name(text: str) -> str | None:
+    match = _QUOTED.search(text)
+    return match.group(1).replace('""', '"') if match else None
+
+
+def _pid(text: str) -> int | None:
+    match = _PID.search(text)
+    return int(match.group(1)) if match else None
+
+
+def slot_missing_error(slot: str, hint: str | None = None) -> SlotError:
+    """There is no replication slot of that name."""
+    return SlotError(
+        f"replication slot {slot!r} does not exist",
+        hint=hint or f"create it: pgtail slot create {slot} (pgtail slot list shows the slots)",
+    )
+
+
+def slot_busy_error(slot: str, pid: int | None) -> SlotError:
+    """Another process (a walsender, or a session decoding through SQL) holds the slot."""
+    if pid is None:
+        return SlotError(
+            f"replication slot {slot!r} is in use by another process",
+            hint="stop the other consumer (pgtail slot list shows its PID)",
+        )
+    return SlotError(
+        f"replication slot {slot!r} is active for PID {pid}",
+        hint=f"stop the other consumer, or SELECT pg_terminate_backend({pid})",
+    )
+
+
+def publication_missing_error(
+    name: str, database: str | None = None, hint: str | None = None
+) -> PublicationError:
+    """There is no publication of that name (in the connected database)."""
+    where = f" in database {database!r}" if database else ""
+    return PublicationError(
+        f"publication {name!r} does not exist{where}",
+        hint=hint
+        or "pgtail publication list shows the publications; "
+        f"create it with: pgtail publication create {name} --table ...",
+    )
+
+
+def check_slot_name(name: str) -> str:
+    """``name`` if the server would accept it as a replication slot name, else the error
+    (the server's rule: 1 to 63 lower case letters, digits and underscores)."""
+    if not _SLOT_NAME.fullmatch(name) or len(name) > SLOT_NAME_MAX:
+        raise SlotError(
+            f"invalid replication slot name {name!r}",
+            hint=f"a slot name is 1 to {SLOT_NAME_MAX} lower case letters, digits and _",
+        )
+    return name

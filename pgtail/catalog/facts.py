@@ -300,3 +300,26 @@ class DoctorFacts:
     slots: SlotListing
     walsenders: tuple[WalsenderFacts, ...]
     all_publications: tuple[str, ...] = field(default_factory=tuple)
+    run_publications: tuple[RunPublication, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunPublication:
+    """A publication ``pgtail stream --create-publication`` made for one run: named
+    ``pgtail_run_<pid>_<hex>`` and marked by its comment (`pgtail.catalog.publications`).
+    The run holds an advisory lock on it for as long as it lives, so a kill -9 shows: the
+    lock is gone and the publication stays behind."""
+
+    name: str
+    owner: str
+    comment: str  # "pgtail run publication: pid 1234 on host h, started ..."
+    run_alive: bool  # the run that made it still holds its lock
+
+    @property
+    def made_by(self) -> str:
+        """Whose it is, from the comment: "pid 1234 on host h, started ..."."""
+        return self.comment.partition(":")[2].partition(";")[0].strip()
+
+    @property
+    def drop_statement(self) -> str:
+        return f"DROP PUBLICATION {quote_ident(self.name)};"

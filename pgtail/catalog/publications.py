@@ -8,6 +8,10 @@ DDL that adds tables runs in a transaction; a caller-supplied guard (the doctor'
 replica identity rule, see `pgtail.doctor.publication_problems`) looks at the tables
 it newly publishes before the commit, so a publication that would make UPDATE or
 DELETE fail is refused, or kept with warnings under ``force``.
+
+Also the publications `pgtail stream --create-publication` makes for one run: marked by
+a comment, held by an advisory lock while the run lives, found and dropped once it is
+gone (see "run publications" below); and the columns a stream's publications send.
 """
 
 from __future__ import annotations
@@ -21,16 +25,17 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
 from pgtail.catalog.connection import connect, fetchall, fetchone
-from pgtail.catalog.errors import primary_message
+from pgtail.catalog.errors import primary_message, publication_missing_error
 from pgtail.catalog.facts import (
     OPERATIONS,
     PublicationInfo,
     PublicationTableRow,
     PublishedTable,
+    RunPublication,
     TableFacts,
 )
 from pgtail.catalog.names import TableSpec, check_row_filter
-from pgtail.catalog.server import server_version_num
+from pgtail.catalog.server import current_database, server_version_num
 from pgtail.catalog.tables import leaf_oids, resolve_table, table_facts
 from pgtail.errors import ConfigurationError, PublicationError, ServerCapabilityError
 from pgtail.sqlnames import quote_ident
@@ -96,8 +101,9 @@ def require_publications(
     }
     missing = [n for n in names if n not in existing]
     if missing:
-        raise PublicationError(
-            f"publication {missing[0]!r} does not exist",
+        raise publication_missing_error(
+            missing[0],
+            current_database(conn),
             hint=hint.format(name=missing[0]) if hint else None,
         )
 
@@ -262,10 +268,7 @@ def get_publication_on(conn: PgConnection, name: str) -> PublicationInfo:
     """The publication, or `PublicationError` when it does not exist."""
     found = read_publications(conn, name)
     if not found:
-        raise PublicationError(
-            f"publication {name!r} does not exist",
-            hint="pgtail publication list shows the publications",
-        )
+        raise publication_missing_error(name, current_database(conn))
     return found[0]
 
 
@@ -388,9 +391,8 @@ def drop_publication(dsn: str | None, name: str, *, if_exists: bool = False) -> 
         if exists is None:
             if if_exists:
                 return False
-            raise PublicationError(
-                f"publication {name!r} does not exist",
-                hint="use --if-exists to ignore a missing publication",
+            raise publication_missing_error(
+                name, current_database(conn), hint="use --if-exists to ignore a missing publication"
             )
         fetchall(conn, sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(name)))
         return True
@@ -475,9 +477,12 @@ def create_run_publication(
     *,
     tables: Sequence[str] = (),
     schemas: Sequence[str] = (),
+    comment: str | None = None,
 ) -> None:
     """CREATE PUBLICATION for one stream run: the given tables (``schema.table``, no
-    patterns) and schemas, or FOR ALL TABLES when neither is given."""
+    patterns) and schemas, or FOR ALL TABLES when neither is given. With ``comment``
+    (see `run_publication_comment`), COMMENT ON PUBLICATION in the same transaction, so
+    no run publication is ever seen without its mark."""
     if tables or schemas:
         parts: list[sql.Composable] = []
         if tables:
@@ -505,11 +510,128 @@ def create_run_publication(
     else:
         target = sql.SQL("ALL TABLES")
     statement = sql.SQL("CREATE PUBLICATION {} FOR ").format(sql.Identifier(name)) + target
+    conn.autocommit = False
     try:
         fetchall(conn, statement)
+        if comment is not None:
+            fetchall(
+                conn,
+                sql.SQL("COMMENT ON PUBLICATION {} IS {}").format(
+                    sql.Identifier(name), sql.Literal(comment)
+                ),
+            )
+        conn.commit()
     except psycopg2.Error as exc:
+        conn.rollback()
         raise PublicationError(
             f"cannot create publication {name!r}: {primary_message(exc)}",
             hint="FOR ALL TABLES needs a superuser; name tables with --table, or schemas with"
             " --schema",
         ) from None
+    finally:
+        conn.autocommit = True
+
+
+# --------------------------------------------------------------------------- run publications
+#
+# A publication `pgtail stream --create-publication` makes lives as long as the run: the
+# run drops it on the way out. A run killed with kill -9 cannot, so every run publication
+# carries two marks. Its comment (RUN_PUBLICATION_MARK ...) says that pgtail made it, for
+# whom and when; pgtail never takes a publication without that comment for one of its own.
+# And for its whole life the run holds a session advisory lock keyed on the name, on an
+# ordinary connection of its own: the server releases it the moment that session ends,
+# however the process died. A run publication whose lock is free belongs to no run: the
+# next stream drops it, and the doctor lists it.
+
+RUN_PUBLICATION_PREFIX = "pgtail_run_"
+RUN_PUBLICATION_MARK = "pgtail run publication:"
+# the first key of the two-key advisory lock: "pgta" (pg_locks shows it as classid)
+RUN_LOCK_CLASS = 0x70677461
+_RUN_LOCK_KEY = "%s, hashtext(%s)"
+
+
+def run_publication_comment(pid: int, host: str, started: str) -> str:
+    """The comment that marks a run publication (and says whose it is)."""
+    return (
+        f"{RUN_PUBLICATION_MARK} pid {pid} on host {host}, started {started};"
+        " dropped when that run ends"
+    )
+
+
+def lock_run_publication(conn: PgConnection, name: str) -> bool:
+    """Take the run's advisory lock on ``name`` for the session of ``conn``; False when
+    another session holds it."""
+    row = fetchone(conn, f"SELECT pg_try_advisory_lock({_RUN_LOCK_KEY})", (RUN_LOCK_CLASS, name))
+    return bool(row[0])
+
+
+def run_publications(conn: PgConnection) -> list[RunPublication]:
+    """The run publications of the database (marked by their comment), and whether the
+    run that made each still holds its lock (pg_locks: reading it takes no lock)."""
+    rows = fetchall(
+        conn,
+        "SELECT p.pubname, pg_get_userbyid(p.pubowner), d.description, EXISTS ("
+        "  SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
+        "  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        "  AND l.classid = %s::oid AND l.objid = hashtext(p.pubname)::oid AND l.objsubid = 2) "
+        "FROM pg_publication p JOIN pg_description d ON d.objoid = p.oid "
+        "  AND d.classoid = 'pg_publication'::regclass AND d.objsubid = 0 "
+        "WHERE starts_with(d.description, %s) ORDER BY 1",
+        (RUN_LOCK_CLASS, RUN_PUBLICATION_MARK),
+    )
+    return [
+        RunPublication(name, owner, comment, bool(alive)) for name, owner, comment, alive in rows
+    ]
+
+
+def drop_abandoned_run_publication(conn: PgConnection, name: str) -> bool:
+    """Drop the run publication ``name`` if no run holds its lock: True when dropped,
+    False when its run holds it after all (or it is gone already). The lock is taken for
+    the transaction, so two runs cleaning up at once cannot both drop it."""
+    conn.autocommit = False
+    try:
+        locked = fetchone(
+            conn, f"SELECT pg_try_advisory_xact_lock({_RUN_LOCK_KEY})", (RUN_LOCK_CLASS, name)
+        )
+        exists = fetchone(conn, "SELECT 1 FROM pg_publication WHERE pubname = %s", (name,))
+        if not locked[0] or exists is None:
+            conn.rollback()
+            return False
+        fetchall(conn, sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(name)))
+        conn.commit()
+        return True
+    except BaseException:
+        if not conn.closed:
+            conn.rollback()
+        raise
+    finally:
+        if not conn.closed:
+            conn.autocommit = True
+
+
+def published_columns(
+    conn: PgConnection, publications: Sequence[str]
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(schema, table) -> the columns the publications send of it, for every table they
+    publish now (as the stream names it: the root with publish_via_partition_root). From
+    PostgreSQL 15 a column list narrows the columns (pg_publication_tables.attnames)."""
+    if not publications:
+        return {}
+    if server_version_num(conn) >= FILTERS_VERSION:
+        query = (
+            "SELECT schemaname::text, tablename::text, attnames::text[] "
+            "FROM pg_publication_tables WHERE pubname = ANY(%s)"
+        )
+    else:
+        query = (
+            "SELECT pt.schemaname::text, pt.tablename::text, ARRAY(SELECT a.attname::text "
+            "  FROM pg_attribute a WHERE a.attrelid = format('%%I.%%I', pt.schemaname,"
+            "  pt.tablename)::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+            "  ORDER BY a.attnum) "
+            "FROM pg_publication_tables pt WHERE pt.pubname = ANY(%s)"
+        )
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for schema, table, columns in fetchall(conn, query, (list(publications),)):
+        seen = out.get((schema, table), ())
+        out[(schema, table)] = seen + tuple(c for c in columns or () if c not in seen)
+    return out

@@ -16,6 +16,7 @@ import psycopg2.errors
 from psycopg2.extensions import connection as PgConnection
 
 from pgtail.catalog.connection import connect, fetchall, fetchone
+from pgtail.catalog.errors import check_slot_name, slot_busy_error, slot_missing_error
 from pgtail.catalog.facts import PLUGIN, SlotInfo, SlotListing
 from pgtail.catalog.server import CURRENT_LSN, current_database, lsn_or_none, server_version_num
 from pgtail.errors import DataLossError, ServerCapabilityError, SlotError
@@ -131,10 +132,7 @@ def check_slot_usable(slot: SlotInfo, database: str, *, idle: bool = False) -> N
             hint=f"connect to database {slot.database!r}",
         )
     if idle and slot.active_pid is not None:
-        raise SlotError(
-            f"replication slot {slot.name!r} is active for PID {slot.active_pid}",
-            hint=f"stop the other consumer, or SELECT pg_terminate_backend({slot.active_pid})",
-        )
+        raise slot_busy_error(slot.name, slot.active_pid)
     if slot.wal_status == "lost":
         raise DataLossError(
             f"replication slot {slot.name!r} has lost WAL it needs (wal_status = lost)",
@@ -153,7 +151,7 @@ def require_slot(
     """The slot, checked by `check_slot_usable`; `SlotError` when it does not exist."""
     slot = slot_info(conn, name)
     if slot is None:
-        raise SlotError(f"replication slot {name!r} does not exist", hint=missing_hint)
+        raise slot_missing_error(name, missing_hint)
     check_slot_usable(slot, current_database(conn), idle=idle)
     return slot
 
@@ -189,10 +187,7 @@ def get_slot(dsn: str | None, name: str) -> SlotListing:
     with connect(dsn) as conn:
         listing = slot_listing(conn, name)
     if not listing.slots:
-        raise SlotError(
-            f"replication slot {name!r} does not exist",
-            hint="pgtail slot list shows the slots on this server",
-        )
+        raise slot_missing_error(name)
     return listing
 
 
@@ -213,6 +208,7 @@ def create_slot(
     if_not_exists: bool = False,
 ) -> SlotCreated:
     """Create a pgoutput logical slot in the connected database."""
+    check_slot_name(name)
     with connect(dsn) as conn:
         existing = slot_listing(conn, name).slots
         if existing:
@@ -231,13 +227,6 @@ def create_slot(
             if not if_not_exists:
                 raise
             return SlotCreated(name, False, None, temporary)
-        except psycopg2.Error as exc:
-            if "invalid character" in str(exc) or "contains invalid" in str(exc):
-                raise SlotError(
-                    f"invalid replication slot name {name!r}",
-                    hint="slot names may contain only lower case letters, digits and _",
-                ) from None
-            raise
         return SlotCreated(name, True, lsn_or_none(row[0]), temporary)
 
 
@@ -262,10 +251,7 @@ def drop_slot(
         if not found:
             if if_exists:
                 return SlotDropped(name, False)
-            raise SlotError(
-                f"replication slot {name!r} does not exist",
-                hint="use --if-exists to ignore a missing slot",
-            )
+            raise slot_missing_error(name, "use --if-exists to ignore a missing slot")
         slot = found[0]
         terminated: int | None = None
         if slot.active:
@@ -312,7 +298,7 @@ def advance_slot(dsn: str | None, name: str, target: str | int) -> SlotAdvanced:
     with connect(dsn) as conn:
         found = slot_listing(conn, name).slots
         if not found:
-            raise SlotError(f"replication slot {name!r} does not exist")
+            raise slot_missing_error(name)
         slot = found[0]
         current = slot.confirmed_flush_lsn if slot.slot_type == "logical" else slot.restart_lsn
         if current is not None and target_lsn < current:

@@ -18,7 +18,11 @@ from pgtail.catalog.facts import (
     WalsenderFacts,
 )
 from pgtail.catalog.names import parse_ident, split_names
-from pgtail.catalog.publications import publication_table_rows, read_publications
+from pgtail.catalog.publications import (
+    publication_table_rows,
+    read_publications,
+    run_publications,
+)
 from pgtail.catalog.server import server_version_num, settings
 from pgtail.catalog.slots import slot_listing
 from pgtail.catalog.tables import leaf_oids, table_facts
@@ -122,6 +126,7 @@ def doctor_facts(
         )
         tables += table_facts(conn, leaves, sample_toast=True)
         listing = slot_listing(conn)
+        run_pubs = tuple(run_publications(conn))
     return DoctorFacts(
         server=server,
         role=role,
@@ -133,4 +138,5 @@ def doctor_facts(
         slots=listing,
         walsenders=tuple(walsenders),
         all_publications=all_pubs,
+        run_publications=run_pubs,
     )

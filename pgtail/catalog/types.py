@@ -31,7 +31,8 @@ FROM pg_type t JOIN wanted USING (oid)
 
 
 def lookup_user_types(dsn: str | None, type_oids: Sequence[int]) -> dict[int, UserType]:
-    """`user_types` on a connection of its own (an Assembler's ``type_lookup``)."""
+    """`user_types` on a connection of its own, for a caller about to feed an Assembler a
+    Relation message whose types are not built in (see `Assembler.user_types_wanted`)."""
     with connect(dsn) as conn:
         return user_types(conn, type_oids)
 

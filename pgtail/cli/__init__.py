@@ -1,21 +1,24 @@
 """The ``pgtail`` command line: a thin click layer over the library.
 
 Commands parse options, call one library function, and leave error handling to
-`main`, which maps pgtail errors to exit codes in one place (`ExitCode`): one
-clear line on stderr for an expected error, a traceback only with ``--debug``.
-Command groups live in sibling modules and register themselves on `cli`.
+`main`, which maps every outcome to an exit code in one place (`ExitCode`): one
+clear ``pgtail: error:`` line on stderr for an expected error (usage errors add a
+``pgtail: hint:`` line pointing at ``--help``), a traceback only with ``--debug``.
+Command groups live in sibling modules and register themselves on `cli`; options
+several commands share are declared once, in `pgtail.cli.options`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import os
+import re
 import signal
 import sys
 import traceback
 from enum import IntEnum
-from typing import Any
 
 import click
 
@@ -27,6 +30,7 @@ class ExitCode(IntEnum):
     OK = 0
     ERROR = 1
     USAGE = 2
+    SIGHUP = 129
     SIGINT = 130
     SIGTERM = 143
 
@@ -52,24 +56,22 @@ def cli(ctx: click.Context, debug: bool) -> None:
     every change as a table, JSON lines or SQL, manages slots and publications,
     and diagnoses replica identity problems.
 
+    Commands that connect take a connection string as their last argument (or
+    --dsn) and psql's -h/-p/-U/-d; else DATABASE_URL, then libpq's PG* variables.
+
     \b
     Examples:
       pgtail stream --slot app --publication app_pub | jq .
       pgtail doctor --publication app_pub
+      pgtail slot list postgresql://me@db.example.com/shop
     """
     ctx.obj = State(debug=debug)
 
 
-dsn_option = click.option(
-    "--dsn",
-    metavar="DSN",
-    default=None,
-    help="libpq connection string or URI; default: DATABASE_URL, then libpq's PG* variables.",
-)
+# the shared options live in pgtail.cli.options; `dsn_option` is their older name
+from pgtail.cli.options import connection_options  # noqa: E402
 
-
-def json_option(help_text: str = "Print JSON for scripts.") -> Any:
-    return click.option("--json", "as_json", is_flag=True, help=help_text)
+dsn_option = connection_options
 
 
 def _register_commands() -> None:
@@ -107,9 +109,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ExitCode.SIGINT)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a group without its command: its help, as click prints it
+        sys.exit(ExitCode.USAGE)
+    except click.UsageError as exc:
+        _print_usage_error(exc, args)
+        sys.exit(ExitCode.USAGE)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+        _print_error(exc.format_message())
+        sys.exit(exc.exit_code)
     except PgtailError as exc:
         if debug:
             traceback.print_exc()
@@ -134,6 +142,55 @@ def main(argv: list[str] | None = None) -> None:
 def _print_error(message: str) -> None:
     with contextlib.suppress(Exception):
         click.echo(f"pgtail: error: {message}", err=True)
+
+
+def usage_message(exc: click.UsageError) -> str:
+    """click's message for a usage error, in pgtail's words: lower case, no final period,
+    a suggestion for a misspelled command."""
+    if isinstance(exc, click.NoSuchOption):
+        message = f"no such option: {exc.option_name}"
+        if exc.possibilities:
+            message += f" (did you mean {', '.join(sorted(exc.possibilities))}?)"
+        return message
+    message = exc.format_message().strip()
+    match = re.match(r"No such command '(.*?)'\.", message)
+    ctx = exc.ctx
+    if match and ctx is not None and isinstance(ctx.command, click.Group):
+        close = difflib.get_close_matches(match.group(1), ctx.command.list_commands(ctx), n=1)
+        message = f"no such command: {match.group(1)}"
+        if close:
+            message += f" (did you mean {close[0]}?)"
+        return message
+    message = message.replace("\n", " ")
+    if message.endswith("."):
+        message = message[:-1]
+    message = message[:1].lower() + message[1:]
+    if message == "option '-h' requires an argument":
+        message += " (-h is --host, as in psql, where a command connects; help is --help)"
+    return message
+
+
+def _command_path(args: list[str]) -> str:
+    """The command named by ``args`` (for errors click reports without its context)."""
+    path = ["pgtail"]
+    command: click.Command = cli
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        sub = command.commands.get(arg) if isinstance(command, click.Group) else None
+        if sub is None:
+            break
+        path.append(arg)
+        command = sub
+    return " ".join(path)
+
+
+def _print_usage_error(exc: click.UsageError, args: list[str]) -> None:
+    # like PostgreSQL's tools: the error, then where to read how it is used
+    command = exc.ctx.command_path if exc.ctx is not None else _command_path(args)
+    _print_error(usage_message(exc))
+    with contextlib.suppress(Exception):
+        click.echo(f'pgtail: hint: Try "{command} --help" for more information.', err=True)
 
 
 def _quiet_broken_pipe() -> None:

@@ -3,15 +3,26 @@ identity problems, with the exact fix for each (checks in `pgtail.doctor`)."""
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
 from pgtail.catalog import IdentityReport
-from pgtail.cli import ExitCode, cli, dsn_option
-from pgtail.cli.slot_cmd import json_option, print_fields, print_json, stdout_is_terminal
-from pgtail.doctor import Check
+from pgtail.cli import ExitCode, cli
+from pgtail.cli.options import (
+    PUBLICATION_FORM,
+    SLOT_NAME,
+    Checked,
+    connection_options,
+    json_option,
+    publication_option,
+    usage_error,
+)
+from pgtail.cli.slot_cmd import print_fields, print_json, stdout_is_terminal
+from pgtail.doctor import Check, parse_size
 
 _SECTION_TITLES = {
     "server": "Server",
@@ -72,22 +83,21 @@ def _print_report(checks: Sequence[Check]) -> None:
 
 
 @cli.command("doctor")
-@click.option(
-    "--publication",
-    "publications",
-    multiple=True,
-    metavar="NAME",
-    help="Check this publication and its tables (repeatable; default: all of the database).",
+@connection_options
+@publication_option(
+    f"Check this publication and its tables {PUBLICATION_FORM}. Default: all of the database."
 )
 @click.option(
     "--slot",
     "slots",
+    type=SLOT_NAME,
     multiple=True,
     metavar="NAME",
     help="Check this slot (repeatable; default: every slot on the server).",
 )
 @click.option(
     "--wal-warn",
+    type=Checked("size", parse_size),
     default=None,
     metavar="SIZE",
     help="Also warn about an inactive slot holding more WAL than this (e.g. 512MB); "
@@ -98,12 +108,11 @@ def _print_report(checks: Sequence[Check]) -> None:
     is_flag=True,
     help="Exit with 1 on a warning too, not only on a failure (for CI).",
 )
-@dsn_option
 @json_option("Print the checks as JSON: {status, counts, checks: [...]}.")
 def doctor(
     publications: tuple[str, ...],
     slots: tuple[str, ...],
-    wal_warn: str | None,
+    wal_warn: int | None,
     strict: bool,
     dsn: str | None,
     as_json: bool,
@@ -139,14 +148,14 @@ def doctor(
     Examples:
       pgtail doctor
       pgtail doctor --publication app_pub --slot app --strict
+      pgtail doctor postgresql://me@db.example.com/shop
       pgtail doctor --json | jq '.checks[] | select(.status != "ok")'
     """
     from pgtail import catalog
     from pgtail import doctor as checks_module
 
-    threshold = checks_module.parse_size(wal_warn) if wal_warn is not None else None
     facts = catalog.doctor_facts(dsn, publications, slots)
-    checks = checks_module.evaluate(facts, wal_warn_bytes=threshold)
+    checks = checks_module.evaluate(facts, wal_warn_bytes=wal_warn)
     if as_json:
         print_json(checks_module.report_dict(checks))
     else:
@@ -156,9 +165,23 @@ def doctor(
         sys.exit(ExitCode.ERROR)
 
 
+def _index_or_dsn(f: Callable[..., Any]) -> Callable[..., Any]:
+    # The connection string is the last argument everywhere; INDEX exists only with
+    # --set index, so without it a second argument is the connection string.
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("mode") != "index" and kwargs.get("dsn_argument") is None:
+            kwargs["dsn_argument"], kwargs["index_name"] = kwargs.get("index_name"), None
+        return f(*args, **kwargs)
+
+    return wrapper
+
+
 @cli.command("identity")
 @click.argument("table")
 @click.argument("index_name", required=False, metavar="[INDEX]")
+@_index_or_dsn
+@connection_options
 @click.option(
     "--set",
     "mode",
@@ -171,7 +194,6 @@ def doctor(
     is_flag=True,
     help="Change it even if UPDATE/DELETE would then fail because a publication publishes them.",
 )
-@dsn_option
 @json_option()
 def identity(
     table: str,
@@ -187,9 +209,13 @@ def identity(
     key (DEFAULT with a primary key, or USING INDEX), the full old row (FULL),
     or nothing, in which case UPDATE/DELETE on a table published for them fail.
 
+    INDEX is given only with --set index; without it, a second argument is the
+    connection string (which comes last, as in every command).
+
     \b
     Examples:
       pgtail identity public.orders
+      pgtail identity public.orders postgresql://me@db.example.com/shop
       pgtail identity public.orders --set full
       pgtail identity public.orders --set index orders_code_key
       pgtail identity '"My Schema"."My Table"' --set default
@@ -198,7 +224,7 @@ def identity(
 
     if mode is None:
         if index_name is not None:
-            raise click.UsageError("an index name goes with --set index")
+            raise usage_error("an index name goes with --set index")
         report = catalog.table_identity(dsn, table)
         if as_json:
             print_json(_identity_dict(report))

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 import click
 
 from pgtail.catalog import OPERATIONS, PublicationChange, PublicationInfo, TableTarget
-from pgtail.cli import cli, dsn_option
-from pgtail.cli.slot_cmd import json_option, print_fields, print_json, print_table
+from pgtail.cli import cli
+from pgtail.cli.options import Checked, connection_options, json_option, usage_error
+from pgtail.cli.slot_cmd import print_fields, print_json, print_table
 from pgtail.errors import ConfigurationError
 
 
@@ -39,7 +40,7 @@ def _tables_summary(pub: PublicationInfo) -> str:
 
 
 @publication.command("list")
-@dsn_option
+@connection_options
 @json_option()
 def publication_list(dsn: str | None, as_json: bool) -> None:
     """List the publications of the database.
@@ -76,7 +77,7 @@ def publication_list(dsn: str | None, as_json: bool) -> None:
 
 @publication.command("show")
 @click.argument("name")
-@dsn_option
+@connection_options
 @json_option()
 def publication_show(name: str, dsn: str | None, as_json: bool) -> None:
     """Show one publication: operations, tables with column lists and row filters,
@@ -125,9 +126,9 @@ def _targets(tables: Sequence[str], wheres: Sequence[str]) -> list[TableTarget]:
     from pgtail.catalog import parse_table_spec
 
     if len(wheres) > len(tables):
-        raise ConfigurationError(
-            "more --where than --table options",
-            hint="the Nth --where filters the Nth --table; use --where '' for no filter",
+        raise usage_error(
+            "more --where than --table options (the Nth --where filters the Nth --table;"
+            " use --where '' for no filter)"
         )
     targets = []
     for i, table in enumerate(tables):
@@ -175,6 +176,21 @@ _schema_option = click.option(
     metavar="SCHEMA",
     help="Publish every table of a schema (FOR TABLES IN SCHEMA, PG15+). Repeatable.",
 )
+_remove_table_option = click.option(
+    "--table",
+    "tables",
+    multiple=True,
+    metavar="TABLE",
+    help="[schema.]table to stop publishing (no column list). "
+    'Quote odd names SQL-style: \'"My Schema"."My Table"\'. Repeatable.',
+)
+_remove_schema_option = click.option(
+    "--schema",
+    "schemas",
+    multiple=True,
+    metavar="SCHEMA",
+    help="Stop publishing a schema (one added as FOR TABLES IN SCHEMA, PG15+). Repeatable.",
+)
 _force_option = click.option(
     "--force",
     is_flag=True,
@@ -187,18 +203,27 @@ def _parse_ops(text: str) -> list[str]:
     ops = [o.strip().lower() for o in text.split(",") if o.strip()]
     for op in ops:
         if op not in OPERATIONS:
-            raise click.BadParameter(f"{op!r} is not one of {', '.join(OPERATIONS)}")
+            raise ConfigurationError(
+                f"unknown operation {op} in --ops", hint=f"choose from {','.join(OPERATIONS)}"
+            )
     return ops
+
+
+def _require_change(tables: Sequence[str], schemas: Sequence[str]) -> None:
+    if not tables and not schemas:
+        raise usage_error("nothing to change (give --table and/or --schema)")
 
 
 @publication.command("create")
 @click.argument("name")
+@connection_options
 @_table_option
 @_where_option
 @_schema_option
 @click.option("--all-tables", is_flag=True, help="FOR ALL TABLES (needs a superuser).")
 @click.option(
     "--ops",
+    type=Checked("operations", _parse_ops),
     default=",".join(OPERATIONS),
     show_default=True,
     metavar="OPS",
@@ -210,14 +235,13 @@ def _parse_ops(text: str) -> list[str]:
     help="Publish changes of partitions as their partitioned root table.",
 )
 @_force_option
-@dsn_option
 def publication_create(
     name: str,
     tables: tuple[str, ...],
     wheres: tuple[str, ...],
     schemas: tuple[str, ...],
     all_tables: bool,
-    ops: str,
+    ops: list[str],
     via_partition_root: bool,
     force: bool,
     dsn: str | None,
@@ -238,13 +262,15 @@ def publication_create(
     """
     from pgtail import catalog, doctor
 
+    if all_tables and (tables or schemas):
+        raise usage_error("--all-tables cannot be combined with --table or --schema")
     change = catalog.create_publication(
         dsn,
         name,
         tables=_targets(tables, wheres),
         schemas=_schemas(schemas),
         all_tables=all_tables,
-        operations=_parse_ops(ops),
+        operations=ops,
         via_partition_root=via_partition_root,
         force=force,
         guard=doctor.publication_problems,
@@ -254,11 +280,11 @@ def publication_create(
 
 @publication.command("add")
 @click.argument("name")
+@connection_options
 @_table_option
 @_where_option
 @_schema_option
 @_force_option
-@dsn_option
 def publication_add(
     name: str,
     tables: tuple[str, ...],
@@ -277,6 +303,7 @@ def publication_add(
     """
     from pgtail import catalog, doctor
 
+    _require_change(tables, schemas)
     change = catalog.alter_publication(
         dsn,
         name,
@@ -291,9 +318,9 @@ def publication_add(
 
 @publication.command("remove")
 @click.argument("name")
-@_table_option
-@_schema_option
-@dsn_option
+@connection_options
+@_remove_table_option
+@_remove_schema_option
 def publication_remove(
     name: str, tables: tuple[str, ...], schemas: tuple[str, ...], dsn: str | None
 ) -> None:
@@ -305,6 +332,7 @@ def publication_remove(
     """
     from pgtail import catalog
 
+    _require_change(tables, schemas)
     change = catalog.alter_publication(
         dsn, name, "remove", tables=_targets(tables, ()), schemas=_schemas(schemas)
     )
@@ -313,8 +341,8 @@ def publication_remove(
 
 @publication.command("drop")
 @click.argument("name")
+@connection_options
 @click.option("--if-exists", is_flag=True, help="Succeed if there is no such publication.")
-@dsn_option
 def publication_drop(name: str, if_exists: bool, dsn: str | None) -> None:
     """Drop a publication.
 

@@ -7,27 +7,27 @@ rich table on a terminal, aligned plain text when piped, JSON with ``--json``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Sequence
+from typing import Any
 
 import click
 import orjson
 
 from pgtail.catalog import SlotInfo, SlotListing
 from pgtail.cli import cli, dsn_option
-from pgtail.cli import json_option as _json_option
+from pgtail.cli.options import (
+    LSN,
+    PEEK_PUBLICATION_HELP,
+    SLOT_NAME,
+    connection_options,
+    json_option,
+    publication_option,
+)
 from pgtail.doctor import human_bytes
 from pgtail.lsn import format_lsn
 
 # --------------------------------------------------------------------------- output helpers
 # (shared by the publication and doctor commands)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def json_option(help_text: str = "Print JSON for scripts.") -> Callable[[F], F]:
-    """`pgtail.cli.json_option`, typed for mypy."""
-    return cast(Callable[[F], F], _json_option(help_text))
 
 
 def stdout_is_terminal() -> bool:
@@ -195,7 +195,7 @@ def _print_listing(listing: SlotListing) -> None:
 
 
 @slot.command("list")
-@dsn_option
+@connection_options
 @json_option()
 def slot_list(dsn: str | None, as_json: bool) -> None:
     """List every replication slot on the server.
@@ -221,8 +221,8 @@ def slot_list(dsn: str | None, as_json: bool) -> None:
 
 
 @slot.command("info")
-@click.argument("name")
-@dsn_option
+@click.argument("name", type=SLOT_NAME)
+@connection_options
 @json_option()
 def slot_info(name: str, dsn: str | None, as_json: bool) -> None:
     """Show everything about one slot.
@@ -253,7 +253,8 @@ def slot_info(name: str, dsn: str | None, as_json: bool) -> None:
 
 
 @slot.command("create")
-@click.argument("name")
+@click.argument("name", type=SLOT_NAME)
+@connection_options
 @click.option(
     "--temporary",
     is_flag=True,
@@ -268,7 +269,6 @@ def slot_info(name: str, dsn: str | None, as_json: bool) -> None:
     is_flag=True,
     help="Succeed if a pgoutput slot of that name already exists in this database.",
 )
-@dsn_option
 def slot_create(
     name: str, temporary: bool, two_phase: bool, if_not_exists: bool, dsn: str | None
 ) -> None:
@@ -281,7 +281,8 @@ def slot_create(
     \b
     Examples:
       pgtail slot create app
-      pgtail slot create app --if-not-exists --dsn postgresql://me@db/shop
+      pgtail slot create app postgresql://me@db/shop --if-not-exists
+      pgtail slot create app -h db.example.com -U me -d shop
     """
     from pgtail import catalog
 
@@ -302,12 +303,12 @@ def slot_create(
 
 
 @slot.command("drop")
-@click.argument("name")
+@click.argument("name", type=SLOT_NAME)
+@connection_options
 @click.option("--if-exists", is_flag=True, help="Succeed if there is no such slot.")
 @click.option(
     "--force", is_flag=True, help="Drop an active slot: terminate the walsender using it first."
 )
-@dsn_option
 def slot_drop(name: str, if_exists: bool, force: bool, dsn: str | None) -> None:
     """Drop a replication slot, releasing the WAL it holds.
 
@@ -332,10 +333,10 @@ def slot_drop(name: str, if_exists: bool, force: bool, dsn: str | None) -> None:
 
 
 @slot.command("advance")
-@click.argument("name")
-@click.argument("lsn")
-@dsn_option
-def slot_advance(name: str, lsn: str, dsn: str | None) -> None:
+@click.argument("name", type=SLOT_NAME)
+@click.argument("lsn", type=LSN)
+@connection_options
+def slot_advance(name: str, lsn: int, dsn: str | None) -> None:
     """Move a slot forward to LSN, skipping (discarding) the changes before it.
 
     Uses pg_replication_slot_advance. A slot never moves backwards; a target
@@ -360,14 +361,8 @@ def slot_advance(name: str, lsn: str, dsn: str | None) -> None:
 
 
 @slot.command("peek")
-@click.argument("name")
-@click.option(
-    "--publication",
-    "publications",
-    multiple=True,
-    metavar="NAME",
-    help="Publication to decode through (repeatable; default: all of the database).",
-)
+@click.argument("name", type=SLOT_NAME)
+@publication_option(PEEK_PUBLICATION_HELP)
 @click.option(
     "--limit",
     type=click.IntRange(min=1),

@@ -10,7 +10,15 @@ from typing import Any
 
 import click
 
-from pgtail.cli import cli, dsn_option
+from pgtail.cli import cli
+from pgtail.cli.options import (
+    PUBLICATION_FORM,
+    SLOT_NAME,
+    Checked,
+    binary_option,
+    connection_options,
+    publication_option,
+)
 from pgtail.errors import ConfigurationError
 
 
@@ -68,15 +76,29 @@ def spark_group() -> None:
     """
 
 
+def _trigger(text: str) -> str:
+    from pgtail.spark.pipeline import parse_trigger
+
+    parse_trigger(text)  # a bad trigger fails before Spark starts
+    return text
+
+
 @spark_group.command("run")
-@dsn_option
-@click.option("--slot", required=True, help="Replication slot (pgoutput plugin) to read.")
-@click.option("--publication", required=True, help="Publication name(s), comma-separated.")
+@connection_options
+@click.option(
+    "--slot",
+    type=SLOT_NAME,
+    required=True,
+    metavar="NAME",
+    help="Replication slot (pgoutput plugin) to read.",
+)
+@publication_option(f"Publication to read through {PUBLICATION_FORM}.", required=True)
 @click.option("--output", required=True, metavar="DIR", help="Parquet change log directory.")
 @click.option("--checkpoint", required=True, metavar="DIR", help="Spark checkpoint directory.")
 @master_option
 @click.option(
     "--trigger",
+    type=Checked("trigger", _trigger),
     default="10s",
     show_default=True,
     metavar="WHEN",
@@ -95,14 +117,12 @@ def spark_group() -> None:
     show_default=True,
     help="Stop when the slot was consumed past the checkpoint by someone else.",
 )
-@click.option(
-    "--binary/--no-binary", default=False, help="Binary transfer of column values (PG 14+)."
-)
+@binary_option
 @conf_option
 def spark_run(
     dsn: str | None,
     slot: str,
-    publication: str,
+    publications: tuple[str, ...],
     output: str,
     checkpoint: str,
     master: str,
@@ -129,16 +149,15 @@ def spark_run(
     from pgtail.spark import require_pyspark
 
     require_pyspark()
-    from pgtail.spark.pipeline import parse_trigger, run, source_options, validate_source
+    from pgtail.spark.pipeline import run, source_options, validate_source
 
-    parse_trigger(trigger)  # a bad trigger fails before Spark starts
     extra = {
         "failOnDataLoss": "true" if fail_on_data_loss else "false",
         "binary": "true" if binary else "false",
     }
     if max_bytes_per_trigger is not None:
         extra["maxBytesPerTrigger"] = str(max_bytes_per_trigger)
-    options = source_options(dsn=dsn, slot=slot, publication=publication, extra=extra)
+    options = source_options(dsn=dsn, slot=slot, publication=",".join(publications), extra=extra)
     spark_conf = _pairs(conf, "--conf")
     validate_source(options)  # missing slot/publication: one clear line, no Spark start-up
     spark = _session(master, spark_conf, f"pgtail spark run {slot}")

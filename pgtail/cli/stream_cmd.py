@@ -15,15 +15,21 @@ from typing import Any
 import click
 
 from pgtail.cli import ExitCode, cli
+from pgtail.cli.options import (
+    LSN,
+    SLOT_NAME,
+    Checked,
+    binary_option,
+    connection_options,
+    publication_option,
+    split_commas,
+    usage_error,
+)
 from pgtail.errors import ConfigurationError
 from pgtail.filters import EventFilter, parse_ops
-from pgtail.lsn import format_lsn, parse_lsn
+from pgtail.lsn import format_lsn
 from pgtail.render import RenderOptions, terminal_style
 from pgtail.stream import ReconnectPolicy, StreamConfig, run
-
-
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(p.strip() for v in values for p in v.split(",") if p.strip())
 
 
 def _log(message: str) -> None:
@@ -32,23 +38,15 @@ def _log(message: str) -> None:
 
 
 @cli.command("stream")
-@click.argument("dsn_arg", metavar="[DSN]", required=False)
+@connection_options
 @click.option(
-    "--dsn",
-    default=None,
-    metavar="DSN",
-    help="libpq connection string or URI; default: DATABASE_URL, then libpq's PG* variables.",
-)
-@click.option("--slot", metavar="NAME", help="Stream this slot (default: a temporary slot).")
-@click.option("--create-slot", is_flag=True, help="Create --slot if it does not exist.")
-@click.option(
-    "--publication",
-    "publications",
-    multiple=True,
+    "--slot",
+    type=SLOT_NAME,
     metavar="NAME",
-    envvar="PGTAIL_PUBLICATION",
-    help="Publication to stream (repeatable; env PGTAIL_PUBLICATION). Default: the only one.",
+    help="Stream this slot (default: a temporary slot).",
 )
+@click.option("--create-slot", is_flag=True, help="Create --slot if it does not exist.")
+@publication_option()
 @click.option(
     "--create-publication",
     is_flag=True,
@@ -59,7 +57,7 @@ def _log(message: str) -> None:
     "--schema",
     "schemas",
     multiple=True,
-    metavar="NAME",
+    metavar="SCHEMA",
     help="With --create-publication: publish every table of this schema (PG15+).",
 )
 @click.option(
@@ -68,7 +66,7 @@ def _log(message: str) -> None:
     default=None,
     help="pgoutput protocol version (default: the highest the server supports).",
 )
-@click.option("--binary", is_flag=True, help="Binary tuple data (PG14+).")
+@binary_option
 @click.option("--messages", is_flag=True, help="Include logical decoding messages (PG14+).")
 @click.option(
     "--streaming",
@@ -84,10 +82,13 @@ def _log(message: str) -> None:
     default=None,
     help="Only changes without a replication origin ('none'), or all (PG16+).",
 )
-@click.option("--start", "start", metavar="LSN", help="Start at this LSN (default: the slot's).")
+@click.option(
+    "--start", "start", type=LSN, metavar="LSN", help="Start at this LSN (default: the slot's)."
+)
 @click.option(
     "--end",
     "end",
+    type=LSN,
     metavar="LSN",
     help="Stop after the last transaction committed at or before LSN.",
 )
@@ -115,13 +116,17 @@ def _log(message: str) -> None:
 )
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip these tables (glob).")
 @click.option(
-    "--ops", metavar="LIST", help="Only these operations: insert,update,delete,truncate,message."
+    "--ops",
+    type=Checked("operations", parse_ops),
+    metavar="OPS",
+    help="Only these operations: insert,update,delete,truncate,message.",
 )
 @click.option(
     "--redact",
     multiple=True,
     metavar="COLUMNS",
-    help="Mask these columns' values (comma-separated; keys stay visible).",
+    help="Mask these columns' values: column, table.column or schema.table.column globs"
+    " (comma-separated; keys stay visible).",
 )
 @click.option(
     "--format",
@@ -195,6 +200,8 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
       pgtail stream --slot app --create-slot --publication app_pub | jq .
       pgtail stream --format sql --table 'public.orders*' --ops insert,update
       pgtail stream --slot app -o changes.jsonl --end 0/5A3B2C10
+      pgtail stream postgresql://me@db.example.com/shop --slot app
+      pgtail stream -h /var/run/postgresql -U me -d shop --slot app
     """
     if opts["output"] is None and sys.stdout is None:
         raise ConfigurationError(
@@ -202,15 +209,16 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         )
     is_tty = opts["output"] is None and _isatty()
     fmt = opts["fmt"] or ("table" if is_tty else "json")
-    start = parse_lsn(opts["start"]) if opts["start"] else None
-    end = parse_lsn(opts["end"]) if opts["end"] else None
+    start, end = opts["start"], opts["end"]
+    if start is not None and end is not None and end < start:
+        raise usage_error("--end is before --start")
     tables = tuple(opts["tables"])
     color, width = terminal_style(is_tty, opts["color"])
     config = StreamConfig(
-        dsn=opts["dsn"] or opts["dsn_arg"],
+        dsn=opts["dsn"],
         slot=opts["slot"],
         create_slot=opts["create_slot"],
-        publications=_split(opts["publications"]),
+        publications=opts["publications"],
         create_publication=opts["create_publication"],
         publication_tables=tables if opts["create_publication"] else (),
         publication_schemas=tuple(opts["schemas"]),
@@ -238,8 +246,8 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         filter=EventFilter(
             tables=tables,
             exclude=tuple(opts["exclude"]),
-            ops=parse_ops(opts["ops"]),
-            redact=_split(opts["redact"]),
+            ops=opts["ops"],
+            redact=split_commas(opts["redact"]),
         ),
         reconnect=ReconnectPolicy(
             attempts=opts["reconnect_attempts"], max_delay=opts["reconnect_max_delay"]

@@ -48,17 +48,19 @@ Transaction fields, on every line that belongs to a transaction:
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, BinaryIO
 
 import orjson
 
+from pgtail import _codegen
 from pgtail.changes import (
     Change,
     CommitPrepared,
     EncodedRows,
     Event,
+    InsertEncoder,
     InsertEncoders,
     Message,
     RollbackPrepared,
@@ -69,9 +71,9 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.lsn import format_lsn
-from pgtail.render import RenderOptions
+from pgtail.render.options import RenderOptions
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
-from pgtail.values import Converter, dumps, json_default, text_json
+from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
 
 
 def iso_time(value: datetime) -> str:
@@ -242,19 +244,116 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     # a delete with the old key (the other columns sent as NULL)
     old_key = line(nullable_pieces, obj(nullable_pieces, keys), b'"key"', b"null")
     functions.append(("key_delete", nullable, old_key, key_values))
+    if not _codegen.enabled():
+        templates = {fname: template for fname, _, template, _ in functions}
+        return _loop_encoders(
+            [text_json(convert) for convert in text_converters],
+            templates,
+            [position[k] for k in keys],
+        )
     source = []
     for fname, body, template, values in functions:
         namespace[f"{fname}_line"] = template
         arguments = ", ".join(["seq", *key_values, *values])
         source += [f"def {fname}(seq{args}):", *body, f"    return {fname}_line % ({arguments})"]
-    label = f"<pgtail JSON lines of {table.qualified_name}>"
-    exec(compile("\n".join(source), label, "exec"), namespace)
+    plain_encode, with_nulls, full_plain, full_with_nulls, key_delete = _codegen.define_all(
+        "\n".join(source),
+        ["plain", "with_nulls", "full_delete_plain", "full_delete_with_nulls", "key_delete"],
+        f"JSON lines of {table.qualified_name}",
+        namespace,
+    )
     return InsertEncoders(
-        namespace["plain"],
-        namespace["with_nulls"],
+        plain_encode,
+        with_nulls,
         updates=True,  # the same line after the head, whose op differs
-        full_delete=(namespace["full_delete_plain"], namespace["full_delete_with_nulls"]),
-        key_delete=namespace["key_delete"],
+        full_delete=(full_plain, full_with_nulls),
+        key_delete=key_delete,
+    )
+
+
+def _loop_encoders(
+    kinds: list[tuple[JsonKind, Callable[[bytes], Any]]],
+    templates: dict[str, bytes],
+    key_positions: list[int],
+) -> InsertEncoders:
+    """`insert_encoder`'s functions without generated code: the same templates, each value
+    made by a loop that does what the generated source does for its column, in the same
+    order, so the bytes (and what raises) are the same.
+    """
+    escapes = _JSON_ESCAPES.search
+    strings = [i for i, (kind, _) in enumerate(kinds) if kind == "string"]
+    checked = [i for i, (kind, _) in enumerate(kinds) if kind == "utc_timestamp"]
+    both = [*strings, *checked]
+
+    def plain_values(values: tuple[bytes, ...]) -> list[Any]:
+        out: list[Any] = []
+        for (kind, write), value in zip(kinds, values, strict=True):
+            if kind == "int":
+                out.append(int(value))
+            elif kind == "string" or kind == "raw":
+                out.append(value)
+            elif kind == "convert":
+                out.append(orjson.dumps(write(value), default=json_default))
+            elif kind == "utc_timestamp":
+                if value[-3:] == b"+00":
+                    out.append(b'"' + value[:-3].replace(b" ", b"T", 1) + b'+00:00"')
+                else:
+                    out.append(orjson.dumps(write(value), default=json_default))
+            else:
+                out.append(write(value))
+        if any(not values[i].isascii() or escapes(values[i]) is not None for i in both):
+            for i in strings:
+                if not values[i].isascii() or escapes(values[i]) is not None:
+                    out[i] = kinds[i][1](values[i])[1:-1]
+            for i in checked:  # the converter decides
+                out[i] = orjson.dumps(kinds[i][1](values[i]), default=json_default)
+        return out
+
+    def nullable_values(values: tuple[bytes | None, ...]) -> list[bytes]:
+        out: list[bytes] = []
+        for (kind, write), value in zip(kinds, values, strict=True):
+            if value is None:
+                out.append(b"null")
+            elif kind == "int":
+                if not value.isdigit() or (value[0] == 48 and len(value) > 1):
+                    out.append(b"%d" % int(value))
+                else:  # the server's text of an integer is its JSON
+                    out.append(value)
+            elif kind == "string":
+                if value.isascii() and escapes(value) is None:
+                    out.append(b'"' + value + b'"')
+                else:
+                    out.append(write(value))
+            elif kind == "raw":
+                out.append(value)
+            elif kind == "convert":
+                out.append(orjson.dumps(write(value), default=json_default))
+            elif kind == "utc_timestamp":
+                if value[-3:] == b"+00" and value.isascii() and escapes(value) is None:
+                    out.append(b'"' + value[:-3].replace(b" ", b"T", 1) + b'+00:00"')
+                else:
+                    out.append(orjson.dumps(write(value), default=json_default))
+            else:
+                out.append(write(value))
+        return out
+
+    def encoder(name: str, nullable: bool, key_only: bool = False) -> InsertEncoder:
+        template = templates[name]
+        make = nullable_values if nullable else plain_values
+
+        def encode(seq: int, *values: Any) -> bytes:
+            row = make(values)
+            key = [row[i] for i in key_positions]
+            return template % (seq, *key, *(key if key_only else row))
+
+        return encode
+
+    return InsertEncoders(
+        encoder("plain", False),
+        encoder("with_nulls", True),
+        updates=True,
+        full_delete=(encoder("full_delete_plain", False), encoder("full_delete_with_nulls", True)),
+        key_delete=encoder("key_delete", True, key_only=True),
     )
 
 

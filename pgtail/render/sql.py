@@ -64,6 +64,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from pgtail import _codegen
 from pgtail.changes import (
     Change,
     Column,
@@ -81,7 +82,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.lsn import format_lsn
-from pgtail.render import RenderOptions
+from pgtail.render.options import RenderOptions
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
 from pgtail.sqlnames import quote_qualified as quote_qualified
@@ -367,7 +368,13 @@ def _insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
     """A function of a row's ``values()`` giving the INSERT statement: ``head``, the
     literal of each value by ``fns``, ``);``. Generated so that the common cases take
     no call per value; its source holds only indexes and names bound below, never a
-    column name or value."""
+    column name or value. Without generated code, a loop that calls each function."""
+    if not _codegen.enabled():
+
+        def build_loop(values: Any) -> str:
+            return head + ", ".join(map(_call, fns, values)) + ");\n"
+
+        return build_loop
     namespace = _builder_namespace(head)
     lines = _literal_lines(fns, namespace)
     args = "".join(f"x{i}, " for i in range(len(fns)))
@@ -377,8 +384,7 @@ def _insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
         + "".join(line + "\n" for line in lines)
         + f"    return f'{{HEAD}}{values});\\n'\n"
     )
-    exec(compile(source, "<pgtail.render.sql insert>", "exec"), namespace)  # noqa: S102
-    build: Callable[[Any], str] = namespace["build"]
+    build: Callable[[Any], str] = _codegen.define(source, "build", "SQL insert", namespace)
     return build
 
 
@@ -387,7 +393,10 @@ def _text_insert_builders(
 ) -> tuple[InsertEncoder, InsertEncoder]:
     """`_insert_builder` for the text values of an Insert: ``encode(seq, v0, ..., vN)``
     converts each value (inline where the converter is a plain decode) and gives the
-    statement's bytes; one function for rows without NULLs, one for rows with them."""
+    statement's bytes; one function for rows without NULLs, one for rows with them.
+    Without generated code, loops that call each converter and literal function."""
+    if not _codegen.enabled():
+        return _loop_text_insert_builders(head, fns, converters)
     namespace = _builder_namespace(head)
     lines = _literal_lines(fns, namespace)
     args = "".join(f", v{i}" for i in range(len(fns)))
@@ -407,8 +416,31 @@ def _text_insert_builders(
         *(f"    x{i} = None if v{i} is None else {expr}" for i, expr in enumerate(converted)),
         *tail,
     ]
-    exec(compile("\n".join(source), "<pgtail.render.sql text insert>", "exec"), namespace)  # noqa: S102
-    return namespace["plain"], namespace["with_nulls"]
+    plain, with_nulls = _codegen.define_all(
+        "\n".join(source), ["plain", "with_nulls"], "SQL text insert", namespace
+    )
+    return plain, with_nulls
+
+
+def _loop_text_insert_builders(
+    head: str, fns: list[Literal], converters: Sequence[Converter]
+) -> tuple[InsertEncoder, InsertEncoder]:
+    """`_text_insert_builders` without generated code: the same statements, by loops."""
+
+    def plain(seq: int, *values: bytes) -> bytes:
+        literals = [
+            fn(convert(value)) for fn, convert, value in zip(fns, converters, values, strict=True)
+        ]
+        return (head + ", ".join(literals) + ");\n").encode("utf-8")
+
+    def with_nulls(seq: int, *values: bytes | None) -> bytes:
+        literals = [
+            fn(None if value is None else convert(value))
+            for fn, convert, value in zip(fns, converters, values, strict=True)
+        ]
+        return (head + ", ".join(literals) + ");\n").encode("utf-8")
+
+    return plain, with_nulls
 
 
 # --- per-table plans ------------------------------------------------------------

@@ -59,7 +59,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.lsn import format_lsn
-from pgtail.render import RenderOptions
+from pgtail.render.options import RenderOptions
 from pgtail.render.sql import quote_ident, quote_qualified
 from pgtail.values import to_text
 

@@ -69,7 +69,12 @@ from pgtail.render import insert_encoder, make_renderer
 from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
 from pgtail.stream.options import replication_options
 from pgtail.stream.policy import StreamPolicy
-from pgtail.stream.publications import choose_publications, drop_run_publication
+from pgtail.stream.publications import (
+    HeldPublication,
+    drop_run_publication,
+    stream_publications,
+    warn_unmatched_filters,
+)
 from pgtail.stream.signals import Signals
 from pgtail.stream.writer import STOP, Batch, OutputState, Writer
 from pgtail.values import UserType
@@ -141,7 +146,7 @@ class Session:
         self.temporary = config.slot is None
         self.server: catalog.ServerInfo | None = None
         self.publications: tuple[str, ...] = ()
-        self.created_publication: str | None = None  # dropped again when the run ends
+        self.held_publication: HeldPublication | None = None  # dropped when the run ends
         self.proto_version = 1
         self.options: dict[str, str] = {}  # START_REPLICATION options
         # ---- the replication connection
@@ -175,28 +180,10 @@ class Session:
             server = catalog.server_info(conn)
             catalog.require_streaming(server)
             self.server = server
-            if self.config.create_publication:
-                if not self.config.publications or all(
-                    p not in catalog.publication_names(conn) for p in self.config.publications[:1]
-                ):
-                    name = (
-                        self.config.publications[0]
-                        if self.config.publications
-                        else f"pgtail_{uuid.uuid4().hex[:10]}"
-                    )
-                    catalog.create_run_publication(
-                        conn,
-                        name,
-                        tables=self.config.publication_tables,
-                        schemas=self.config.publication_schemas,
-                    )
-                    self.created_publication = name
-                    self.publications = (name,)
-                    self.log(f"pgtail: created publication {name!r} for this run")
-                else:
-                    self.publications = choose_publications(conn, self.config, server, self.log)
-            else:
-                self.publications = choose_publications(conn, self.config, server, self.log)
+            self.publications, self.held_publication = stream_publications(
+                conn, self.dsn, self.config, server, self.log
+            )
+            warn_unmatched_filters(conn, self.config, self.publications, self.log)
             self.proto_version, self.options = replication_options(
                 self.config, server, self.publications
             )
@@ -746,8 +733,8 @@ def run(
         if output_file is not None:
             with contextlib.suppress(OSError):
                 output_file.close()
-        if stream.created_publication is not None:
-            drop_run_publication(stream.dsn, stream.created_publication, logger)
+        if stream.held_publication is not None:
+            drop_run_publication(stream.held_publication, logger)
         signals.close()
 
 

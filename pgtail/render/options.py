@@ -1,0 +1,49 @@
+"""What every renderer shares: its options (`RenderOptions`), the `Renderer` interface,
+and the one decision of colour and width for output that may be a terminal.
+
+Kept apart from ``render/__init__`` (which picks a renderer by format) so the renderers
+import it without importing the package that imports them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pgtail.changes import Event
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    color: bool = False  # ANSI colour (table format); the CLI decides from TTY/NO_COLOR/--color
+    width: int | None = None  # terminal width for the table format; None: 80
+    tx_lines: bool = False  # --tx: also emit begin/commit records (json)
+    changed_only: bool = False  # --changed-only (table)
+    max_width: int = 40  # --max-width: truncate long values (table)
+    collapse: int = 200  # --collapse N rows per relation per transaction (table)
+    extra: dict[str, object] = field(default_factory=dict)  # format-specific settings
+
+
+def terminal_style(is_tty: bool, color: str = "auto") -> tuple[bool, int | None]:
+    """Colour and width for output that may be a terminal, for the callers that build
+    `RenderOptions` (the CLI, the demo); renderers themselves never look.
+
+    ``color`` is ``--color``: always, never, or auto (a terminal, and NO_COLOR unset).
+    The width is the terminal's, or None when the output is not a terminal.
+    """
+    if color == "always":
+        use_color = True
+    elif color == "never":
+        use_color = False
+    else:
+        use_color = is_tty and not os.environ.get("NO_COLOR")
+    width = shutil.get_terminal_size((100, 24)).columns if is_tty else None
+    return use_color, width
+
+
+class Renderer(Protocol):
+    def render(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...

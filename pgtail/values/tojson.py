@@ -1,0 +1,102 @@
+"""JSON-ready values to JSON: `dumps` as pgtail uses orjson, and `text_json`, the JSON lines
+renderer's shortcut from a text-format value straight to JSON bytes.
+
+The JSON lines renderer's fast path for plain inserts (see pgtail.render.jsonl) writes a
+text-format value as JSON bytes without building the Python value first. Each writer
+here returns exactly dumps(converter(value)), or raises, and the caller then takes the
+general path; tests compare the two on arbitrary bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, Literal
+
+import orjson
+
+from pgtail.values.base import Converter, _decode, _hex
+from pgtail.values.datetimes import _timestamptz_text
+from pgtail.values.jsontypes import _json_text
+from pgtail.values.numbers import _BOOL_TEXT, _numeric_text
+
+JsonWriter = Callable[[bytes], bytes]
+JsonKind = Literal["int", "string", "raw", "call", "convert", "utc_timestamp"]
+
+# what JSON escapes in a string (orjson leaves DEL and non-ASCII as they are)
+JSON_ESCAPES = re.compile(rb'[\x00-\x1f"\\]')
+_BOOL_JSON: dict[bytes, bytes] = {b"t": b"true", b"f": b"false"}
+
+
+def _json_bytes(value: bytes) -> bytes:
+    # what _json_text's Fragment embeds
+    if b"\n" in value or b"\r" in value:
+        value = value.replace(b"\n", b" ").replace(b"\r", b" ")
+    return value
+
+
+# text converters whose JSON has a shortcut, by the converter (so a domain, which shares
+# its base type's converter, takes it too)
+_JSON_WRITERS: dict[Any, tuple[JsonKind, JsonWriter]] = {
+    _BOOL_TEXT.__getitem__: ("call", _BOOL_JSON.__getitem__),
+    orjson.Fragment: ("raw", bytes),  # jsonb prints no line breaks: embedded as it is
+    _json_text: ("call", _json_bytes),
+}
+
+
+def text_json(convert: Converter) -> tuple[JsonKind, Callable[[bytes], Any]]:
+    """How a text-format value goes straight to JSON bytes, given its text converter.
+
+    The result is always ``dumps(convert(value))``:
+    - ``("int", w)``: ``b"%d" % int(value)``;
+    - ``("string", w)``: the text as a JSON string (``b'"' + value + b'"'``) when the value
+      is ASCII with nothing JSON escapes, otherwise ``w(value)``;
+    - ``("raw", w)``: the value's bytes as they are;
+    - ``("call", w)``: ``w(value)``;
+    - ``("convert", convert)``: no shortcut, ``dumps(convert(value))`` itself (the caller
+      inlines it);
+    - ``("utc_timestamp", convert)``: a timestamptz, whose text ``D T+00`` (the decoding
+      session's TimeZone is UTC) is ``"DTT+00:00"`` with its first space made a ``T``
+      when the text is ASCII with nothing JSON escapes; otherwise ``dumps(convert(value))``.
+    ``w`` and ``convert`` may raise on bytes no server sends; the caller then takes the
+    general path.
+    """
+    if convert is int:
+        return "int", _writer(convert)
+    special = _JSON_WRITERS.get(convert)
+    if special is not None:
+        return special
+    if convert is _decode or convert is _numeric_text:
+        return "string", _writer(convert)
+    if convert is _timestamptz_text:
+        return "utc_timestamp", convert
+    # The rest (timestamps, arrays, floats, ...) as dumps(converter(value)): checking the
+    # bytes for what JSON escapes costs as much as the converter's own fast paths.
+    return "convert", convert
+
+
+def decodes_text(convert: Converter) -> bool:
+    """Whether ``convert(value)`` is ``value.decode("utf-8", "replace")`` (text, varchar,
+    numeric, unknown types...): a generated caller may inline it."""
+    return convert is _decode or convert is _numeric_text
+
+
+def _writer(convert: Converter) -> JsonWriter:
+    def write(value: bytes) -> bytes:
+        return dumps(convert(value))
+
+    return write
+
+
+def json_default(obj: Any) -> Any:
+    """orjson's ``default`` as pgtail uses it (see `dumps`)."""
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return _hex(bytes(obj))
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
+
+
+def dumps(obj: Any) -> bytes:
+    """orjson.dumps as pgtail uses it (Fragments embed as JSON; bytes become "\\x<hex>")."""
+    return orjson.dumps(obj, default=json_default)
