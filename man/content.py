@@ -245,7 +245,17 @@ Change and drop:
     },
     "doctor": {
         "DESCRIPTION": """
-`pgtail doctor` checks what logical replication needs and prints each check with a status, one line of explanation and the exact fix: `wal_level`, `max_replication_slots` and `max_wal_senders` (and how many are in use), the role's REPLICATION privilege (or a provider role such as rds_replication) and its right to create publications, the replica identity of every published table, and slots that hold WAL or were invalidated. It exits non-zero when a check fails, so it fits into CI.
+`pgtail doctor` checks what logical replication needs and prints each check with a severity by its consequence, one line of explanation and one fix that can be run as given: `wal_level`, `max_replication_slots` and `max_wal_senders` (and how many are in use), the role's privileges for the task, the replica identity of every published table, and the slots.
+
+FAIL :: a change will be rejected at the source or lost, or the stream cannot run: UPDATE/DELETE published on a table without a usable replica identity, `wal_level` not `logical`, every slot or WAL sender in use, an invalidated slot, a slot asked for with `--slot` of another plugin or database, a role without REPLICATION, a publication asked for that does not exist and that the role cannot create (it needs CREATE on the database and ownership of the tables; the fix grants both).
+WARN :: it works, but will surprise you: an inactive slot holding WAL past `max_wal_size` (`wal_status` extended; on PostgreSQL 12 its retained WAL against `max_wal_size`), with the size it holds; columns that arrive as unchanged TOAST; partitions published under their own names.
+INFO :: worth knowing: REPLICA IDENTITY FULL's WAL cost; privileges the task does not need, such as creating publications for a role that streams an existing one, or SELECT, which only an initial copy needs.
+
+The exit status is 1 when a check fails and 0 otherwise; `--strict` also exits 1 on a warning, so a CI job can require a clean report. `--json` prints the same findings with their status (ok, info, warn, fail) and the counts.
+
+A table published only for inserts (`publish = 'insert'`) needs no replica identity. The replica identity fix names what the table has — its primary key, a unique index that can serve (unique, not partial, not deferrable, over NOT NULL columns), an identity index to rebuild, or a unique index whose columns only need SET NOT NULL — and otherwise says that nothing can be named and gives REPLICA IDENTITY FULL.
+
+Unchanged TOAST is reported only where it happens: variable-length columns outside the replica identity whose storage lets them go out of line (extended or external; main only when seen out of line; never plain, nor types too short to gain from it), in a table whose TOAST relation holds data. The columns named are those found out of line in a sample of 1000 rows, or all that can be when the role may not read the table; one warning per table, with FULL as its fix, after which FULL is only an INFO.
 
 **Replica identity** decides what an UPDATE or DELETE carries in the stream:
 
@@ -264,10 +274,15 @@ Check the server, a publication and a slot:
 
     pgtail doctor --publication app_pub --slot app
 
-Fail a CI job when something is wrong, and list the failures:
+Fail a CI job on a failure or a warning:
+
+    pgtail doctor --publication app_pub --slot app --strict
+
+List what is wrong, with the fixes:
 
     pgtail doctor --json |
-      jq -r '.checks[] | select(.status == "fail") | "\\(.subject): \\(.fix)"'
+      jq -r '.checks[] | select(.status == "fail" or .status == "warn")
+             | "\\(.subject): \\(.fix)"'
 
 Give a table without a primary key full old rows:
 

@@ -4,16 +4,21 @@ Pure: no connection, no clock; of the catalog it knows only the fact types
 (`pgtail.catalog.facts`). The catalog's guarded DDL calls back into
 `publication_problems` and `identity_breaks`, handed to it by the command.
 
-Each check has a status (ok / warn / fail), one line of explanation and, when
-something should change, the exact fix (SQL to run). Also answers "what will the
-stream carry for this table" for `pgtail identity`.
+Each check has a status by its consequence, one line of explanation and, when
+something should change, the one fix for it (SQL that can be run as given):
+  fail  a change will be rejected at the source or lost, or pgtail cannot stream
+  warn  it works, but a user will be surprised (WAL piling up, unchanged TOAST)
+  info  merely worth knowing (what FULL costs, privileges the task does not need)
+  ok    checked and fine
+A healthy setup has neither fail nor warn. Also answers "what will the stream carry
+for this table" for `pgtail identity`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pgtail.errors import ConfigurationError
@@ -21,6 +26,7 @@ from pgtail.sqlnames import quote_ident
 
 if TYPE_CHECKING:
     from pgtail.catalog.facts import (
+        ColumnFacts,
         DoctorFacts,
         IdentityReport,
         IndexFacts,
@@ -30,10 +36,15 @@ if TYPE_CHECKING:
         TableFacts,
     )
 
-Status = Literal["ok", "warn", "fail"]
-STATUS_ORDER: dict[str, int] = {"ok": 0, "warn": 1, "fail": 2}
+Status = Literal["ok", "info", "warn", "fail"]
+STATUSES: tuple[Status, ...] = ("ok", "info", "warn", "fail")
+STATUS_ORDER: dict[str, int] = {status: rank for rank, status in enumerate(STATUSES)}
 
-DEFAULT_WAL_WARN_BYTES = 1024**3  # an inactive slot holding more than this is worth a warning
+# the toaster moves values out of line once a row passes about 2 kB (8 kB pages), and
+# never one too small to gain from its TOAST pointer (as `pgtail.catalog.tables`)
+TOAST_THRESHOLD_TEXT = "about 2 kB"
+TOAST_POINTER_BYTES = 24
+OPERATION_ORDER = {op: rank for rank, op in enumerate(("insert", "update", "delete", "truncate"))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +75,24 @@ def overall(checks: Iterable[Check]) -> Status:
     return worst
 
 
+def counts(checks: Iterable[Check]) -> dict[str, int]:
+    """How many checks of each status (every status present, in order)."""
+    found: dict[str, int] = dict.fromkeys(STATUSES, 0)
+    for check in checks:
+        found[check.status] += 1
+    return found
+
+
+def failed(checks: Iterable[Check], *, strict: bool = False) -> bool:
+    """Does the report fail: a fail, or with ``strict`` (for CI) also a warn?"""
+    worst = STATUS_ORDER[overall(checks)]
+    return worst >= STATUS_ORDER["warn" if strict else "fail"]
+
+
 def report_dict(checks: Sequence[Check]) -> dict[str, Any]:
-    counts = {s: sum(1 for c in checks if c.status == s) for s in ("ok", "warn", "fail")}
     return {
         "status": overall(checks),
-        "counts": counts,
+        "counts": counts(checks),
         "checks": [c.to_dict() for c in checks],
     }
 
@@ -228,29 +252,78 @@ def stream_carries(table: TableFacts) -> dict[str, str]:
     return {"insert": "new row", "update": update, "delete": delete}
 
 
-def identity_fix(table: TableFacts) -> str:
-    """The SQL that gives this table a working replica identity."""
+def identity_remedy(table: TableFacts, *, prefer_full: bool = False) -> tuple[str, str]:
+    """The one fix that gives this table a working replica identity, and why that one.
+
+    A key the table already has comes first (its primary key, a usable unique index, an
+    identity index to rebuild, a unique index whose columns only lack NOT NULL); FULL
+    when nothing can be named, or with ``prefer_full`` (its TOASTed columns then arrive
+    in the old row too)."""
     name = table.qualified
-    if table.primary_key is not None and table.primary_key.valid:
-        return f"ALTER TABLE {name} REPLICA IDENTITY DEFAULT;"
+    full = f"ALTER TABLE {name} REPLICA IDENTITY FULL;"
+    if prefer_full:
+        return full, "FULL also carries the columns stored out of line in the old row"
+    pk = table.primary_key
+    if pk is not None and (pk.valid or table.relkind == "p"):
+        return f"ALTER TABLE {name} REPLICA IDENTITY DEFAULT;", f"use primary key {pk.name}"
     for index in table.unique_indexes:
         if usable_index(index, table):
-            return f"ALTER TABLE {name} REPLICA IDENTITY USING INDEX {_ident(index.name)};"
-    if table.replica_identity == "i" and table.identity_index is not None:
-        ix = _ident(table.identity_index.name)
-        if not table.identity_index.valid:
             return (
-                f"REINDEX INDEX CONCURRENTLY {_ident(table.schema)}.{ix}; -- or: "
-                f"ALTER TABLE {name} ADD PRIMARY KEY (...); or REPLICA IDENTITY FULL"
+                f"ALTER TABLE {name} REPLICA IDENTITY USING INDEX {_ident(index.name)};",
+                f"use unique index {index.name}",
+            )
+    current = table.identity_index
+    if (
+        table.replica_identity == "i"
+        and current is not None
+        and not (current.valid and current.ready)
+    ):
+        rebuilt = replace(current, valid=True, ready=True)
+        if usable_index(rebuilt, table):
+            return (
+                f"REINDEX INDEX CONCURRENTLY {_ident(table.schema)}.{_ident(current.name)};",
+                f"rebuild identity index {current.name}",
+            )
+    for index in table.unique_indexes:
+        nullable = [
+            c
+            for c in index.columns
+            if c is not None and (col := table.column(c)) is not None and not col.not_null
+        ]
+        if nullable and usable_index(index, _with_not_null(table, nullable)):
+            set_not_null = ", ".join(f"ALTER COLUMN {_ident(c)} SET NOT NULL" for c in nullable)
+            return (
+                f"ALTER TABLE {name} {set_not_null}; "
+                f"ALTER TABLE {name} REPLICA IDENTITY USING INDEX {_ident(index.name)};",
+                f"unique index {index.name} becomes usable once {', '.join(nullable)} "
+                "cannot be null",
             )
     return (
-        f"ALTER TABLE {name} ADD PRIMARY KEY (<columns>); -- or: "
-        f"ALTER TABLE {name} REPLICA IDENTITY FULL;"
+        full,
+        "no primary key or unique index can be named, so FULL (the whole old row) is the "
+        "fix; or add a primary key",
     )
 
 
-def _published_ops(pub: PublicationInfo) -> str:
-    return ", ".join(op for op in ("update", "delete") if getattr(pub, op))
+def _with_not_null(table: TableFacts, names: Sequence[str]) -> TableFacts:
+    columns = tuple(replace(c, not_null=True) if c.name in names else c for c in table.columns)
+    return replace(table, columns=columns)
+
+
+def identity_fix(table: TableFacts, *, prefer_full: bool = False) -> str:
+    """The SQL that gives this table a working replica identity (`identity_remedy`)."""
+    return identity_remedy(table, prefer_full=prefer_full)[0]
+
+
+def _ops_text(pubs: Iterable[PublicationInfo]) -> str:
+    """'update, delete': what of UPDATE and DELETE these publications publish."""
+    pubs = list(pubs)
+    return ", ".join(op for op in ("update", "delete") if any(getattr(p, op) for p in pubs))
+
+
+def _in_publications(pubs: Sequence[PublicationInfo]) -> str:
+    names = ", ".join(_ident(p.name) for p in pubs)
+    return f"in publication{'s' if len(pubs) > 1 else ''} {names}"
 
 
 def publication_problems(
@@ -275,82 +348,165 @@ def identity_breaks(report: IdentityReport) -> list[str]:
     return [p.name for p in report.publications if p.publishes_changes_needing_identity]
 
 
+@dataclass(frozen=True, slots=True)
+class UnchangedToast:
+    """Columns whose values UPDATEs can leave out as unchanged TOAST."""
+
+    columns: tuple[str, ...]
+    evidence: str | None  # what shows values really are out of line; None: nothing is yet
+
+
+def _can_go_out_of_line(column: ColumnFacts) -> bool:
+    # 'x' and 'e' go out of line once a row passes the TOAST threshold; 'm' (main) only
+    # when the row would not fit in a page even compressed, so it counts only when seen
+    # out of line; 'p' (plain) never. A declared width too small to gain from a TOAST
+    # pointer never moves.
+    if column.max_bytes is not None and column.max_bytes <= TOAST_POINTER_BYTES:
+        return False
+    return column.toastable or (column.storage == "m" and bool(column.out_of_line))
+
+
+def unchanged_toast(
+    table: TableFacts, key: Iterable[str], column_lists: Sequence[tuple[str, ...] | None]
+) -> UnchangedToast | None:
+    """The published columns outside the replica identity that can arrive as unchanged
+    TOAST, and the evidence from the table that they do (None: no such column).
+
+    Evidence is the table's TOAST relation holding data; the columns named are those
+    the catalog saw out of line in a sample of rows, or, when it could not tell, every
+    column that can go out of line."""
+    keys = set(key)
+    published: set[str] | None = None
+    if column_lists and all(cl is not None for cl in column_lists):
+        published = {c for cl in column_lists if cl is not None for c in cl}
+    candidates = [
+        c
+        for c in table.columns
+        if c.name not in keys
+        and (published is None or c.name in published)
+        and _can_go_out_of_line(c)
+    ]
+    possible = tuple(c.name for c in candidates if c.toastable)
+    if not table.toast_bytes:
+        return UnchangedToast(possible, None) if possible else None
+    size = human_bytes(table.toast_bytes)
+    seen = tuple(c.name for c in candidates if c.out_of_line)
+    if seen:
+        return UnchangedToast(seen, f"values stored out of line ({size} in its TOAST table)")
+    if not possible:
+        return None
+    sampled = any(c.sampled_bytes is not None for c in candidates)
+    which = (
+        "the rows sampled did not show" if sampled else "the role may not read the table to tell"
+    )
+    return UnchangedToast(possible, f"its TOAST table holds {size} (whose, {which})")
+
+
 def table_publication_checks(
     table: TableFacts, pub: PublicationInfo, row: PublicationTableRow | None
 ) -> list[Check]:
-    """Replica identity, TOAST, row filter, column list and partitioning checks of one
-    table as one publication publishes it."""
+    """The checks of one table as one publication publishes it (`table_checks`)."""
+    return table_checks(table, ((pub, row),))
+
+
+def table_checks(
+    table: TableFacts, published: Sequence[tuple[PublicationInfo, PublicationTableRow | None]]
+) -> list[Check]:
+    """Replica identity, unchanged TOAST, row filter, column list and partitioning checks
+    of one table, as the given publications publish it: one replica identity finding and
+    one TOAST finding per table, whatever number of publications carry it, with one fix
+    between them."""
     subject = table.qualified
     checks: list[Check] = []
     identity = identity_of(table)
-    needs_identity = pub.update or pub.delete
-    partitioned = table.relkind == "p"
-    where = f"in publication {_ident(pub.name)}"
 
-    if partitioned:
+    if table.relkind == "p":
         leaves = ", ".join(table.partitions) or "none yet"
-        if pub.via_partition_root:
-            checks.append(
-                Check(
-                    "table.partitioning",
-                    "table",
-                    subject,
-                    "ok",
-                    f"partitioned; changes of its partitions are published as {subject} "
-                    f"(publish_via_partition_root = true) {where}",
+        for pub, _ in published:
+            where = f"in publication {_ident(pub.name)}"
+            if pub.via_partition_root:
+                checks.append(
+                    Check(
+                        "table.partitioning",
+                        "table",
+                        subject,
+                        "ok",
+                        f"partitioned; changes of its partitions are published as {subject} "
+                        f"(publish_via_partition_root = true) {where}",
+                    )
                 )
-            )
-        else:
-            checks.append(
-                Check(
-                    "table.partitioning",
-                    "table",
-                    subject,
-                    "warn",
-                    f"partitioned; changes arrive under each partition's own name ({leaves}) "
-                    f"{where}, not as {subject}",
-                    f"ALTER PUBLICATION {_ident(pub.name)} "
-                    "SET (publish_via_partition_root = true);",
+            else:
+                checks.append(
+                    Check(
+                        "table.partitioning",
+                        "table",
+                        subject,
+                        "warn",
+                        f"partitioned; changes arrive under each partition's own name "
+                        f"({leaves}) {where}, not as {subject}",
+                        f"ALTER PUBLICATION {_ident(pub.name)} "
+                        "SET (publish_via_partition_root = true);",
+                    )
                 )
-            )
         return checks  # UPDATE/DELETE are checked on the leaf partitions
 
-    if table.is_partition and not pub.via_partition_root and table.partition_root is not None:
+    if table.is_partition and table.partition_root is not None:
         root = table.partition_root
         root_schema = root.rsplit(".", 1)[0]
-        if (
-            pub.all_tables
-            or any(t.qualified == root for t in pub.tables)
-            or any(_ident(s) == root_schema for s in pub.schemas)
-        ):
-            checks.append(
-                Check(
-                    "table.partitioning",
-                    "table",
-                    subject,
-                    "warn",
-                    f"partition of {root}: its changes arrive as {subject}, not as {root} "
-                    f"({where}, publish_via_partition_root = false)",
-                    f"ALTER PUBLICATION {_ident(pub.name)} "
-                    "SET (publish_via_partition_root = true);",
+        for pub, _ in published:
+            if pub.via_partition_root:
+                continue
+            if (
+                pub.all_tables
+                or any(t.qualified == root for t in pub.tables)
+                or any(_ident(s) == root_schema for s in pub.schemas)
+            ):
+                checks.append(
+                    Check(
+                        "table.partitioning",
+                        "table",
+                        subject,
+                        "warn",
+                        f"partition of {root}: its changes arrive as {subject}, not as {root} "
+                        f"(in publication {_ident(pub.name)}, publish_via_partition_root = "
+                        "false)",
+                        f"ALTER PUBLICATION {_ident(pub.name)} "
+                        "SET (publish_via_partition_root = true);",
+                    )
                 )
-            )
 
-    if not needs_identity:
+    needing = [(p, r) for p, r in published if p.publishes_changes_needing_identity]
+    if not needing:
+        pubs = [p for p, _ in published]
+        operations = sorted(
+            {op for p in pubs for op in p.operations}, key=OPERATION_ORDER.__getitem__
+        )
         checks.append(
             Check(
                 "table.replica_identity",
                 "table",
                 subject,
                 "ok",
-                f"{where} only {', '.join(pub.operations) or 'nothing'} is published; "
-                "no replica identity needed",
+                f"{_in_publications(pubs)} only {', '.join(operations) or 'nothing'} is "
+                "published; no replica identity needed",
             )
         )
         return checks
 
-    ops = _published_ops(pub)
+    pubs = [p for p, _ in needing]
+    where = _in_publications(pubs)
+    ops = _ops_text(pubs)
+    updating = [r.columns if r is not None else None for p, r in needing if p.update]
+    toast = (
+        unchanged_toast(table, identity.key_columns, updating)
+        if updating and identity.mode != "full"
+        else None
+    )
     if identity.mode == "nothing":
+        toasted = toast is not None and toast.evidence is not None
+        fix, why = identity_remedy(table, prefer_full=toasted)
+        if toasted and toast is not None:
+            why += f" ({', '.join(toast.columns)})"
         checks.append(
             Check(
                 "table.replica_identity",
@@ -358,25 +514,19 @@ def table_publication_checks(
                 subject,
                 "fail",
                 f"{ops.upper().replace(', ', ' and ')} on {subject} fail: {identity.reason} "
-                f"({where}, which publishes {ops})",
-                identity_fix(table),
+                f"({where}, which publishes {ops}); {why}",
+                fix,
             )
         )
     elif identity.mode == "full":
-        better = (
-            f"ALTER TABLE {subject} REPLICA IDENTITY DEFAULT;"
-            if table.primary_key is not None
-            else None
-        )
         checks.append(
             Check(
                 "table.replica_identity",
                 "table",
                 subject,
-                "warn",
-                "REPLICA IDENTITY FULL: every UPDATE/DELETE logs the whole old row "
-                "(more WAL, slower apply on subscribers)",
-                better,
+                "info",
+                "REPLICA IDENTITY FULL: UPDATE/DELETE carry the whole old row, and each logs "
+                "it whole (more WAL than a key; subscribers apply them slower)",
             )
         )
     else:
@@ -390,27 +540,42 @@ def table_publication_checks(
             )
         )
 
-    if pub.update and identity.mode != "full":
-        key = set(identity.key_columns)
-        toast = [c.name for c in table.columns if c.toastable and c.name not in key]
-        if row is not None and row.columns is not None:
-            toast = [c for c in toast if c in row.columns]
-        if toast:
+    if identity.mode == "key" and toast is not None:
+        names = ", ".join(toast.columns)
+        them = "them" if len(toast.columns) > 1 else "it"
+        if toast.evidence is not None:
             checks.append(
                 Check(
                     "table.unchanged_toast",
                     "table",
                     subject,
                     "warn",
-                    f"column(s) {', '.join(toast)} can arrive as unchanged TOAST in UPDATEs "
-                    "(large values not sent when the UPDATE did not change them)",
+                    f"UPDATEs that leave {names} unchanged send no value for {them} "
+                    f"(unchanged TOAST): {toast.evidence}",
                     f"ALTER TABLE {subject} REPLICA IDENTITY FULL; "
-                    "-- the old row then carries them",
+                    f"-- the old row then carries {them}",
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "table.unchanged_toast",
+                    "table",
+                    subject,
+                    "ok",
+                    f"no value stored out of line (TOAST) yet; {names} would arrive as "
+                    f"unchanged TOAST only once a row passes {TOAST_THRESHOLD_TEXT}",
                 )
             )
 
-    if row is not None and identity.mode != "nothing":
-        covered = set(identity.key_columns)
+    if identity.mode == "nothing":
+        return checks
+    covered = set(identity.key_columns)
+    for pub, row in needing:
+        if row is None:
+            continue
+        in_pub = f"in publication {_ident(pub.name)}"
+        pub_ops = _ops_text([pub])
         if row.row_filter_columns:
             outside = [c for c in row.row_filter_columns if c not in covered]
             if outside:
@@ -420,10 +585,9 @@ def table_publication_checks(
                         "table",
                         subject,
                         "fail",
-                        f"row filter {where} uses {', '.join(outside)}, not part of the replica "
-                        f"identity: {ops.upper().replace(', ', ' and ')} on {subject} fail",
-                        f"ALTER TABLE {subject} REPLICA IDENTITY FULL; -- or filter on key "
-                        "columns only",
+                        f"row filter {in_pub} uses {', '.join(outside)}, not part of the replica "
+                        f"identity: {pub_ops.upper().replace(', ', ' and ')} on {subject} fail",
+                        f"ALTER TABLE {subject} REPLICA IDENTITY FULL;",
                     )
                 )
             else:
@@ -433,7 +597,7 @@ def table_publication_checks(
                         "table",
                         subject,
                         "ok",
-                        f"row filter {where} uses only replica identity columns",
+                        f"row filter {in_pub} uses only replica identity columns",
                     )
                 )
         if row.columns is not None:
@@ -446,8 +610,9 @@ def table_publication_checks(
                         "table",
                         subject,
                         "fail",
-                        f"column list {where} leaves out replica identity column(s) "
-                        f"{', '.join(missing)}: {ops.upper().replace(', ', ' and ')} on {subject} "
+                        f"column list {in_pub} leaves out replica identity column(s) "
+                        f"{', '.join(missing)}: {pub_ops.upper().replace(', ', ' and ')} on "
+                        f"{subject} "
                         "fail",
                         f"ALTER PUBLICATION {_ident(pub.name)} DROP TABLE {subject}; "
                         f"ALTER PUBLICATION {_ident(pub.name)} ADD TABLE {subject} ({columns});",
@@ -544,6 +709,10 @@ def server_checks(facts: DoctorFacts) -> list[Check]:
 
 
 def role_checks(facts: DoctorFacts) -> list[Check]:
+    """What the role may do, judged by what it is about to do: streaming needs REPLICATION;
+    creating a publication (one asked for that does not exist yet) needs CREATE on the
+    database and ownership of the tables; reading the published tables (SELECT) is needed
+    only to copy their current rows."""
     role = facts.role
     name = _ident(role.name)
     checks: list[Check] = []
@@ -585,33 +754,111 @@ def role_checks(facts: DoctorFacts) -> list[Check]:
                 f"(on RDS/Aurora: GRANT rds_replication TO {name};)",
             )
         )
+    checks.append(_create_publication_check(facts))
+    if not role.superuser:
+        checks.extend(_select_checks(facts))
+    return checks
+
+
+def _create_publication_check(facts: DoctorFacts) -> Check:
+    role = facts.role
+    name = _ident(role.name)
     if role.superuser:
-        checks.append(
-            Check("create_publication", "role", role.name, "ok", "may create any publication")
+        return Check("create_publication", "role", role.name, "ok", "may create any publication")
+    found = {p.name for p in facts.publications}
+    missing = [p for p in facts.requested_publications if p not in found]
+    owns_nothing = role.tables_owned == 0 and role.tables_not_owned > 0
+    lacking: list[str] = []
+    fix: list[str] = []
+    if not role.can_create_in_database:
+        lacking.append(f"CREATE on database {role.database}")
+        fix.append(f"GRANT CREATE ON DATABASE {_ident(role.database)} TO {name};")
+    if role.tables_not_owned:
+        others = ", ".join(role.owners_not_held)
+        lacking.append(f"ownership of {role.tables_not_owned} table(s) (owned by {others})")
+        for owner in role.owners_not_held:
+            if owner not in role.superuser_owners:
+                fix.append(f"GRANT {_ident(owner)} TO {name};")
+        shown = 0
+        for table, owner in role.examples_not_owned:
+            if owner in role.superuser_owners:
+                # membership in a superuser role is no fix: hand these tables over instead
+                fix.append(f"ALTER TABLE {table} OWNER TO {name};")
+                shown += 1
+        if role.superuser_owned > shown:
+            fix.append(
+                f"-- and {role.superuser_owned - shown} more table(s) owned by "
+                f"{', '.join(role.superuser_owners)}"
+            )
+    if not lacking:
+        return Check(
+            "create_publication",
+            "role",
+            role.name,
+            "ok",
+            f"may CREATE PUBLICATION in {role.database} for the tables it owns "
+            "(FOR ALL TABLES / TABLES IN SCHEMA need a superuser)",
         )
-    elif role.can_create_in_database:
-        checks.append(
+    blocked = not role.can_create_in_database or owns_nothing
+    needs = " and ".join(lacking)
+    if missing and blocked:
+        status: Status = "fail"
+        summary = (
+            f"role {role.name} cannot create publication {', '.join(map(repr, missing))}: "
+            f"it lacks {needs}"
+        )
+    elif not facts.requested_publications and not facts.publications and blocked:
+        status = "warn"
+        summary = (
+            f"role {role.name} cannot create the publication this database lacks: it lacks {needs}"
+        )
+    else:
+        status = "info"
+        task = (
+            "streams existing publications"
+            if not missing
+            else "may publish only the tables it owns"
+        )
+        summary = f"role {role.name} {task}; creating a publication would need {needs}"
+    if status == "info":
+        fix = []  # the task needs none of it: handing tables over is no fix then
+    return Check("create_publication", "role", role.name, status, summary, " ".join(fix) or None)
+
+
+def _select_checks(facts: DoctorFacts) -> list[Check]:
+    published = {r.table_oid for r in facts.publication_rows}
+    unreadable = [t.qualified for t in facts.tables if t.oid in published and not t.selectable]
+    if not published:
+        return []
+    role = facts.role
+    if not unreadable:
+        return [
             Check(
-                "create_publication",
+                "select_privilege",
                 "role",
                 role.name,
                 "ok",
-                f"may CREATE PUBLICATION in {role.database} for tables it owns "
-                "(FOR ALL TABLES / TABLES IN SCHEMA need a superuser)",
+                f"role {role.name} may read the published tables (to copy their current rows)",
             )
+        ]
+    return [
+        Check(
+            "select_privilege",
+            "role",
+            role.name,
+            "info",
+            f"role {role.name} may not SELECT {', '.join(unreadable)}: streaming their changes "
+            "works, copying their current rows (an initial copy) does not",
+            f"GRANT SELECT ON {', '.join(unreadable)} TO {_ident(role.name)};",
         )
-    else:
-        checks.append(
-            Check(
-                "create_publication",
-                "role",
-                role.name,
-                "fail",
-                f"role {role.name} may not create publications in database {role.database}",
-                f"GRANT CREATE ON DATABASE {_ident(role.database)} TO {name};",
-            )
-        )
-    return checks
+    ]
+
+
+def _create_publication_fix(facts: DoctorFacts, name: str) -> str:
+    # which tables to publish is the user's choice; a superuser may publish them all
+    if facts.role.superuser:
+        return f"CREATE PUBLICATION {_ident(name)} FOR ALL TABLES;"
+    return f"pgtail publication create {name} --table SCHEMA.TABLE  # the tables to stream"
 
 
 def publication_checks(facts: DoctorFacts) -> list[Check]:
@@ -626,7 +873,7 @@ def publication_checks(facts: DoctorFacts) -> list[Check]:
                     name,
                     "fail",
                     f"publication {name!r} does not exist in database {facts.role.database}",
-                    f"CREATE PUBLICATION {_ident(name)} FOR TABLE <schema.table>;",
+                    _create_publication_fix(facts, name),
                 )
             )
     if not facts.requested_publications and not facts.publications:
@@ -637,11 +884,14 @@ def publication_checks(facts: DoctorFacts) -> list[Check]:
                 facts.role.database,
                 "warn",
                 f"database {facts.role.database} has no publication: there is nothing to stream",
-                "CREATE PUBLICATION <name> FOR TABLE <schema.table>;",
+                _create_publication_fix(facts, "pgtail"),
             )
         )
     tables_by_oid = {t.oid: t for t in facts.tables}
     tables_by_name = {t.qualified: t for t in facts.tables}
+    # each table once, with every publication that publishes it (a leaf partition with
+    # its root's row)
+    published: dict[int, list[tuple[PublicationInfo, PublicationTableRow | None]]] = {}
     for pub in facts.publications:
         what = "all tables" if pub.all_tables else f"{len(pub.published_tables)} table(s)"
         if pub.schemas:
@@ -674,15 +924,17 @@ def publication_checks(facts: DoctorFacts) -> list[Check]:
             table = tables_by_oid.get(row.table_oid)
             if table is None:
                 continue
-            checks.extend(table_publication_checks(table, pub, row))
+            published.setdefault(table.oid, []).append((pub, row))
             for leaf_name in table.partitions if table.relkind == "p" else ():
                 leaf = tables_by_name.get(leaf_name)
                 if leaf is not None and leaf.oid != table.oid:
-                    checks.extend(table_publication_checks(leaf, pub, row))  # root filter applies
+                    published.setdefault(leaf.oid, []).append((pub, row))  # root filter applies
+    for oid, pairs in published.items():
+        checks.extend(table_checks(tables_by_oid[oid], pairs))
     return checks
 
 
-def slot_checks(facts: DoctorFacts, wal_warn_bytes: int = DEFAULT_WAL_WARN_BYTES) -> list[Check]:
+def slot_checks(facts: DoctorFacts, wal_warn_bytes: int | None = None) -> list[Check]:
     checks: list[Check] = []
     slots = {s.name: s for s in facts.slots.slots}
     for name in facts.requested_slots:
@@ -717,20 +969,21 @@ def slot_checks(facts: DoctorFacts, wal_warn_bytes: int = DEFAULT_WAL_WARN_BYTES
                         "fail",
                         f"slot {sender.slot!r} (walsender PID {sender.pid}) streams publication "
                         f"{pub!r}, which does not exist",
-                        f"CREATE PUBLICATION {_ident(pub)} FOR TABLE <schema.table>; -- or "
-                        "restart the consumer with an existing publication",
+                        "restart the consumer with a publication that exists "
+                        "(pgtail publication list)",
                     )
                 )
     return checks
 
 
 def _slot_checks(
-    slot: SlotInfo, facts: DoctorFacts, keep: int | None, wal_warn_bytes: int
+    slot: SlotInfo, facts: DoctorFacts, keep: int | None, wal_warn_bytes: int | None
 ) -> list[Check]:
     checks: list[Check] = []
     subject = slot.name
     drop = f"SELECT pg_drop_replication_slot({_literal(slot.name)});"
     retained = slot.retained_bytes
+    requested = slot.name in facts.requested_slots
     if slot.invalidated:
         reason = slot.invalidation_reason or (
             "conflict with recovery" if slot.conflicting else "its WAL was removed"
@@ -775,37 +1028,50 @@ def _slot_checks(
                 f"start its consumer, or {drop}",
             )
         )
-    if (
-        slot.slot_type == "logical"
-        and slot.plugin != "pgoutput"
-        and (slot.name in facts.requested_slots)
-    ):
+    # a slot asked for is one pgtail is about to stream: what the stream would refuse fails
+    if requested and slot.slot_type != "logical":
         checks.append(
             Check(
                 "slot.plugin",
                 "slot",
                 subject,
-                "warn",
-                f"slot {slot.name!r} uses plugin {slot.plugin!r}; pgtail streams pgoutput slots",
-                "SELECT pg_create_logical_replication_slot('<new name>', 'pgoutput');",
+                "fail",
+                f"slot {slot.name!r} is a physical slot; pgtail streams logical pgoutput slots",
+                f"SELECT pg_create_logical_replication_slot({_literal(slot.name + '_pgoutput')}, "
+                "'pgoutput');",
             )
         )
-    if (
-        slot.name in facts.requested_slots
-        and slot.slot_type == "logical"
-        and slot.database != facts.role.database
-    ):
+    elif requested and slot.plugin != "pgoutput":
+        checks.append(
+            Check(
+                "slot.plugin",
+                "slot",
+                subject,
+                "fail",
+                f"slot {slot.name!r} uses plugin {slot.plugin!r}; pgtail streams pgoutput slots "
+                "(a new slot starts from now: changes before it are not in it)",
+                f"SELECT pg_create_logical_replication_slot({_literal(slot.name + '_pgoutput')}, "
+                "'pgoutput');",
+            )
+        )
+    if requested and slot.slot_type == "logical" and slot.database != facts.role.database:
         checks.append(
             Check(
                 "slot.database",
                 "slot",
                 subject,
-                "warn",
+                "fail",
                 f"slot {slot.name!r} belongs to database {slot.database!r}, not "
-                f"{facts.role.database!r}: stream it while connected to {slot.database!r}",
-                f"use dbname={slot.database} in the DSN",
+                f"{facts.role.database!r}: it can be streamed only while connected to "
+                f"{slot.database!r}",
+                f"connect with dbname={slot.database} (pgtail ... -d {slot.database})",
             )
         )
+    max_wal = _int(facts.server.settings, "max_wal_size")
+    if slot.wal_status is not None:
+        extended = slot.wal_status == "extended"
+    else:  # before PostgreSQL 13: compare with max_wal_size ourselves
+        extended = retained is not None and max_wal is not None and retained > max_wal
     if slot.active:
         checks.append(
             Check(
@@ -816,7 +1082,7 @@ def _slot_checks(
                 f"active (PID {slot.active_pid}), {human_bytes(slot.lag_bytes)} behind",
             )
         )
-    elif retained is not None and retained >= wal_warn_bytes:
+    elif extended and retained is not None:
         checks.append(
             Check(
                 "slot.activity",
@@ -824,7 +1090,20 @@ def _slot_checks(
                 subject,
                 "warn",
                 f"inactive slot {slot.name!r} holds {human_bytes(retained)} of WAL "
-                f"({retained} bytes)",
+                f"({retained} bytes), past max_wal_size ({human_bytes(max_wal)}): WAL the "
+                "server would otherwise have recycled piles up until it is read",
+                f"start its consumer (pgtail stream --slot {slot.name}), or {drop}",
+            )
+        )
+    elif retained is not None and wal_warn_bytes is not None and retained >= wal_warn_bytes:
+        checks.append(
+            Check(
+                "slot.activity",
+                "slot",
+                subject,
+                "warn",
+                f"inactive slot {slot.name!r} holds {human_bytes(retained)} of WAL "
+                f"({retained} bytes), past --wal-warn {human_bytes(wal_warn_bytes)}",
                 f"start its consumer (pgtail stream --slot {slot.name}), or {drop}",
             )
         )
@@ -841,8 +1120,11 @@ def _slot_checks(
     return checks
 
 
-def evaluate(facts: DoctorFacts, *, wal_warn_bytes: int = DEFAULT_WAL_WARN_BYTES) -> list[Check]:
-    """Every check, in report order: server, role, publications and tables, slots."""
+def evaluate(facts: DoctorFacts, *, wal_warn_bytes: int | None = None) -> list[Check]:
+    """Every check, in report order: server, role, publications and tables, slots.
+
+    An inactive slot warns once it holds WAL past max_wal_size (the server would
+    otherwise have recycled it), or past ``wal_warn_bytes`` when given."""
     return [
         *server_checks(facts),
         *role_checks(facts),

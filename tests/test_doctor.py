@@ -116,6 +116,115 @@ def test_slots_in_use_counted(pg: LocalServer) -> None:
         server.destroy()
 
 
+def _problems(checks: list[Check]) -> list[tuple[str, str, str]]:
+    return [(c.status, c.id, c.subject) for c in checks if c.status in ("warn", "fail")]
+
+
+def test_demo_schema(db: Database) -> None:
+    """The demo's tables give no spurious warning: short text columns are no unchanged TOAST
+    risk, FULL is an INFO. Its one failure is real: page_views (REPLICA IDENTITY NOTHING)
+    sits in a publication of updates and deletes; published for inserts only, it is fine."""
+    from pgtail.demo import DEMO_PUBLICATION, SCHEMA
+
+    db.execute(SCHEMA)
+    db.execute(
+        "INSERT INTO customers (name, email, country) VALUES ('Ann', 'ann@example.com', 'NL');"
+        "INSERT INTO orders (customer_id, status, total, items, tags) "
+        "VALUES (1, 'new', 9.5, '[{\"sku\": \"KB-101\"}]', '{gift}');"
+        "INSERT INTO documents (title, body) VALUES ('readme', 'short');"
+        "INSERT INTO page_views (path) VALUES ('/')"
+    )
+    checks = run_doctor(db.dsn, publications=[DEMO_PUBLICATION])
+    assert _problems(checks) == [("fail", "table.replica_identity", "public.page_views")]
+    fix = one(checks, "table.replica_identity", "public.page_views").fix
+    assert fix == "ALTER TABLE public.page_views REPLICA IDENTITY FULL;"
+    assert one(checks, "table.replica_identity", "public.inventory").status == "info"
+    # --json carries the same findings as the text, with their severity; a FAIL exits 1
+    args = ["doctor", "--publication", DEMO_PUBLICATION, "--dsn", db.dsn]
+    code, text, _ = run_cli(args)
+    json_code, out, _ = run_cli([*args, "--json"])
+    assert code == json_code == 1
+    report = orjson.loads(out)
+    assert report["status"] == "fail"
+    assert report["counts"] == {
+        "ok": len(checks) - 2,
+        "info": 1,  # inventory's FULL
+        "warn": 0,
+        "fail": 1,  # page_views
+    }
+    assert [(c["status"], c["subject"], c["summary"]) for c in report["checks"]] == [
+        (c.status, c.subject, c.summary) for c in checks
+    ]
+    mark = {"ok": "ok", "info": "INFO", "warn": "WARN", "fail": "FAIL"}
+    for c in report["checks"]:
+        assert f"[{mark[c['status']]}] {c['subject']}: {c['summary']}" in text
+    db.execute(
+        f"ALTER PUBLICATION {DEMO_PUBLICATION} DROP TABLE page_views;"
+        "CREATE PUBLICATION demo_log FOR TABLE page_views WITH (publish = 'insert')"
+    )
+    code, out, _ = run_cli(
+        [
+            "doctor",
+            "--publication",
+            DEMO_PUBLICATION,
+            "--publication",
+            "demo_log",
+            "--strict",
+            "--dsn",
+            db.dsn,
+        ]
+    )
+    assert code == 0, out
+    assert "0 warning(s), 0 failure(s)" in out
+
+
+SHOP = """
+CREATE ROLE {owner};
+CREATE TABLE customers (id bigserial primary key, email text not null unique,
+    name text not null, country char(2), created_at timestamptz not null default now());
+CREATE TABLE products (sku text primary key, title text not null, description text,
+    price numeric(10, 2) not null, tags text[] not null default '{{}}');
+CREATE TABLE orders (id bigserial primary key, customer_id bigint not null references customers,
+    status text not null default 'new', note text, items jsonb not null);
+ALTER TABLE customers OWNER TO {owner}; ALTER TABLE products OWNER TO {owner};
+ALTER TABLE orders OWNER TO {owner};
+INSERT INTO customers (email, name, country)
+    SELECT 'c' || g || '@example.com', 'Customer ' || g, 'DE' FROM generate_series(1, 200) g;
+INSERT INTO products SELECT 'SKU-' || g, 'Product ' || g, repeat('nice. ', 40), g, '{{new}}'
+    FROM generate_series(1, 50) g;
+INSERT INTO orders (customer_id, status, note, items)
+    SELECT 1 + g % 200, 'paid', NULL, jsonb_build_array(jsonb_build_object('sku', 'SKU-1'))
+    FROM generate_series(1, 1000) g;
+CREATE PUBLICATION shop_pub FOR TABLE customers, products, orders;
+GRANT SELECT ON customers, products, orders TO {streamer};
+ALTER ROLE {streamer} REPLICATION;
+"""
+
+
+def test_healthy_shop(db: Database, role: str) -> None:
+    """A small shop: primary keys, ordinary columns, a streaming role with REPLICATION and
+    SELECT. No FAIL, no WARN, exit 0 even with --strict."""
+    owner = "shop_owner_" + uuid.uuid4().hex[:6]
+    db.execute(SHOP.format(owner=owner, streamer=role))
+    try:
+        dsn = db.server.dsn(db.name, user=role)
+        catalog.create_slot(dsn, "shop")
+        checks = run_doctor(dsn, publications=["shop_pub"], slots=["shop"])
+        assert _problems(checks) == [], checks
+        for table in ("public.customers", "public.products", "public.orders"):
+            assert one(checks, "table.replica_identity", table).status == "ok"
+        code, out, _ = run_cli(
+            ["doctor", "--publication", "shop_pub", "--slot", "shop", "--strict", "--dsn", dsn]
+        )
+        assert code == 0, out
+        code, out, _ = run_cli(["doctor", "--publication", "shop_pub", "--json", "--dsn", dsn])
+        assert code == 0
+        report = orjson.loads(out)
+        assert report["counts"]["fail"] == 0 and report["counts"]["warn"] == 0
+    finally:
+        db.execute(f"DROP OWNED BY {owner}; DROP ROLE {owner}")
+
+
 # --------------------------------------------------------------------------- role
 
 
@@ -137,8 +246,10 @@ def test_role_without_replication(db: Database, role: str) -> None:
     assert check.fix is not None and f"ALTER ROLE {role} REPLICATION" in check.fix
     with pytest.raises(ServerCapabilityError, match="REPLICATION"):
         catalog.create_slot(dsn, "mine")
+    # no publication in the database: the one it needs cannot be created (surprising, but
+    # a superuser may still create it)
     create = one(checks, "create_publication")
-    assert create.status == "fail"
+    assert create.status == "warn"
     assert create.fix == f"GRANT CREATE ON DATABASE {db.name} TO {role};"
     # the fixes work
     db.execute(f"ALTER ROLE {role} REPLICATION")
@@ -148,6 +259,96 @@ def test_role_without_replication(db: Database, role: str) -> None:
     assert one(checks, "create_publication").status == "ok"
     # and the role can now create a slot
     catalog.create_slot(dsn, "mine")
+
+
+def test_streaming_role_of_an_existing_publication(db: Database, role: str) -> None:
+    """A role with LOGIN REPLICATION that streams a publication someone else made gets no
+    FAIL: it need not create publications, and SELECT matters only for a copy."""
+    db.execute(
+        "CREATE TABLE orders (id int primary key, status text);"
+        "CREATE PUBLICATION app_pub FOR TABLE orders;"
+        f"ALTER ROLE {role} REPLICATION"
+    )
+    dsn = db.server.dsn(db.name, user=role)
+    checks = run_doctor(dsn, publications=["app_pub"])
+    assert not [c for c in checks if c.status in ("fail", "warn")], checks
+    create = one(checks, "create_publication")
+    assert create.status == "info" and "streams existing publications" in create.summary
+    select = one(checks, "select_privilege")
+    assert select.status == "info" and "public.orders" in select.summary
+    code, out, _ = run_cli(["doctor", "--publication", "app_pub", "--strict", "--dsn", dsn])
+    assert code == 0, out
+    # the role really streams: it creates a slot and decodes the publication
+    catalog.create_slot(dsn, "app")
+    db.execute("INSERT INTO orders VALUES (1, 'new')")
+    rows = db.execute(
+        "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('app', NULL, NULL, "
+        "'proto_version', '1', 'publication_names', 'app_pub')"
+    )
+    assert rows[0][0] > 0  # type: ignore[operator]
+    # the SELECT fix runs as given and silences the note
+    assert select.fix is not None
+    db.execute(select.fix)
+    assert one(run_doctor(dsn, publications=["app_pub"]), "select_privilege").status == "ok"
+
+
+@pytest.fixture
+def owner_role(db: Database) -> Iterator[str]:
+    name = "o_" + uuid.uuid4().hex[:10]
+    db.execute(f"CREATE ROLE {name}")
+    try:
+        yield name
+    finally:
+        db.execute(f"DROP OWNED BY {name}; DROP ROLE {name}")
+
+
+def _create_publication_as(dsn: str, statement: str) -> str | None:
+    """Run ``statement`` as the role of ``dsn``: None, or the server's error."""
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement)
+        return None
+    except psycopg2.Error as exc:
+        return str(exc)
+    finally:
+        conn.close()
+
+
+def test_creating_a_publication_needs_create_and_ownership(
+    db: Database, role: str, owner_role: str
+) -> None:
+    db.execute(
+        f"CREATE TABLE orders (id int primary key); ALTER TABLE orders OWNER TO {owner_role};"
+        f"CREATE TABLE notes (id int primary key); ALTER ROLE {role} REPLICATION"
+    )
+    dsn = db.server.dsn(db.name, user=role)
+    statement = "CREATE PUBLICATION app_pub FOR TABLE orders"
+    checks = run_doctor(dsn, publications=["app_pub"])
+    assert one(checks, "publication.exists", "app_pub").status == "fail"
+    create = one(checks, "create_publication")
+    assert create.status == "fail"
+    assert f"CREATE on database {db.name}" in create.summary
+    assert "ownership of 2 table(s)" in create.summary
+    # the fix says both: CREATE on the database, and the tables' ownership
+    assert create.fix == (
+        f"GRANT CREATE ON DATABASE {db.name} TO {role}; GRANT {owner_role} TO {role}; "
+        f"ALTER TABLE public.notes OWNER TO {role};"
+    )
+    assert "permission denied" in (_create_publication_as(dsn, statement) or "")
+    # CREATE alone is not enough: the server wants the owner
+    db.execute(f"GRANT CREATE ON DATABASE {db.name} TO {role}")
+    create = one(run_doctor(dsn, publications=["app_pub"]), "create_publication")
+    assert create.status == "fail" and "CREATE on" not in create.summary
+    assert "must be owner" in (_create_publication_as(dsn, statement) or "")
+    # the whole fix, run as given, lets the role create it
+    assert create.fix is not None
+    db.execute(create.fix)
+    assert one(run_doctor(dsn, publications=["app_pub"]), "create_publication").status == "ok"
+    assert _create_publication_as(dsn, statement) is None
+    checks = run_doctor(dsn, publications=["app_pub"])
+    assert not [c for c in checks if c.status in ("fail", "warn")], checks
 
 
 def test_managed_replication_role_counts(db: Database, role: str) -> None:
@@ -181,26 +382,49 @@ CREATE UNIQUE INDEX invalid_idx_id ON invalid_idx (id);
 ALTER TABLE invalid_idx REPLICA IDENTITY USING INDEX invalid_idx_id;
 UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'invalid_idx_id'::regclass;
 CREATE TABLE "Mixed Case" ("Id" int primary key, "Some Col" int);
+CREATE TABLE nullable_key (id int, code int, v int);
+CREATE UNIQUE INDEX nullable_key_code ON nullable_key (code);
+CREATE TABLE "Odd Key" (id int, "Code" int not null, v int);
+CREATE UNIQUE INDEX "Odd Key Code" ON "Odd Key" ("Code");
+CREATE TABLE partial_only (id int not null, v int);
+CREATE UNIQUE INDEX partial_only_id ON partial_only (id) WHERE id > 0;
 CREATE PUBLICATION p FOR TABLE pk, nopk, full_t, nothing_t, idx, dropped_idx, invalid_idx,
-  "Mixed Case";
+  "Mixed Case", nullable_key, "Odd Key", partial_only;
 """
 
 EXPECTED_IDENTITY = {
     "public.pk": "ok",
     "public.nopk": "fail",
-    "public.full_t": "warn",
+    "public.full_t": "info",
     "public.nothing_t": "fail",
     "public.idx": "ok",
     "public.dropped_idx": "fail",
     "public.invalid_idx": "fail",
     'public."Mixed Case"': "ok",
+    "public.nullable_key": "fail",
+    'public."Odd Key"': "fail",
+    "public.partial_only": "fail",
+}
+
+# the one fix of each failing table: a key it has wherever one can be named, else FULL
+EXPECTED_FIX = {
+    "public.nopk": "ALTER TABLE public.nopk REPLICA IDENTITY FULL;",
+    "public.nothing_t": "ALTER TABLE public.nothing_t REPLICA IDENTITY DEFAULT;",
+    "public.dropped_idx": "ALTER TABLE public.dropped_idx REPLICA IDENTITY FULL;",
+    "public.invalid_idx": "REINDEX INDEX CONCURRENTLY public.invalid_idx_id;",
+    "public.nullable_key": "ALTER TABLE public.nullable_key ALTER COLUMN code SET NOT NULL; "
+    "ALTER TABLE public.nullable_key REPLICA IDENTITY USING INDEX nullable_key_code;",
+    'public."Odd Key"': 'ALTER TABLE public."Odd Key" REPLICA IDENTITY USING INDEX "Odd Key Code";',
+    "public.partial_only": "ALTER TABLE public.partial_only REPLICA IDENTITY FULL;",
 }
 
 
 def _update_fails(db: Database, table: str) -> bool:
     """Does the server refuse an UPDATE of ``table`` for want of a replica identity?"""
     column = '"Some Col"' if "Mixed" in table else "v"
-    db.execute(f"INSERT INTO {table} SELECT 1, 1")  # a row, so the UPDATE has work to do
+    columns = "1, 1, 1" if table.endswith(("nullable_key", '"Odd Key"')) else "1, 1"
+    # a row, so the UPDATE has work to do
+    db.execute(f"INSERT INTO {table} SELECT {columns} WHERE NOT EXISTS (SELECT FROM {table})")
     try:
         db.execute(f"UPDATE {table} SET {column} = NULL")
         return False
@@ -221,16 +445,26 @@ def test_each_replica_identity(db: Database) -> None:
             assert check.fix
     assert "no longer exists" in one(checks, "table.replica_identity", "public.dropped_idx").summary
     assert "not valid" in one(checks, "table.replica_identity", "public.invalid_idx").summary
-    nopk_fix = one(checks, "table.replica_identity", "public.nopk").fix
-    assert nopk_fix is not None and "REPLICA IDENTITY FULL" in nopk_fix
-    # applying the fix makes the check pass and the UPDATE work
-    db.execute("ALTER TABLE public.nopk REPLICA IDENTITY FULL")
-    checks = run_doctor(db.dsn, publications=["p"])
-    assert one(checks, "table.replica_identity", "public.nopk").status == "warn"
-    assert not _update_fails(db, "public.nopk")
+    assert "no primary key or unique index can be named" in (
+        one(checks, "table.replica_identity", "public.nopk").summary
+    )
     code, out, _ = run_cli(["doctor", "--publication", "p", "--dsn", db.dsn])
     assert code == 1
     assert "[FAIL] public.nothing_t" in out
+    # every fix is one runnable statement (or two) without placeholders; run as given, it
+    # makes the check pass and the UPDATE work
+    for table, fix in EXPECTED_FIX.items():
+        check = one(checks, "table.replica_identity", table)
+        assert check.fix == fix, table
+        assert "<" not in fix and "--" not in fix
+        db.execute(fix)
+    checks = run_doctor(db.dsn, publications=["p"])
+    for table in EXPECTED_FIX:
+        assert one(checks, "table.replica_identity", table).status in ("ok", "info"), table
+        assert not _update_fails(db, table), table
+    assert doctor.overall(checks) == "info"  # FULL tables: their cost is worth knowing
+    code, out, _ = run_cli(["doctor", "--publication", "p", "--strict", "--dsn", db.dsn])
+    assert code == 0, out
 
 
 def test_identity_index_fix_suggests_usable_index(db: Database) -> None:
@@ -256,16 +490,104 @@ def test_insert_only_publication_needs_no_identity(db: Database) -> None:
     assert not checks_for(run_doctor(db.dsn), "table.unchanged_toast")
 
 
+# a value pglz cannot shrink (random hex), wide enough to be stored out of line
+WIDE = "(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 200))"
+
+
+def _unchanged_toast_seen(db: Database, statement: str) -> str:
+    """What test_decoding (the server's own view) shows for ``statement``'s UPDATE."""
+    slot = "td_" + uuid.uuid4().hex[:8]
+    db.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (slot,))
+    try:
+        db.execute(statement)
+        rows = db.execute(
+            "SELECT data FROM pg_logical_slot_get_changes(%s, NULL, NULL) "
+            "WHERE data LIKE 'table %%UPDATE%%'",
+            (slot,),
+        )
+        return "\n".join(str(r[0]) for r in rows)
+    finally:
+        db.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+
+
 def test_unchanged_toast_columns(db: Database) -> None:
     db.execute(
-        "CREATE TABLE docs (id int primary key, body text, n numeric, meta jsonb);"
+        "CREATE TABLE docs (id int primary key, status text, country char(2), code varchar(5),"
+        " n numeric, meta jsonb, tags text[], body text, note text);"
         "CREATE PUBLICATION p FOR TABLE docs"
     )
+    # an empty table, and one of short values: nothing is out of line, nothing to warn of
+    check = one(run_doctor(db.dsn), "table.unchanged_toast", "public.docs")
+    assert check.status == "ok" and "no value stored out of line" in check.summary
+    # numeric (main) and char(2), varchar(5) (too short to gain from it) do not go out of line
+    assert "status, meta, tags, body, note" in check.summary
+    db.execute(
+        "INSERT INTO docs SELECT g, 'new', 'NL', 'abc', 1.5, '{\"a\": 1}', '{x,y}', 'short', "
+        "repeat('n', 500) FROM generate_series(1, 100) g"
+    )
+    checks = run_doctor(db.dsn)
+    assert not [c for c in checks if c.status in ("warn", "fail")], checks
+    # large values in body: the table's TOAST relation holds data, and only body is named
+    db.execute(f"UPDATE docs SET body = {WIDE} WHERE id <= 20")
     check = one(run_doctor(db.dsn), "table.unchanged_toast", "public.docs")
     assert check.status == "warn"
-    assert "body, meta" in check.summary  # numeric is stored inline (storage main)
-    db.execute("ALTER TABLE docs REPLICA IDENTITY FULL")
-    assert not checks_for(run_doctor(db.dsn), "table.unchanged_toast")
+    assert check.summary.startswith("UPDATEs that leave body unchanged send no value for it")
+    assert "in its TOAST table" in check.summary
+    assert (
+        check.fix == "ALTER TABLE public.docs REPLICA IDENTITY FULL; -- the old row then carries it"
+    )
+    # the server agrees: an UPDATE of status leaves body out, and nothing else
+    seen = _unchanged_toast_seen(db, "UPDATE docs SET status = 'paid' WHERE id = 1")
+    assert "body[text]:unchanged-toast-datum" in seen
+    assert seen.count("unchanged-toast-datum") == 1
+    code, out, _ = run_cli(["doctor", "--dsn", db.dsn])
+    assert code == 0 and "[WARN] public.docs" in out  # a warning does not fail...
+    code, out, _ = run_cli(["doctor", "--strict", "--dsn", db.dsn])
+    assert code == 1  # ...unless --strict
+    # the fix, run as given: the old row carries body; FULL is then an INFO, never a WARN
+    db.execute(check.fix)
+    checks = run_doctor(db.dsn)
+    assert not checks_for(checks, "table.unchanged_toast")
+    full = one(checks, "table.replica_identity", "public.docs")
+    assert full.status == "info" and full.fix is None
+    assert not [c for c in checks if c.status in ("warn", "fail")], checks
+    seen = _unchanged_toast_seen(db, "UPDATE docs SET status = 'sent' WHERE id = 1")
+    assert "old-key:" in seen and "body[text]:'" in seen.split("new-tuple:")[0]
+
+
+def test_unchanged_toast_with_no_identity_gets_one_fix(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE notes (id int, code int not null, body text);"
+        "CREATE UNIQUE INDEX notes_code ON notes (code);"
+        "CREATE PUBLICATION p FOR TABLE notes WITH (publish = 'insert');"
+        "ALTER TABLE notes ALTER COLUMN body SET STORAGE EXTERNAL;"
+        f"INSERT INTO notes SELECT g, g, {WIDE} FROM generate_series(1, 5) g;"
+        "ALTER PUBLICATION p SET (publish = 'insert, update, delete')"
+    )
+    checks = run_doctor(db.dsn)
+    # a unique index could serve, but FULL is the one fix that also carries body
+    check = one(checks, "table.replica_identity", "public.notes")
+    assert check.status == "fail" and check.fix == "ALTER TABLE public.notes REPLICA IDENTITY FULL;"
+    assert "FULL also carries" in check.summary and "(body)" in check.summary
+    assert not checks_for(checks, "table.unchanged_toast")
+    db.execute(check.fix)
+    checks = run_doctor(db.dsn)
+    assert not [c for c in checks if c.status in ("warn", "fail")], checks
+
+
+def test_unchanged_toast_unreadable_table(db: Database, role: str) -> None:
+    """A role that may not read the table cannot tell which column is out of line: every
+    column that can be is named."""
+    db.execute(
+        "CREATE TABLE docs (id int primary key, title text, body text);"
+        f"INSERT INTO docs SELECT g, 't', {WIDE} FROM generate_series(1, 5) g;"
+        f"CREATE PUBLICATION p FOR TABLE docs; ALTER ROLE {role} REPLICATION"
+    )
+    check = one(run_doctor(db.server.dsn(db.name, user=role)), "table.unchanged_toast")
+    assert check.status == "warn" and "title, body" in check.summary
+    assert "may not read the table" in check.summary
+    check = one(run_doctor(db.dsn), "table.unchanged_toast")
+    assert check.status == "warn" and "leave body unchanged" in check.summary
 
 
 @pytest.mark.min_major(15)  # row filters, column lists
@@ -340,6 +662,21 @@ def test_missing_publication_and_slot(db: Database) -> None:
     assert one(checks, "slot.exists", "nada").status == "fail"
     checks = run_doctor(db.dsn)
     assert one(checks, "publication.exists").status == "warn"  # no publication at all
+    # the fixes, run as given (a superuser's), make both pass
+    for check_id, subject in (("publication.exists", "nope"), ("slot.exists", "nada")):
+        fix = one(run_doctor(db.dsn, publications=["nope"], slots=["nada"]), check_id, subject).fix
+        assert fix is not None
+        db.execute(fix)
+    checks = run_doctor(db.dsn, publications=["nope"], slots=["nada"])
+    assert not checks_for(checks, "publication.exists") and not checks_for(checks, "slot.exists")
+    # a publication of no table yet is surprising; with one, it is fine
+    assert one(checks, "publication.tables", "nope").status == "warn"  # FOR ALL TABLES, none
+    db.execute("CREATE PUBLICATION empty")
+    assert one(run_doctor(db.dsn), "publication.tables", "empty").status == "warn"
+    db.execute("CREATE TABLE t (id int primary key); ALTER PUBLICATION empty ADD TABLE t")
+    checks = run_doctor(db.dsn)
+    assert one(checks, "publication.tables", "empty").status == "ok"
+    assert one(checks, "publication.tables", "nope").status == "ok"
 
 
 # --------------------------------------------------------------------------- slots
@@ -393,6 +730,128 @@ def test_streaming_a_missing_publication(db: Database) -> None:
 
 
 @pytest.fixture
+def small_wal_server(pg: LocalServer) -> Iterator[LocalServer]:
+    """max_wal_size at its smallest, so a slot soon holds WAL past it."""
+    server = start_server(pg.bindir, settings={"max_wal_size": "32MB", "min_wal_size": "32MB"})
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+def _retained(cur: psycopg2.extensions.cursor, slot: str) -> int:
+    cur.execute(
+        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) FROM pg_replication_slots "
+        "WHERE slot_name = %s",
+        (slot,),
+    )
+    row = cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_inactive_slot_past_max_wal_size(small_wal_server: LocalServer) -> None:
+    """An inactive slot holding WAL the server would otherwise have recycled warns with the
+    size it holds: wal_status 'extended' (from 13), retained WAL past max_wal_size (12)."""
+    dsn = small_wal_server.dsn()
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id serial primary key, pad text)")
+        cur.execute("CREATE PUBLICATION p FOR TABLE t")
+    catalog.create_slot(dsn, "idle")
+    checks = run_doctor(dsn)
+    assert not [c for c in checks if c.status in ("warn", "fail")], checks
+    check = one(checks, "slot.activity", "idle")
+    assert check.status == "ok" and "inactive" in check.summary
+    try:
+        with conn.cursor() as cur:
+            for _ in range(40):
+                cur.execute(
+                    "INSERT INTO t (pad) SELECT repeat('x', 1000) FROM generate_series(1, 3000)"
+                )
+                cur.execute("SELECT pg_switch_wal()")
+                cur.execute("CHECKPOINT")
+                if _retained(cur, "idle") > 48 * 1024**2:
+                    break
+            if small_wal_server.major >= 13:
+                cur.execute("SELECT wal_status FROM pg_replication_slots")
+                assert cur.fetchone() == ("extended",)
+            low = _retained(cur, "idle")
+            checks = run_doctor(dsn)
+            high = _retained(cur, "idle")
+    finally:
+        conn.close()
+    check = one(checks, "slot.activity", "idle")
+    assert check.status == "warn", check
+    held = int(check.summary.split("(")[1].split(" bytes")[0])
+    assert low <= held <= high
+    assert "past max_wal_size (32.0 MB)" in check.summary
+    assert check.fix is not None and "pg_drop_replication_slot('idle')" in check.fix
+    assert not [c for c in checks if c.status == "fail"], checks
+    code, _, _ = run_cli(["doctor", "--dsn", dsn])
+    assert code == 0
+    code, out, _ = run_cli(["doctor", "--strict", "--json", "--dsn", dsn])
+    assert code == 1
+    report = orjson.loads(out)
+    assert report["status"] == "warn" and report["counts"]["warn"] == 1
+    # streaming the slot to now (here: advancing it) releases the WAL: the warning goes
+    catalog.advance_slot(dsn, "idle", catalog.list_slots(dsn).slots[0].current_lsn)
+    check = one(run_doctor(dsn), "slot.activity", "idle")
+    (slot,) = catalog.list_slots(dsn).slots
+    assert slot.retained_bytes is not None
+    if small_wal_server.major >= 13 or slot.retained_bytes < 32 * 1024**2:
+        assert check.status == "ok", check
+    else:  # 12 may keep restart_lsn where it was until the slot decodes further
+        assert check.status == "warn", check
+
+
+def test_requested_slot_of_another_plugin(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key); CREATE PUBLICATION p FOR TABLE t;")
+    db.execute("SELECT pg_create_logical_replication_slot('td', 'test_decoding')")
+    checks = run_doctor(db.dsn, publications=["p"], slots=["td"])
+    check = one(checks, "slot.plugin", "td")
+    assert check.status == "fail" and "'test_decoding'" in check.summary
+    # pgtail's stream refuses it for the same reason
+    code, _, err = run_cli(["stream", "--slot", "td", "--publication", "p", "--dsn", db.dsn])
+    assert code == 1 and "test_decoding" in err
+    db.execute("SELECT pg_create_physical_replication_slot('phys')")
+    try:
+        physical = one(run_doctor(db.dsn, slots=["phys"]), "slot.plugin", "phys")
+        assert physical.status == "fail" and "physical slot" in physical.summary
+    finally:
+        db.execute("SELECT pg_drop_replication_slot('phys')")
+    # a slot not asked for belongs to some other consumer: its plugin is its business
+    assert not checks_for(run_doctor(db.dsn, publications=["p"]), "slot.plugin")
+    # the fix runs as given, and its slot passes
+    assert check.fix == "SELECT pg_create_logical_replication_slot('td_pgoutput', 'pgoutput');"
+    db.execute(check.fix)
+    checks = run_doctor(db.dsn, publications=["p"], slots=["td_pgoutput"])
+    assert not checks_for(checks, "slot.plugin")
+    assert not [c for c in checks if c.status in ("warn", "fail")], checks
+
+
+def test_requested_slot_of_another_database(db: Database) -> None:
+    db.execute("CREATE TABLE t (id int primary key); CREATE PUBLICATION p FOR TABLE t")
+    other = db.server.dsn("postgres")
+    name = "elsewhere_" + uuid.uuid4().hex[:8]
+    catalog.create_slot(other, name)
+    try:
+        checks = run_doctor(db.dsn, publications=["p"], slots=[name])
+        check = one(checks, "slot.database", name)
+        assert check.status == "fail" and "'postgres'" in check.summary
+        assert check.fix == "connect with dbname=postgres (pgtail ... -d postgres)"
+        code, _, err = run_cli(["stream", "--slot", name, "--publication", "p", "--dsn", db.dsn])
+        assert code == 1 and "postgres" in err
+        # connected to its database, as the fix says, the slot passes
+        assert not checks_for(run_doctor(other, slots=[name]), "slot.database")
+        # not asked for, it is just another slot on the server
+        assert not checks_for(run_doctor(db.dsn, publications=["p"]), "slot.database")
+    finally:
+        catalog.drop_slot(other, name)
+
+
+@pytest.fixture
 def small_keep_server(pg: LocalServer) -> Iterator[LocalServer]:
     server = start_server(
         pg.bindir,
@@ -413,6 +872,7 @@ def test_invalidated_slot(small_keep_server: LocalServer) -> None:
     try:
         with conn.cursor() as cur:
             cur.execute("CREATE TABLE t (pad text)")
+            unreserved = []
             for _ in range(60):
                 cur.execute("INSERT INTO t SELECT repeat('x', 1000) FROM generate_series(1, 3000)")
                 cur.execute("SELECT pg_switch_wal()")
@@ -420,11 +880,15 @@ def test_invalidated_slot(small_keep_server: LocalServer) -> None:
                 status = cur.fetchone()
                 if status is not None and status[0] == "lost":
                     break
+                if status == ("unreserved",) and not unreserved:
+                    # past max_slot_wal_keep_size: gone at the next checkpoint
+                    unreserved = checks_for(run_doctor(dsn), "slot.wal_keep", "lost")
                 cur.execute("CHECKPOINT")
             else:
                 pytest.fail("the slot was never invalidated")
     finally:
         conn.close()
+    assert [c.status for c in unreserved] == ["fail"], unreserved
     check = one(run_doctor(dsn), "slot.invalidated", "lost")
     assert check.status == "fail"
     assert check.fix is not None and "pg_drop_replication_slot('lost')" in check.fix

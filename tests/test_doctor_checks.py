@@ -132,16 +132,17 @@ def test_table_checks() -> None:
     good = table("d", primary_key=PK)
     assert ids(doctor.table_publication_checks(good, pub(), None)) == {
         "table.replica_identity": "ok",
-        "table.unchanged_toast": "warn",  # code and body are toastable; code is not a key
+        "table.unchanged_toast": "ok",  # code and body could go out of line; none has
     }
     bad = doctor.table_publication_checks(table("d"), pub(delete=False), None)
     (ri,) = [c for c in bad if c.id == "table.replica_identity"]
     assert ri.status == "fail" and ri.summary.startswith("UPDATE on public.t fail")
     inserts = doctor.table_publication_checks(table("n"), pub(update=False, delete=False), None)
     assert ids(inserts) == {"table.replica_identity": "ok"}
+    # FULL is what the TOAST warning recommends: never warned against, its cost an INFO
     full = doctor.table_publication_checks(table("f", primary_key=PK), pub(), None)
-    assert ids(full) == {"table.replica_identity": "warn"}
-    assert full[0].fix == "ALTER TABLE public.t REPLICA IDENTITY DEFAULT;"
+    assert ids(full) == {"table.replica_identity": "info"}
+    assert full[0].fix is None and "more WAL" in full[0].summary
 
 
 def test_toast_check_respects_column_list() -> None:
@@ -220,9 +221,11 @@ def test_role_checks() -> None:
     assert ids(doctor.role_checks(facts())) == {
         "replication_privilege": "ok",
         "create_publication": "ok",
+        "select_privilege": "ok",
     }
     plain = RoleFacts("Bob", False, False, (), False, "My DB")
-    checks = {c.id: c for c in doctor.role_checks(facts(role=plain))}
+    asked = facts(role=plain, requested_publications=("new",), publications=())
+    checks = {c.id: c for c in doctor.role_checks(asked)}
     assert checks["replication_privilege"].status == "fail"
     assert checks["replication_privilege"].fix is not None
     assert checks["replication_privilege"].fix.startswith('ALTER ROLE "Bob" REPLICATION;')
@@ -262,8 +265,11 @@ def slot_facts(*slots: SlotInfo, keep: str = "-1", **kw: object) -> DoctorFacts:
 def test_slot_checks() -> None:
     (check,) = doctor.slot_checks(slot_facts(slot()))
     assert check.status == "warn" and "5.0 GB" in check.summary
-    (check,) = doctor.slot_checks(slot_facts(slot()), wal_warn_bytes=10 * 1024**3)
+    (check,) = doctor.slot_checks(slot_facts(slot(wal_status="reserved")))
     assert check.status == "ok"
+    reserved = slot(wal_status="reserved")
+    (check,) = doctor.slot_checks(slot_facts(reserved), wal_warn_bytes=1024**3)
+    assert check.status == "warn" and "--wal-warn 1.0 GB" in check.summary
     (check,) = doctor.slot_checks(slot_facts(slot(active=True, active_pid=7)))
     assert check.status == "ok" and "PID 7" in check.summary
     lost = slot(wal_status="lost", invalidation_reason="wal_removed")
@@ -275,7 +281,7 @@ def test_slot_checks() -> None:
     assert ids(doctor.slot_checks(slot_facts(near, keep=str(1024**3))))["slot.wal_keep"] == "warn"
     other = slot(plugin="wal2json", active=True)
     checks = doctor.slot_checks(slot_facts(other, requested_slots=("s",)))
-    assert ids(checks)["slot.plugin"] == "warn"
+    assert ids(checks)["slot.plugin"] == "fail"
     missing = doctor.slot_checks(slot_facts(requested_slots=("nope",)))
     assert ids(missing) == {"slot.exists": "fail"}
 
@@ -356,6 +362,129 @@ def test_report_rendering(monkeypatch: pytest.MonkeyPatch, terminal: bool) -> No
 def test_requested_slot_in_another_database() -> None:
     elsewhere = slot(database="other", active=True)
     checks = {c.id: c for c in doctor.slot_checks(slot_facts(elsewhere, requested_slots=("s",)))}
-    assert checks["slot.database"].status == "warn"
-    assert checks["slot.database"].fix == "use dbname=other in the DSN"
+    assert checks["slot.database"].status == "fail"
+    assert checks["slot.database"].fix == "connect with dbname=other (pgtail ... -d other)"
     assert "slot.database" not in ids(doctor.slot_checks(slot_facts(elsewhere)))
+
+
+def test_severities_and_strict() -> None:
+    def check(status: doctor.Status) -> doctor.Check:
+        return doctor.Check("x", "server", "x", status, "x")
+
+    infos = [check("ok"), check("info")]
+    assert doctor.overall(infos) == "info"
+    assert not doctor.failed(infos) and not doctor.failed(infos, strict=True)
+    warned = [*infos, check("warn")]
+    assert not doctor.failed(warned) and doctor.failed(warned, strict=True)
+    assert doctor.failed([*warned, check("fail")])
+    assert doctor.counts(warned) == {"ok": 1, "info": 1, "warn": 1, "fail": 0}
+
+
+TOASTY = (
+    ColumnFacts("id", 1, "integer", True, False),
+    ColumnFacts("body", 2, "text", False, True, storage="x"),
+    ColumnFacts("note", 3, "text", False, True, storage="x"),
+    ColumnFacts("n", 4, "numeric", False, False, storage="m"),
+    ColumnFacts("cc", 5, "character(2)", False, True, storage="x", max_bytes=12),
+)
+
+
+def toasty(*seen: str, toast_bytes: int | None = 8192, sampled: bool = True) -> TableFacts:
+    columns = tuple(
+        replace(c, out_of_line=c.name in seen, sampled_bytes=100 if sampled else None)
+        if c.storage != "p" and sampled
+        else c
+        for c in TOASTY
+    )
+    return table("d", primary_key=PK, columns=columns, toast_bytes=toast_bytes)
+
+
+def test_unchanged_toast_needs_evidence() -> None:
+    nothing_yet = doctor.unchanged_toast(toasty(toast_bytes=0), ("id",), [None])
+    assert nothing_yet == doctor.UnchangedToast(("body", "note"), None)  # not n, not cc
+    seen = doctor.unchanged_toast(toasty("body"), ("id",), [None])
+    assert seen is not None and seen.columns == ("body",) and "8.0 kB" in (seen.evidence or "")
+    # main storage counts only when seen out of line
+    main = doctor.unchanged_toast(toasty("n"), ("id",), [None])
+    assert main is not None and main.columns == ("n",)
+    # TOAST data, but the sample shows no column: every column that can go out of line
+    unknown = doctor.unchanged_toast(toasty(), ("id",), [None])
+    assert unknown is not None and unknown.columns == ("body", "note")
+    assert "sampled" in (unknown.evidence or "")
+    unread = doctor.unchanged_toast(toasty(sampled=False), ("id",), [None])
+    assert unread is not None and "may not read" in (unread.evidence or "")
+    # key columns and columns left out of every column list are not named
+    keyed = doctor.unchanged_toast(toasty("body"), ("body",), [None])
+    assert keyed is not None and keyed.columns == ("note",)
+    listed = doctor.unchanged_toast(toasty("note"), ("id",), [("id", "note")])
+    assert listed is not None and listed.columns == ("note",)
+    assert doctor.unchanged_toast(toasty("body"), ("id",), [("id",)]) is None
+
+
+def test_one_finding_per_table_for_many_publications() -> None:
+    both = [(pub(name="a"), None), (pub(name="b", delete=False), None)]
+    checks = doctor.table_checks(toasty("body"), both)
+    assert ids(checks) == {"table.replica_identity": "ok", "table.unchanged_toast": "warn"}
+    assert len(checks) == 2
+    (fail,) = doctor.table_checks(table("d"), both)
+    assert fail.status == "fail" and "in publications a, b" in fail.summary
+
+
+def test_identity_remedies() -> None:
+    nullable = table("d", unique_indexes=(index("maybe_ix", "maybe"),))
+    fix, why = doctor.identity_remedy(nullable)
+    assert fix == (
+        "ALTER TABLE public.t ALTER COLUMN maybe SET NOT NULL; "
+        "ALTER TABLE public.t REPLICA IDENTITY USING INDEX maybe_ix;"
+    )
+    assert "maybe" in why
+    deferrable = table("d", unique_indexes=(index("d_ix", "id", immediate=False),))
+    assert doctor.identity_fix(deferrable) == "ALTER TABLE public.t REPLICA IDENTITY FULL;"
+    broken = index("ix", "id", valid=False)
+    rebuild = table("i", identity_index=broken, unique_indexes=(broken,))
+    assert doctor.identity_fix(rebuild) == "REINDEX INDEX CONCURRENTLY public.ix;"
+    assert doctor.identity_fix(table("d", primary_key=PK), prefer_full=True).endswith("FULL;")
+
+
+def test_create_publication_by_task() -> None:
+    plain = RoleFacts(
+        "bob",
+        False,
+        True,
+        (),
+        False,
+        "shop",
+        tables_owned=0,
+        tables_not_owned=2,
+        owners_not_held=("app",),
+    )
+    # streams an existing publication: worth knowing only
+    check = {c.id: c for c in doctor.role_checks(facts(role=plain, requested_publications=("p",)))}
+    assert check["create_publication"].status == "info"
+    assert check["create_publication"].fix is None  # nothing to fix for this task
+    # asked for a publication that does not exist: it cannot be created
+    missing = facts(role=plain, requested_publications=("new",), publications=())
+    check = {c.id: c for c in doctor.role_checks(missing)}
+    assert check["create_publication"].status == "fail"
+    assert check["create_publication"].fix == (
+        "GRANT CREATE ON DATABASE shop TO bob; GRANT app TO bob;"
+    )
+    # no publication at all, none asked for
+    none = facts(role=plain, publications=(), publication_rows=(), tables=())
+    assert {c.id: c.status for c in doctor.role_checks(none)}["create_publication"] == "warn"
+    (fix,) = [c.fix for c in doctor.publication_checks(none) if c.id == "publication.exists"]
+    assert fix == "pgtail publication create pgtail --table SCHEMA.TABLE  # the tables to stream"
+    root = replace(none, role=RoleFacts("postgres", True, True, (), True, "shop"))
+    (fix,) = [c.fix for c in doctor.publication_checks(root) if c.id == "publication.exists"]
+    assert fix == "CREATE PUBLICATION pgtail FOR ALL TABLES;"
+
+
+def test_slot_past_max_wal_size_before_13() -> None:
+    old = slot(wal_status=None, current_lsn=1000 + 40 * 1024**2)
+    facts_ = slot_facts(old)
+    facts_ = replace(facts_, server=server(max_wal_size=str(32 * 1024**2)))
+    (check,) = doctor.slot_checks(facts_)
+    assert check.status == "warn" and "past max_wal_size (32.0 MB)" in check.summary
+    small = slot(wal_status=None, current_lsn=1000 + 16 * 1024**2)
+    (check,) = doctor.slot_checks(replace(facts_, slots=SlotListing(120000, (), (small,))))
+    assert check.status == "ok"

@@ -182,7 +182,13 @@ class ColumnFacts:
     attnum: int
     type_name: str
     not_null: bool
-    toastable: bool  # variable-length with a storage that allows out-of-line TOAST
+    toastable: bool  # variable-length with storage 'x' or 'e' (may go out of line, TOAST)
+    storage: str = "p"  # pg_attribute.attstorage: p plain, e external, m main, x extended
+    max_bytes: int | None = None  # largest value its declared type allows; None: unbounded
+    # seen stored out of line in a sample of the table's rows; None: not looked at (the
+    # table's TOAST relation is empty, or the role may not read the table)
+    out_of_line: bool | None = None
+    sampled_bytes: int | None = None  # its widest stored value in that sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +220,10 @@ class TableFacts:
     unique_indexes: tuple[IndexFacts, ...] = ()
     partitions: tuple[str, ...] = ()  # leaf partitions (qualified) of a partitioned table
     partition_root: str | None = None  # the top partitioned table (qualified), for a partition
+    # bytes in its TOAST relation (None: the table has none): > 0 means values are stored
+    # out of line, so UPDATEs can leave some as unchanged TOAST
+    toast_bytes: int | None = None
+    selectable: bool = True  # the current role may SELECT it
 
     @property
     def qualified(self) -> str:
@@ -250,6 +260,15 @@ class RoleFacts:
     managed_roles: tuple[str, ...]  # MANAGED_REPLICATION_ROLES the role is a member of
     can_create_in_database: bool
     database: str
+    # user tables the role owns (or has its owner's privileges on), which it may publish;
+    # those it does not, which it may not: their number, their owners, and up to ten of
+    # them (qualified) with their owner
+    tables_owned: int = 0
+    tables_not_owned: int = 0
+    owners_not_held: tuple[str, ...] = ()
+    examples_not_owned: tuple[tuple[str, str], ...] = ()
+    superuser_owners: tuple[str, ...] = ()  # those of owners_not_held that are superusers
+    superuser_owned: int = 0  # of tables_not_owned, those owned by superusers
 
 
 @dataclass(frozen=True, slots=True)

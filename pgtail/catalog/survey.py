@@ -26,6 +26,19 @@ from pgtail.catalog.publications import (
 from pgtail.catalog.server import server_version_num, settings
 from pgtail.catalog.slots import slot_listing
 from pgtail.catalog.tables import leaf_oids, table_facts
+from pgtail.sqlnames import quote_ident
+
+# user tables (not partitions: their root is what gets published); the current role may
+# publish those it owns or whose owner's privileges it has (pg_has_role ... 'USAGE')
+_USER_TABLES = """
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_roles o ON o.oid = c.relowner
+WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'
+"""
+_OWNED = _USER_TABLES + "AND pg_has_role(c.relowner, 'USAGE') "
+_NOT_OWNED = _USER_TABLES + "AND NOT pg_has_role(c.relowner, 'USAGE') "
 
 _PUBNAMES = re.compile(r"\"?publication_names\"?\s+'((?:[^']|'')*)'", re.IGNORECASE)
 _SLOTNAME = re.compile(r'START_REPLICATION\s+SLOT\s+("(?:[^"]|"")*"|\S+)', re.IGNORECASE)
@@ -72,6 +85,15 @@ def doctor_facts(
                 (list(MANAGED_REPLICATION_ROLES),),
             )
         )
+        owned = int(fetchone(conn, "SELECT count(*) " + _OWNED)[0])
+        owners = fetchall(
+            conn,
+            "SELECT o.rolname, o.rolsuper, count(*) " + _NOT_OWNED + "GROUP BY 1, 2 ORDER BY 1",
+        )
+        examples = fetchall(
+            conn,
+            "SELECT n.nspname, c.relname, o.rolname " + _NOT_OWNED + "ORDER BY 1, 2 LIMIT 10",
+        )
         role = RoleFacts(
             role_row[0],
             bool(role_row[1]),
@@ -79,6 +101,14 @@ def doctor_facts(
             managed,
             bool(role_row[3]),
             role_row[4],
+            tables_owned=owned,
+            tables_not_owned=sum(int(r[2]) for r in owners),
+            owners_not_held=tuple(r[0] for r in owners),
+            examples_not_owned=tuple(
+                (f"{quote_ident(r[0])}.{quote_ident(r[1])}", r[2]) for r in examples
+            ),
+            superuser_owners=tuple(r[0] for r in owners if r[1]),
+            superuser_owned=sum(int(r[2]) for r in owners if r[1]),
         )
 
         all_pubs = tuple(
@@ -88,13 +118,13 @@ def doctor_facts(
         found_pubs = tuple(p for name in wanted for p in read_publications(conn, name))
         pub_rows = tuple(publication_table_rows(conn, [p.name for p in found_pubs]))
         oids = sorted({r.table_oid for r in pub_rows})
-        tables = table_facts(conn, oids)
+        tables = table_facts(conn, oids, sample_toast=True)
         # leaf partitions of published partitioned tables: UPDATE/DELETE checks happen there
         leaves = sorted(
             {leaf for t in tables if t.relkind == "p" for leaf in leaf_oids(conn, t.oid)}
             - set(oids)
         )
-        tables += table_facts(conn, leaves)
+        tables += table_facts(conn, leaves, sample_toast=True)
         listing = slot_listing(conn)
         run_pubs = tuple(run_publications(conn))
     return DoctorFacts(

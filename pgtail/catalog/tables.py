@@ -1,12 +1,17 @@
 """Tables: resolving a name the user gave, and the facts of tables in a few queries
-(columns, indexes, replica identity, partitions) for the doctor and the publication
-guard.
+(columns, indexes, replica identity, partitions, TOAST) for the doctor and the
+publication guard.
+
+Which column values are stored out of line is read from a bounded sample of rows,
+only for tables whose TOAST relation holds data (nothing is out of line otherwise):
+exactly with ``pg_column_toast_chunk_id`` from PostgreSQL 17, before that by stored
+size (a value wider than the TOAST threshold cannot have stayed in line).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
@@ -54,7 +59,9 @@ def resolve_table(conn: PgConnection, spec: TableSpec) -> TableRef:
 
 _CLASS_SQL = """
 SELECT c.oid, n.nspname, c.relname, c.relkind, c.relreplident, c.relispartition,
-       root.nspname, root.relname
+       root.nspname, root.relname,
+       CASE WHEN c.reltoastrelid <> 0 THEN pg_relation_size(c.reltoastrelid) END,
+       has_table_privilege(c.oid, 'SELECT')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN LATERAL (
     SELECT rn.nspname, rc.relname FROM pg_class rc JOIN pg_namespace rn ON rn.oid = rc.relnamespace
@@ -65,7 +72,16 @@ WHERE c.oid = ANY(%s::oid[])
 
 _COLUMN_SQL = """
 SELECT a.attrelid, a.attname, a.attnum, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-       (a.attlen = -1 AND a.attstorage IN ('x', 'e'))
+       (a.attlen = -1 AND a.attstorage IN ('x', 'e')), a.attstorage::text,
+       CASE
+           WHEN a.attlen > 0 THEN a.attlen
+           -- char(n), varchar(n): n characters of at most the encoding's width, and a header
+           WHEN a.atttypid IN ('bpchar'::regtype, 'varchar'::regtype) AND a.atttypmod >= 4
+               THEN (a.atttypmod - 4) * pg_encoding_max_length(
+                   (SELECT encoding FROM pg_database WHERE datname = current_database())) + 4
+           WHEN a.atttypid IN ('bit'::regtype, 'varbit'::regtype) AND a.atttypmod > 0
+               THEN (a.atttypmod + 7) / 8 + 8
+       END
 FROM pg_attribute a
 WHERE a.attrelid = ANY(%s::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attrelid, a.attnum
@@ -82,8 +98,63 @@ WHERE i.indrelid = ANY(%s::oid[]) ORDER BY i.indrelid, ic.relname
 """
 
 
-def table_facts(conn: PgConnection, oids: Sequence[int]) -> list[TableFacts]:
-    """Facts of many tables in a few queries (a publication can hold thousands)."""
+# rows read to find which columns hold values stored out of line
+TOAST_SAMPLE_ROWS = 1000
+# a value stored wider than this cannot have stayed in line: the toaster moves values out
+# until the row fits in TOAST_TUPLE_THRESHOLD (about 2 kB with 8 kB pages); storage MAIN
+# values only once the row does not fit in a page
+_OUT_OF_LINE_BYTES = {"x": 2032, "e": 2032, "m": 8160}
+# the toaster never moves a value this small out of line (it would not get smaller)
+TOAST_POINTER_BYTES = 24
+
+
+def _toast_sample(
+    conn: PgConnection, schema: str, name: str, columns: list[ColumnFacts]
+) -> dict[str, tuple[bool, int]]:
+    """For each variable-length column that can go out of line: whether the sampled rows
+    hold one of its values out of line, and its widest stored value in the sample."""
+    candidates = [
+        c
+        for c in columns
+        if c.storage in _OUT_OF_LINE_BYTES
+        and (c.max_bytes is None or c.max_bytes > TOAST_POINTER_BYTES)
+    ]
+    if not candidates:
+        return {}
+    exact = int(conn.server_version) >= 170000
+    select: list[sql.Composable] = []
+    for column in candidates:
+        ident = sql.Identifier(column.name)
+        if exact:
+            select.append(sql.SQL("count(pg_column_toast_chunk_id({}))").format(ident))
+        select.append(sql.SQL("coalesce(max(pg_column_size({})), 0)").format(ident))
+    row = fetchone(
+        conn,
+        sql.SQL("SELECT {} FROM (SELECT {} FROM {} LIMIT %s) sample").format(
+            sql.SQL(", ").join(select),
+            sql.SQL(", ").join(sql.Identifier(c.name) for c in candidates),
+            sql.Identifier(schema, name),
+        ),
+        (TOAST_SAMPLE_ROWS,),
+    )
+    found: dict[str, tuple[bool, int]] = {}
+    values = list(row)
+    for column in candidates:
+        if exact:
+            chunks, widest = int(values.pop(0)), int(values.pop(0))
+            found[column.name] = (chunks > 0, widest)
+        else:
+            widest = int(values.pop(0))
+            found[column.name] = (widest > _OUT_OF_LINE_BYTES[column.storage], widest)
+    return found
+
+
+def table_facts(
+    conn: PgConnection, oids: Sequence[int], *, sample_toast: bool = False
+) -> list[TableFacts]:
+    """Facts of many tables in a few queries (a publication can hold thousands). With
+    ``sample_toast``, which columns hold values out of line (`_toast_sample`) for tables
+    whose TOAST relation holds data and that the role may read."""
     if not oids:
         return []
     wanted = [int(o) for o in oids]
@@ -91,8 +162,28 @@ def table_facts(conn: PgConnection, oids: Sequence[int]) -> list[TableFacts]:
     columns: dict[int, list[ColumnFacts]] = {}
     for r in fetchall(conn, _COLUMN_SQL, (wanted,)):
         columns.setdefault(int(r[0]), []).append(
-            ColumnFacts(r[1], int(r[2]), r[3], bool(r[4]), bool(r[5]))
+            ColumnFacts(
+                r[1],
+                int(r[2]),
+                r[3],
+                bool(r[4]),
+                bool(r[5]),
+                storage=r[6],
+                max_bytes=int(r[7]) if r[7] is not None else None,
+            )
         )
+    if sample_toast:
+        for oid, cols in columns.items():
+            row = classes.get(oid)
+            if row is None or not row[8] or not row[9]:
+                continue
+            seen = _toast_sample(conn, row[1], row[2], cols)
+            columns[oid] = [
+                replace(c, out_of_line=seen[c.name][0], sampled_bytes=seen[c.name][1])
+                if c.name in seen
+                else c
+                for c in cols
+            ]
     indexes: dict[int, list[tuple[IndexFacts, bool, bool]]] = {}
     for ix in fetchall(conn, _INDEX_SQL, (wanted,)):
         facts = IndexFacts(
@@ -140,6 +231,8 @@ def table_facts(conn: PgConnection, oids: Sequence[int]) -> list[TableFacts]:
                 unique_indexes=uniques,
                 partitions=partitions,
                 partition_root=root,
+                toast_bytes=int(row[8]) if row[8] is not None else None,
+                selectable=bool(row[9]),
             )
         )
     return out

@@ -23,7 +23,7 @@ from pgtail.cli.options import (
     usage_error,
 )
 from pgtail.cli.slot_cmd import print_fields, print_json, stdout_is_terminal
-from pgtail.doctor import DEFAULT_WAL_WARN_BYTES, Check, human_bytes, parse_size
+from pgtail.doctor import Check, parse_size
 
 _SECTION_TITLES = {
     "server": "Server",
@@ -32,16 +32,21 @@ _SECTION_TITLES = {
     "table": "Tables",
     "slot": "Slots",
 }
-_MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL"}
-_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+_MARK = {"ok": "ok", "info": "INFO", "warn": "WARN", "fail": "FAIL"}
+_STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "fail": "bold red"}
 
 
 def _print_report(checks: Sequence[Check]) -> None:
     sections: dict[str, list[Check]] = {}
     for check in checks:
         sections.setdefault(check.section, []).append(check)
-    counts = {s: sum(1 for c in checks if c.status == s) for s in ("ok", "warn", "fail")}
-    summary = f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failure(s)"
+    from pgtail.doctor import counts as count_checks
+
+    counts = count_checks(checks)
+    summary = (
+        f"{counts['ok']} ok, {counts['info']} info, {counts['warn']} warning(s), "
+        f"{counts['fail']} failure(s)"
+    )
     if stdout_is_terminal():
         from rich.console import Console
         from rich.markup import escape
@@ -97,52 +102,67 @@ def _print_report(checks: Sequence[Check]) -> None:
     type=Checked("size", parse_size),
     default=None,
     metavar="SIZE",
-    help=f"Warn about an inactive slot holding more WAL than this "
-    f"(default {human_bytes(DEFAULT_WAL_WARN_BYTES)}; e.g. 512MB).",
+    help="Also warn about an inactive slot holding more WAL than this (e.g. 512MB); "
+    "by default one warns once it holds more than max_wal_size.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit with 1 on a warning too, not only on a failure (for CI).",
 )
 @json_option("Print the checks as JSON: {status, counts, checks: [...]}.")
 def doctor(
     publications: tuple[str, ...],
     slots: tuple[str, ...],
     wal_warn: int | None,
+    strict: bool,
     dsn: str | None,
     as_json: bool,
 ) -> None:
     """Check that logical replication works and will keep working.
 
     \b
-    Checks, each with a status (ok, warn, fail), one line and the exact fix:
-      server      wal_level, max_replication_slots, max_wal_senders (and use)
-      role        REPLICATION privilege (or rds_replication-style roles),
-                  right to create publications
-      tables      replica identity of every published table: what UPDATE and
-                  DELETE carry, tables whose UPDATE/DELETE fail, FULL cost,
-                  unchanged-TOAST columns, partitions, row filters and column
-                  lists not covered by the identity
-      slots       inactive slots holding WAL, slots near or past
-                  max_slot_wal_keep_size, invalidated slots, streams whose
-                  publication no longer exists
+    Each check has a status by its consequence, one line, and a fix that
+    can be run as given:
+      FAIL  a change will be rejected at the source or lost, or the stream
+            cannot run (exit status 1)
+      WARN  it works, but will surprise you (exit status 1 with --strict)
+      INFO  worth knowing; ok: checked and fine
+    A healthy setup has no FAIL and no WARN.
 
-    Exits with 1 when a check fails (warnings do not), so it fits into CI.
+    \b
+    Checks:
+      server      wal_level, max_replication_slots, max_wal_senders (and use)
+      role        REPLICATION (or rds_replication-style roles); CREATE on the
+                  database and table ownership when a publication asked for
+                  does not exist yet; SELECT on the published tables
+      tables      replica identity of every published table (none needed when
+                  only inserts are published), FULL's cost, columns that can
+                  arrive as unchanged TOAST when the table holds values
+                  stored out of line, partitions, row filters and column
+                  lists not covered by the identity
+      slots       inactive slots holding WAL past max_wal_size, slots near or
+                  past max_slot_wal_keep_size, invalidated slots, slots asked
+                  for with another plugin or of another database, streams
+                  whose publication no longer exists
 
     \b
     Examples:
       pgtail doctor
-      pgtail doctor --publication app_pub --slot app
+      pgtail doctor --publication app_pub --slot app --strict
       pgtail doctor postgresql://me@db.example.com/shop
       pgtail doctor --json | jq '.checks[] | select(.status != "ok")'
     """
     from pgtail import catalog
     from pgtail import doctor as checks_module
 
-    threshold = wal_warn if wal_warn is not None else DEFAULT_WAL_WARN_BYTES
     facts = catalog.doctor_facts(dsn, publications, slots)
-    checks = checks_module.evaluate(facts, wal_warn_bytes=threshold)
+    checks = checks_module.evaluate(facts, wal_warn_bytes=wal_warn)
     if as_json:
         print_json(checks_module.report_dict(checks))
     else:
         _print_report(checks)
-    if checks_module.overall(checks) == "fail":
+    if checks_module.failed(checks, strict=strict):
         # not ctx.exit(): with standalone_mode=False click would return the code, not exit
         sys.exit(ExitCode.ERROR)
 
