@@ -899,6 +899,7 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
                 stream.policy.resume_after(stream.position)
                 if stream.received_since_connect:
                     attempt = 0  # it worked for a while: a fresh series of attempts
+                announced = False  # the loss is not told yet
                 while True:
                     attempt += 1
                     if attempt > config.reconnect.attempts:
@@ -908,20 +909,31 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
                             hint="rerun pgtail: it resumes from the slot's confirmed position",
                         ) from None
                     delay = config.reconnect.delay(attempt)
-                    stream.log(
-                        f"pgtail: replication connection lost ({detail});"
-                        f" reconnecting in {delay:.1f}s (attempt {attempt})"
-                    )
+                    if announced:
+                        stream.log(
+                            f"pgtail: replication connection lost ({detail});"
+                            f" reconnecting in {delay:.1f}s (attempt {attempt})"
+                        )
+                    # the first wait is silent: what will not heal (the slot dropped with
+                    # --force, ...) then ends the run with its one line
                     if _sleep_unless_signalled(stream, delay):
                         raise _Stop("signal") from None
                     try:
-                        # a condition that will not heal ends the run here, at once
                         stream.check_facts()
+                        if not announced:
+                            announced = True
+                            stream.log(
+                                f"pgtail: replication connection lost ({detail});"
+                                f" reconnecting (attempt {attempt})"
+                            )
                         stream.connect(first=False)
                         stream.reconnects += 1
                         stream.log("pgtail: reconnected; resuming from the slot's position")
                         break
                     except ServerUnavailable as exc:
+                        if not announced:
+                            announced = True
+                            stream.log(f"pgtail: replication connection lost ({detail})")
                         detail = exc.message
                         stream.close_connection()
                         continue
