@@ -583,22 +583,32 @@ class Session:
             policy.took(nchanges)
 
     def stream_raw(self) -> None:
-        """``--format raw``: every message, decoded field by field, as a trace."""
+        """``--format raw``: every message, decoded field by field, as a trace.
+
+        What this run wrote is skipped when the server sends it again after a reconnect
+        (a crash rewinds the slot): transactions by their commit, prepared ones by their
+        PREPARE, non-transactional messages by their LSN. The chunks of a streamed
+        (in-progress) transaction come before its commit says where it ends: those are
+        shown again.
+        """
         decoder = po.Decoder(self.proto_version)
         items: list[Any] = []
         confirm = 0
+        position = 0
         txs = 0
         in_tx = False
+        skipping = False  # inside a transaction this run wrote already
         streamed: set[int] = set()
         policy = self.policy
+        written = policy.written
         batch_size = policy.batch_size
         limited = policy.max_changes is not None
 
         def flush_items() -> None:
-            nonlocal items, confirm, txs
+            nonlocal items, confirm, position, txs
             if items:
-                self.enqueue(Batch(items, confirm, confirm, txs, len(items)))
-                items, confirm, txs = [], 0, 0
+                self.enqueue(Batch(items, confirm, max(confirm, position), txs, len(items)))
+                items, confirm, position, txs = [], 0, 0, 0
 
         while True:
             if self.signals.received is not None:
@@ -615,11 +625,32 @@ class Session:
             self.last_data = time.monotonic()
             self.received_since_connect = True
             message = decoder.decode(msg.payload)
+            if skipping:
+                if isinstance(message, po.Commit | po.Prepare):
+                    skipping = False
+                continue
             if isinstance(message, po.Begin | po.BeginPrepare):
                 if policy.past_end(getattr(message, "final_lsn", 0)):
                     flush_items()
                     raise _Stop("end")
+                # a commit record before a written position ends before it too
+                if written(
+                    message.final_lsn + 1 if isinstance(message, po.Begin) else message.end_lsn
+                ):
+                    skipping = True
+                    continue
                 in_tx = True
+            elif isinstance(message, po.CommitPrepared | po.RollbackPrepared):
+                if written(
+                    message.end_lsn
+                    if isinstance(message, po.CommitPrepared)
+                    else message.rollback_end_lsn
+                ):
+                    continue
+            elif isinstance(message, po.LogicalMessage) and not message.transactional:
+                if written(message.lsn + 1):
+                    continue
+                position = max(position, message.lsn + 1)
             elif isinstance(message, po.StreamStart):
                 streamed.add(message.xid)
             elif isinstance(message, po.StreamAbort) and message.xid == message.subxid:
