@@ -306,6 +306,11 @@ def translate_replication_error(
             f"replication slot {slot!r} was invalidated" + (f": {detail}" if detail else ""),
             hint="drop and re-create the slot; changes since its position are gone",
         )
+    if kind == "publication_missing" and during != "START_REPLICATION":
+        return PublicationError(
+            f"{text} (dropped while pgtail was streaming it)",
+            hint="create it again and rerun: pgtail resumes from the slot's position",
+        )
     if kind == "publication_missing" or "publication" in text.lower():
         return PublicationError(text)
     if kind == "wal_removed":
