@@ -63,6 +63,7 @@ _UNAVAILABLE_TEXTS = (
     "the database system is in recovery mode",
     "sorry, too many clients already",
     "remaining connection slots are reserved",
+    "number of requested standby connections exceeds max_wal_senders",  # one lingers
 )
 # ...and the network's: nothing listening (yet), no answer, the socket file missing
 # while the server restarts. A host name that does not resolve is not among them.
