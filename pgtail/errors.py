@@ -53,6 +53,12 @@ class ConnectionFailed(PgtailError):
     """The server cannot be reached, or refuses us (authentication, missing database)."""
 
 
+class ServerUnavailable(ConnectionFailed):
+    """The server cannot serve us right now but may in a moment: it is starting up,
+    shutting down or recovering, refuses connections, has no connection slot free, or
+    the connection dropped. The stream retries these; every other error is final."""
+
+
 class ServerCapabilityError(PgtailError):
     """The server cannot do what was asked: wal_level, version too old, missing privilege."""
 

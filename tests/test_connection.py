@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from pgtail.catalog import describe_target, resolve_dsn, translate_connect_error
-from pgtail.errors import ConnectionFailed, ServerCapabilityError, redact
+from pgtail.errors import ConnectionFailed, ServerCapabilityError, ServerUnavailable, redact
 
 
 def test_redact_key_value_and_uri() -> None:
@@ -55,7 +55,7 @@ def test_describe_target_hides_password() -> None:
         ),
         (
             'connection to server at "127.0.0.1", port 1 failed: Connection refused',
-            ConnectionFailed,
+            ServerUnavailable,  # a ConnectionFailed that the stream retries
             "cannot reach PostgreSQL",
         ),
     ],

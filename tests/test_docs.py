@@ -228,6 +228,12 @@ TROUBLESHOOTING = [
     "the temporary slot went",
     "could not",
     "needs PostgreSQL server binaries and found none",
+    "is not accepting connections",
+    "was dropped while pgtail was streaming it",
+    "was invalidated",
+    "terminated by administrator command",
+    "the server ended the replication stream",
+    "the server closed the replication connection",
 ]
 
 

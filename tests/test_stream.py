@@ -22,7 +22,7 @@ from pgtail.errors import (
 from pgtail.filters import EventFilter
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions
-from pgtail.stream import StreamConfig, StreamResult, max_proto_version, run
+from pgtail.stream import ReconnectPolicy, StreamConfig, StreamResult, max_proto_version, run
 from tests.helpers import confirmed, insert_lsn, wait_inactive
 from tests.helpers import streaming as hold_slot  # "streaming" names a loop variable here
 
@@ -643,7 +643,9 @@ def test_error_unreachable_and_missing_database(db: Any) -> None:
         run(
             StreamConfig(
                 dsn=f"host=127.0.0.1 port={free_port()} dbname=x user=postgres "
-                "password=hunter2 connect_timeout=2"
+                "password=hunter2 connect_timeout=2",
+                # nothing listens there: retried once (a server may be restarting), then fails
+                reconnect=ReconnectPolicy(attempts=1),
             ),
             io.BytesIO(),
             install_signal_handlers=False,

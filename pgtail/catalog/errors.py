@@ -7,6 +7,13 @@ caller gets the wording that fits what it was doing: a catalog statement
 (`translate_error`), a slot read through SQL functions (`translate_slot_error`), the
 replication stream (`translate_replication_error`), or connecting
 (`translate_connect_error`).
+
+What is worth retrying is decided here too: `is_transient` (a server or connection
+away for now -- starting up, shutting down, recovering, refusing connections -- as
+opposed to a condition that will not heal: a dropped slot or publication, a revoked
+privilege, a wrong password), and `ServerUnavailable` is the pgtail error that says
+so. `describe_disconnect` words a lost connection in PostgreSQL's terms, never in
+psycopg2's or libpq's internal ones.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from pgtail.errors import (
     PublicationError,
     ReplicationError,
     ServerCapabilityError,
+    ServerUnavailable,
     SlotError,
     redact,
 )
@@ -35,6 +43,64 @@ OBJECT_IN_USE = "55006"  # replication slot "x" is active for PID n
 OBJECT_NOT_IN_PREREQUISITE_STATE = "55000"  # wal_level too low, slot invalidated, ...
 CONFIGURATION_LIMIT_EXCEEDED = "53400"  # all replication slots are in use
 UNDEFINED_FILE = "58P01"  # requested WAL segment has already been removed
+ADMIN_SHUTDOWN = "57P01"  # pg_terminate_backend, or a fast/smart shutdown
+CRASH_SHUTDOWN = "57P02"  # another server process crashed: every session is ended
+CANNOT_CONNECT_NOW = "57P03"  # starting up, shutting down, in recovery
+
+# SQLSTATEs of a server or connection that is away for now: class 08 (connection
+# exception), the shutdowns and "cannot connect now" (57P01-57P03), an idle session
+# timeout (57P05), class 53 (insufficient resources: too many connections, out of
+# memory) and the system errors of class 58 but for a removed WAL segment (58P01,
+# which never comes back).
+_TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "57P05", "53", "58000", "58030")
+
+# libpq reports a failed connection attempt without a SQLSTATE: its text is all there
+# is. The server's own reasons for turning a connection away for now...
+_UNAVAILABLE_TEXTS = (
+    "the database system is starting up",
+    "the database system is not yet accepting connections",
+    "the database system is not accepting connections",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "sorry, too many clients already",
+    "remaining connection slots are reserved",
+    "number of requested standby connections exceeds max_wal_senders",  # one lingers
+)
+# ...and the network's: nothing listening (yet), no answer, the socket file missing
+# while the server restarts. A host name that does not resolve is not among them.
+_UNREACHABLE_TEXTS = (
+    "connection refused",
+    "could not connect to server",
+    "could not send",
+    "could not receive",
+    "timeout expired",
+    "connection timed out",
+    "no such file or directory",
+    "server closed the connection unexpectedly",
+    "connection reset by peer",
+)
+# How psycopg2 and libpq report a connection the server closed (no SQLSTATE): the
+# wording users should see instead, in PostgreSQL's terms.
+_DISCONNECT_WORDING = (
+    # the walsender ended COPY: it does so when the server shuts down
+    ("no copy in progress", "the server ended the replication stream: it is shutting down"),
+    # the socket closed with no error message: a crash, an immediate shutdown, a kill
+    (
+        "and no message from the libpq",
+        "the server closed the replication connection: it stopped or restarted",
+    ),
+    (
+        "server closed the connection unexpectedly",
+        "the server closed the replication connection: it stopped or restarted",
+    ),
+    ("eof detected", "the server closed the replication connection: it stopped or restarted"),
+    ("connection already closed", "the replication connection was closed"),
+    ("connection closed", "the replication connection was closed"),
+    ("connection reset by peer", "the network connection to the server was reset"),
+    ("broken pipe", "the network connection to the server was broken"),
+    ("connection timed out", "the network connection to the server timed out"),
+    ("file descriptor", "the replication connection was closed"),
+)
 
 Kind = Literal[
     "slot_busy",
@@ -55,6 +121,45 @@ def primary_message(exc: BaseException) -> str:
         return str(primary)
     text = redact(str(exc).strip())
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server or the connection is away for now (worth retrying),
+    rather than a condition that will not heal (a missing slot, publication, database or
+    privilege, a wrong password).
+
+    By SQLSTATE; without one (libpq's own errors), by its text.
+    """
+    code = getattr(exc, "pgcode", None) or ""
+    if code:
+        return code.startswith(_TRANSIENT_SQLSTATES)
+    lower = str(exc).lower()
+    return (
+        any(text in lower for text in _UNAVAILABLE_TEXTS)
+        or any(text in lower for text in _UNREACHABLE_TEXTS)
+        or any(text in lower for text, _ in _DISCONNECT_WORDING)
+    )
+
+
+def describe_disconnect(exc: BaseException) -> str:
+    """What ended a replication connection, in PostgreSQL's terms (never psycopg2's
+    "error with status PGRES_COPY_BOTH and no message from the libpq")."""
+    code = getattr(exc, "pgcode", None) or ""
+    primary = primary_message(exc)
+    if code == ADMIN_SHUTDOWN:
+        return "terminated by administrator command: pg_terminate_backend or a server shutdown"
+    if code == CRASH_SHUTDOWN:
+        return "the server is restarting after a crash of another server process"
+    if code:
+        return primary
+    lower = primary.lower()
+    for text in _UNAVAILABLE_TEXTS:
+        if text in lower:
+            return text
+    for text, wording in _DISCONNECT_WORDING:
+        if text in lower:
+            return wording
+    return primary
 
 
 def classify(exc: BaseException) -> Kind | None:
@@ -183,20 +288,50 @@ def translate_slot_error(exc: BaseException, slot: str) -> PgtailError:
 def translate_replication_error(
     exc: BaseException, slot: str, *, during: str = "START_REPLICATION"
 ) -> PgtailError:
-    """An error on the replication connection (START_REPLICATION, or while streaming)."""
+    """An error on the replication connection (START_REPLICATION, or while streaming;
+    ``during="reconnect"``: START_REPLICATION again after a lost connection).
+
+    `ServerUnavailable` when the server or the connection is away for now (`is_transient`).
+    """
     text = primary_message(exc)
+    if is_transient(exc):
+        return ServerUnavailable(describe_disconnect(exc))
     kind = classify(exc)
     if kind == "slot_busy":
         return SlotError(text, hint="stop the other consumer, or pg_terminate_backend(<that PID>)")
     if kind == "slot_missing":
+        if during != "START_REPLICATION":
+            return slot_dropped(slot)
         return SlotError(text, hint="add --create-slot, or: pgtail slot create " + slot)
+    if getattr(exc, "pgcode", None) == OBJECT_NOT_IN_PREREQUISITE_STATE and (
+        "can no longer get changes" in text.lower()
+    ):
+        detail = getattr(getattr(exc, "diag", None), "message_detail", None)
+        return DataLossError(
+            f"replication slot {slot!r} was invalidated" + (f": {detail}" if detail else ""),
+            hint="drop and re-create the slot; changes since its position are gone",
+        )
+    if kind == "publication_missing" and during != "START_REPLICATION":
+        return PublicationError(
+            f"{text} (dropped while pgtail was streaming it)",
+            hint="create it again and rerun: pgtail resumes from the slot's position",
+        )
     if kind == "publication_missing" or "publication" in text.lower():
         return PublicationError(text)
     if kind == "wal_removed":
         return DataLossError(text)
-    if during == "streaming":
+    if during != "START_REPLICATION":
         return ReplicationError(f"the server stopped the replication stream: {text}")
     return ReplicationError(f"START_REPLICATION failed: {text}")
+
+
+def slot_dropped(slot: str) -> SlotError:
+    """The slot a run was streaming is gone (dropped while it ran)."""
+    return SlotError(
+        f"replication slot {slot!r} was dropped while pgtail was streaming it",
+        hint=f"pgtail slot create {slot} starts a new slot at the current WAL position;"
+        " changes since the last confirmed position are not in it",
+    )
 
 
 def translate_create_slot_error(exc: BaseException, slot: str) -> SlotError:
@@ -228,12 +363,20 @@ def translate_connect_error(exc: BaseException, dsn: str) -> PgtailError:
     """A psycopg2 error raised while connecting -> a pgtail error with a fix.
 
     By text: libpq reports these before (or without) a server error, so there is no
-    SQLSTATE to go by.
+    SQLSTATE to go by. A server that is away for now (starting up, shutting down,
+    recovering, out of connection slots, not listening yet) is a `ServerUnavailable`.
     """
     raw = redact(str(exc).strip())
     first = raw.splitlines()[0] if raw else type(exc).__name__
     target = describe_target(dsn)
     lower = raw.lower()
+    for text in _UNAVAILABLE_TEXTS:
+        if text in lower:
+            return ServerUnavailable(
+                f"PostgreSQL at {target} is not accepting connections: {text}",
+                hint="it is starting up, shutting down or recovering, or has no connection"
+                " slot free: try again in a moment",
+            )
     if "password authentication failed" in lower or "no password supplied" in lower:
         return ConnectionFailed(
             f"authentication failed for {target}: {first}",
@@ -258,13 +401,13 @@ def translate_connect_error(exc: BaseException, dsn: str) -> PgtailError:
             f"the server refused the connection: {first}",
             hint="add a pg_hba.conf entry for this host/user/database",
         )
-    if (
-        "could not connect" in lower
-        or "connection refused" in lower
-        or "timeout" in lower
-        or ("could not translate host name" in lower)
-    ):
+    if "could not translate host name" in lower:
         return ConnectionFailed(
+            f"cannot reach PostgreSQL at {target}: {first}",
+            hint="is the server running and accepting TCP connections on that host and port?",
+        )
+    if "could not connect" in lower or "timeout" in lower or is_transient(exc):
+        return ServerUnavailable(
             f"cannot reach PostgreSQL at {target}: {first}",
             hint="is the server running and accepting TCP connections on that host and port?",
         )

@@ -25,10 +25,16 @@ Feedback (`pgtail.feedback.Feedback` decides, this loop only reports facts to it
   output is blocked or a large transaction is being rendered).
 
 Reconnects resume from the slot's confirmed position; transactions already handed to
-the writer are skipped when the server sends them again, so one run writes each
-transaction once. ``--output`` keeps ``FILE.pgtail-state`` (see `OutputState`) so a
-restart after kill -9 writes none twice either. A TEMPORARY slot (no ``--slot``) dies
-with its connection: a lost connection is then an error, not a reconnect.
+the writer are skipped when the server sends them again (after a crash the slot's
+position on disk may be older than the last one confirmed), so one run writes each
+transaction once. Only a server or connection that is away for now is retried
+(`catalog.is_transient`, `ServerUnavailable`) -- at start-up as after a lost
+connection, with the same bounded backoff; before each reconnect a plain connection
+checks the facts (the slot, the publications, the role's REPLICATION attribute), so a
+condition that will not heal ends the run at once. ``--output`` keeps
+``FILE.pgtail-state`` (see `OutputState`) so a restart after kill -9 writes none twice
+either. A TEMPORARY slot (no ``--slot``) dies with its connection: a lost connection
+is then an error, not a reconnect.
 """
 
 from __future__ import annotations
@@ -57,10 +63,11 @@ from pgtail import pgoutput as po
 from pgtail.catalog import decoding_options, primary_message, resolve_dsn, translate_connect_error
 from pgtail.errors import (
     ConfigurationError,
-    ConnectionFailed,
     PgtailError,
+    PublicationError,
     ReplicationError,
     ServerCapabilityError,
+    ServerUnavailable,
     SlotError,
 )
 from pgtail.feedback import Feedback
@@ -90,18 +97,17 @@ class _ConnectionLost(Exception):
     pass
 
 
-# SQLSTATE classes/codes that mean "the connection or server went away": reconnect.
-# Anything else the server reports (a missing publication while decoding, ...) would
-# only happen again after a reconnect, so it is an error for the user.
-_TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "57P05", "53", "58")
-
-
 def _lost(exc: BaseException) -> Exception:
-    """The exception to raise for a psycopg2 error during streaming."""
-    code = getattr(exc, "pgcode", None)
-    if code and not code.startswith(_TRANSIENT_SQLSTATES):
+    """The exception to raise for a psycopg2 error during streaming.
+
+    A server error that is not about the connection or the server going away (a
+    missing publication while decoding, ...) would only happen again after a
+    reconnect: it is an error for the user. Without a SQLSTATE the connection is gone
+    for a reason the facts checked before reconnecting tell.
+    """
+    if getattr(exc, "pgcode", None) and not catalog.is_transient(exc):
         return _ServerError(exc)
-    return _ConnectionLost(primary_message(exc))
+    return _ConnectionLost(catalog.describe_disconnect(exc))
 
 
 class _ServerError(Exception):
@@ -245,10 +251,67 @@ class Session:
                 status_interval=max(1, int(self.config.status_interval)),
             )
         except psycopg2.Error as exc:
-            raise self._start_error(exc) from None
+            if not first and catalog.slot_busy(exc):
+                # the walsender of the lost connection may not have noticed it yet
+                raise ServerUnavailable(primary_message(exc)) from None
+            during = "START_REPLICATION" if first else "reconnect"
+            raise self._start_error(exc, during=during) from None
         self.feedback.reset_connection()
         self.last_data = time.monotonic()
         self.received_since_connect = False
+
+    def check_facts(self) -> None:
+        """Before reconnecting: raise the error of a condition that will not heal -- the
+        slot dropped or invalidated, a publication dropped, the role's REPLICATION
+        attribute revoked, the database or role gone, the password changed -- on a plain
+        connection. `ServerUnavailable` when the server cannot be asked right now."""
+        conn = catalog.open_connection(self.dsn)
+        try:
+            server = catalog.server_info(conn)
+            catalog.require_streaming(server)
+            slot = catalog.slot_info(conn, self.slot)
+            if slot is None:
+                raise catalog.slot_dropped(self.slot)
+            catalog.check_slot_usable(slot, server.database)
+            names = catalog.publication_names(conn)
+            for name in self.publications:
+                if name not in names:
+                    raise PublicationError(
+                        f"publication {name!r} was dropped while pgtail was streaming it",
+                        hint=f"CREATE PUBLICATION {name} ... again, or stream another one",
+                    )
+        except psycopg2.Error as exc:
+            if catalog.is_transient(exc):
+                raise ServerUnavailable(catalog.describe_disconnect(exc)) from None
+            raise catalog.translate_error(exc) from None
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def retry_start(self, step: Callable[[], None]) -> None:
+        """Run a start-up step; while the server is away for now (`ServerUnavailable`:
+        starting up, shutting down, recovering, refusing connections), try it again
+        with the reconnect backoff, one line on stderr per attempt."""
+        policy = self.config.reconnect
+        attempt = 0
+        while True:
+            try:
+                step()
+                return
+            except ServerUnavailable as exc:
+                self.close_connection()
+                attempt += 1
+                if attempt > policy.attempts:
+                    if policy.attempts:
+                        raise ServerUnavailable(
+                            f"{exc.message} (gave up after {policy.attempts} attempts)",
+                            hint=exc.hint,
+                        ) from None
+                    raise
+                delay = policy.delay(attempt)
+                self.log(f"pgtail: {exc.message}; retrying in {delay:.1f}s (attempt {attempt})")
+                if _sleep_unless_signalled(self, delay):
+                    raise _Stop("signal") from None
 
     def _create_slot(self, cur: Any, *, temporary: bool, if_missing: bool = False) -> bool:
         assert self.server is not None
@@ -507,22 +570,32 @@ class Session:
             policy.took(nchanges)
 
     def stream_raw(self) -> None:
-        """``--format raw``: every message, decoded field by field, as a trace."""
+        """``--format raw``: every message, decoded field by field, as a trace.
+
+        What this run wrote is skipped when the server sends it again after a reconnect
+        (a crash rewinds the slot): transactions by their commit, prepared ones by their
+        PREPARE, non-transactional messages by their LSN. The chunks of a streamed
+        (in-progress) transaction come before its commit says where it ends: those are
+        shown again.
+        """
         decoder = po.Decoder(self.proto_version)
         items: list[Any] = []
         confirm = 0
+        position = 0
         txs = 0
         in_tx = False
+        skipping = False  # inside a transaction this run wrote already
         streamed: set[int] = set()
         policy = self.policy
+        written = policy.written
         batch_size = policy.batch_size
         limited = policy.max_changes is not None
 
         def flush_items() -> None:
-            nonlocal items, confirm, txs
+            nonlocal items, confirm, position, txs
             if items:
-                self.enqueue(Batch(items, confirm, confirm, txs, len(items)))
-                items, confirm, txs = [], 0, 0
+                self.enqueue(Batch(items, confirm, max(confirm, position), txs, len(items)))
+                items, confirm, position, txs = [], 0, 0, 0
 
         while True:
             if self.signals.received is not None:
@@ -539,11 +612,32 @@ class Session:
             self.last_data = time.monotonic()
             self.received_since_connect = True
             message = decoder.decode(msg.payload)
+            if skipping:
+                if isinstance(message, po.Commit | po.Prepare):
+                    skipping = False
+                continue
             if isinstance(message, po.Begin | po.BeginPrepare):
                 if policy.past_end(getattr(message, "final_lsn", 0)):
                     flush_items()
                     raise _Stop("end")
+                # a commit record before a written position ends before it too
+                if written(
+                    message.final_lsn + 1 if isinstance(message, po.Begin) else message.end_lsn
+                ):
+                    skipping = True
+                    continue
                 in_tx = True
+            elif isinstance(message, po.CommitPrepared | po.RollbackPrepared):
+                if written(
+                    message.end_lsn
+                    if isinstance(message, po.CommitPrepared)
+                    else message.rollback_end_lsn
+                ):
+                    continue
+            elif isinstance(message, po.LogicalMessage) and not message.transactional:
+                if written(message.lsn + 1):
+                    continue
+                position = max(position, message.lsn + 1)
             elif isinstance(message, po.StreamStart):
                 streamed.add(message.xid)
             elif isinstance(message, po.StreamAbort) and message.xid == message.subxid:
@@ -602,11 +696,11 @@ class Session:
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             return
         except (OSError, ValueError, psycopg2.Error) as exc:
-            raise _ConnectionLost(str(exc)) from None
+            raise _ConnectionLost(catalog.describe_disconnect(exc)) from None
         if self.signals.fd in ready:
             self.signals.drain()
         if self.conn is not None and self.conn.closed:
-            raise _ConnectionLost("connection closed")
+            raise _ConnectionLost("the replication connection was closed")
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -703,7 +797,19 @@ def run(
     stream = Session(config, out, logger, signals)
     output_file: BinaryIO | None = None
     try:
-        stream.preflight()
+        try:
+            stream.retry_start(stream.preflight)
+        except _Stop:
+            return StreamResult(
+                reason="signal",
+                signal=signals.received,
+                changes=0,
+                transactions=0,
+                confirmed_lsn=0,
+                slot=stream.slot,
+                publications=stream.publications,
+                reconnects=0,
+            )
         target = out
         if config.output is not None:
             state = (
@@ -790,7 +896,7 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
     error: BaseException | None = None
     attempt = 0
     try:
-        stream.connect(first=True)
+        stream.retry_start(lambda: stream.connect(first=True))
         writer.start()
         while True:
             try:
@@ -811,6 +917,7 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
                 stream.policy.resume_after(stream.position)
                 if stream.received_since_connect:
                     attempt = 0  # it worked for a while: a fresh series of attempts
+                announced = False  # the loss is not told yet
                 while True:
                     attempt += 1
                     if attempt > config.reconnect.attempts:
@@ -820,19 +927,32 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
                             hint="rerun pgtail: it resumes from the slot's confirmed position",
                         ) from None
                     delay = config.reconnect.delay(attempt)
-                    stream.log(
-                        f"pgtail: replication connection lost ({detail});"
-                        f" reconnecting in {delay:.1f}s (attempt {attempt})"
-                    )
+                    if announced:
+                        stream.log(
+                            f"pgtail: replication connection lost ({detail});"
+                            f" reconnecting in {delay:.1f}s (attempt {attempt})"
+                        )
+                    # the first wait is silent: what will not heal (the slot dropped with
+                    # --force, ...) then ends the run with its one line
                     if _sleep_unless_signalled(stream, delay):
                         raise _Stop("signal") from None
                     try:
+                        stream.check_facts()
+                        if not announced:
+                            announced = True
+                            stream.log(
+                                f"pgtail: replication connection lost ({detail});"
+                                f" reconnecting (attempt {attempt})"
+                            )
                         stream.connect(first=False)
                         stream.reconnects += 1
                         stream.log("pgtail: reconnected; resuming from the slot's position")
                         break
-                    except (ConnectionFailed, SlotError, ReplicationError) as exc:
-                        detail = str(exc)
+                    except ServerUnavailable as exc:
+                        if not announced:
+                            announced = True
+                            stream.log(f"pgtail: replication connection lost ({detail})")
+                        detail = exc.message
                         stream.close_connection()
                         continue
     except _Stop as stop:
