@@ -43,7 +43,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import psycopg2
 import psycopg2.errors
@@ -71,7 +71,7 @@ from pgtail.stream.options import replication_options
 from pgtail.stream.policy import StreamPolicy
 from pgtail.stream.publications import choose_publications, drop_run_publication
 from pgtail.stream.signals import Signals
-from pgtail.stream.writer import STOP, Batch, OutputState, Writer
+from pgtail.stream.writer import STOP, Batch, OutputState, Writer, pipe_kind, reader_gone
 from pgtail.values import UserType
 
 
@@ -105,25 +105,6 @@ class _ServerError(Exception):
     def __init__(self, exc: BaseException) -> None:
         super().__init__(primary_message(exc))
         self.original = exc
-
-
-def _is_pipe(out: BinaryIO) -> int | None:
-    try:
-        fd = out.fileno()
-        import stat
-
-        if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode):
-            return fd
-    except (OSError, ValueError, AttributeError):
-        return None
-    return None
-
-
-def _reader_gone(fd: int) -> bool:
-    """True when the read end of our output pipe was closed (| head exited)."""
-    poller = select.poll()
-    poller.register(fd, 0)
-    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
 
 
 class Session:
@@ -160,7 +141,9 @@ class Session:
         # reader thread); each batch's bytes go to the writer thread
         self.writer: Writer | None = None
         self.state: OutputState | None = None  # with --output
-        self.pipe_fd = _is_pipe(out) if config.output is None else None
+        # stdout into a pipe or socket: confirmed only once its reader used it
+        self.pipe = pipe_kind(out) if config.output is None else None
+        self.pipe_fd = out.fileno() if self.pipe is not None else None
         self.buffer = io.BytesIO()
         self.render: Callable[[Any], None] = no_log
         self.close_renderer: Callable[[], None] = lambda: None
@@ -313,14 +296,15 @@ class Session:
             self.feedback.sent(lsn, now)
 
     def note_idle(self, assembler_open: bool) -> None:
-        """Everything read is written and no transaction is open: follow the server's WAL end."""
+        """Everything read is written (into a pipe: consumed and confirmable) and no
+        transaction is open: follow the server's WAL end."""
         writer = self.writer
         assert writer is not None
         if assembler_open or not writer.idle():
             return
         wal_end = int(self.cursor.wal_end or 0)
         with self.lock:
-            if writer.idle():
+            if writer.settled():
                 self.feedback.idle(wal_end)
 
     # ----------------------------------------------------------------- loop
@@ -402,6 +386,31 @@ class Session:
                 room = policy.room()
                 self.enqueue(batch)
 
+        def stop_at_limit(events: Iterator[Any], whole: bool) -> NoReturn:
+            """``--max-changes`` reached on a change of a transaction: stop.
+
+            When no more of the transaction's changes would be written (``whole``: the
+            last change was not cut, and only its commit, or changes the filter drops,
+            follow), the transaction is complete: its commit is taken, so it is confirmed
+            and the next run starts after it. Otherwise it was only partly written:
+            confirming it would lose its other changes, so it is not confirmed and the
+            next run writes it again, whole.
+            """
+            nonlocal confirm, position, txs
+            if whole:
+                for event in events:
+                    if isinstance(event, TxCommit):
+                        confirm = position = event.tx.end_lsn
+                        txs += 1
+                        items.append(event)
+                        break
+                    if not isinstance(event, Change | Truncate | Message | EncodedRows):
+                        break
+                    if flt is None or flt.apply(event) is not None:
+                        break  # more of it would be written: partly written
+            flush_items()
+            raise _Stop("max_changes")
+
         # bound once: this loop runs once per message (a connection lost ends it)
         signals = self.signals
         read_message = self.cursor.read_message
@@ -433,7 +442,8 @@ class Session:
                     wanted = assembler.user_types_wanted(payload)
                     if wanted:
                         assembler.add_user_types(self.lookup_types(wanted), wanted)
-                for event in feed(payload):
+                events = feed(payload)
+                for event in events:
                     cls = type(event)
                     if skipping:
                         if isinstance(event, TxCommit):
@@ -494,14 +504,15 @@ class Session:
                     if cls is EncodedRows:
                         inserts: ch.EncodedRows = event  # type: ignore[assignment]
                         count = inserts.count
+                        cut = False
                         if nchanges + count >= room:
                             inserts = inserts.head(room - nchanges)
+                            cut = inserts.count < count
                             count = inserts.count
                         items.append(inserts)
                         nchanges += count
                         if nchanges >= room:
-                            flush_items()
-                            raise _Stop("max_changes")
+                            stop_at_limit(events, not cut)
                         if nchanges >= batch_size:
                             flush_items()
                         continue
@@ -509,8 +520,7 @@ class Session:
                     if cls is Change or cls is Truncate or cls is Message:
                         nchanges += 1
                         if nchanges >= room:
-                            flush_items()
-                            raise _Stop("max_changes")
+                            stop_at_limit(events, True)
                     if len(items) >= batch_size:
                         flush_items()
                 if len(items) >= batch_size:
@@ -595,7 +605,7 @@ class Session:
         assert writer is not None
         if writer.failed:
             raise _Stop("closed" if writer.closed else "error")
-        if self.pipe_fd is not None and _reader_gone(self.pipe_fd):
+        if self.pipe_fd is not None and reader_gone(self.pipe_fd):
             raise _Stop("closed")
         now = time.monotonic()
         if self.policy.done_at(int(self.cursor.wal_end or 0), open_tx):
@@ -797,7 +807,16 @@ def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], N
 def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
     config = stream.config
     stream.render, stream.close_renderer = _make_render(config, stream.buffer)
-    writer = Writer(out, stream.feedback, stream.lock, stream.signals.wake, fsync, stream.state)
+    writer = Writer(
+        out,
+        stream.feedback,
+        stream.lock,
+        stream.signals.wake,
+        fsync,
+        stream.state,
+        pipe=stream.pipe,
+        reopen_path=config.output,
+    )
     stream.writer = writer
     reason: StopReason = "error"
     error: BaseException | None = None
