@@ -27,6 +27,7 @@ class ExitCode(IntEnum):
     OK = 0
     ERROR = 1
     USAGE = 2
+    SIGHUP = 129
     SIGINT = 130
     SIGTERM = 143
 

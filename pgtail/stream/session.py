@@ -39,6 +39,7 @@ import io
 import os
 import queue
 import select
+import signal
 import threading
 import time
 import uuid
@@ -324,6 +325,8 @@ class Session:
             buffer.truncate()
         # rendering a large transaction takes a while: keep the walsender alive meanwhile
         self._keepalive()
+        if self.signals.reopen_pending:
+            self.reopen_output()
         while True:
             if writer.failed:
                 raise _Stop("closed" if writer.closed else "error")
@@ -338,6 +341,14 @@ class Session:
             except queue.Full:
                 # output is blocked: keep the walsender alive without reading more
                 self._keepalive()
+
+    def reopen_output(self) -> None:
+        """SIGHUP with ``--output``: have the writer reopen the file (it was rotated)."""
+        self.signals.reopen_pending = False
+        writer = self.writer
+        assert writer is not None
+        writer.request_reopen()
+        self.log(f"pgtail: SIGHUP: reopening {self.config.output}")
 
     def _keepalive(self) -> None:
         """Send a status update when the last one is a while ago (busy or blocked)."""
@@ -628,6 +639,8 @@ class Session:
             raise _ConnectionLost(str(exc)) from None
         if self.signals.fd in ready:
             self.signals.drain()
+            if self.signals.reopen_pending:
+                self.reopen_output()
         if self.conn is not None and self.conn.closed:
             raise _ConnectionLost("connection closed")
 
@@ -722,7 +735,7 @@ def run(
     if config.end_lsn is not None and config.start_lsn is not None:  # noqa: SIM102
         if config.end_lsn < config.start_lsn:
             raise ConfigurationError("--end is before --start")
-    signals = Signals(install_signal_handlers)
+    signals = Signals(install_signal_handlers, reopen_on_hup=config.output is not None)
     stream = Session(config, out, logger, signals)
     output_file: BinaryIO | None = None
     try:
@@ -890,7 +903,9 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
         raise error
     if reason == "error" and writer.closed:
         reason = "closed"
-    if stream.signals.received is not None and reason != "closed":
+    received = stream.signals.received
+    # a closed terminal (SIGHUP) also fails writes to it: the signal is what happened
+    if received is not None and (reason != "closed" or received == signal.SIGHUP):
         reason = "signal"
     return StreamResult(
         reason=reason,

@@ -186,6 +186,7 @@ class Writer(threading.Thread):
             self._fd = out.fileno()
         except (AttributeError, OSError, ValueError):
             self._fd = None  # not a file (io.BytesIO): write through the object
+        self._tty = self._fd is not None and os.isatty(self._fd)
         self._feedback = feedback
         self._lock = lock
         self._wake = wake
@@ -265,7 +266,12 @@ class Writer(threading.Thread):
                         self._wait_consumed(pipe)
                     return
                 if item is REOPEN:
-                    continue  # the flag below does it
+                    if self._reopen:
+                        self._flush(pending)
+                        pending = []
+                        last_flush = time.monotonic()
+                        self._do_reopen()
+                    continue
                 batch: Batch = item
                 data = batch.data
                 if data:
@@ -290,8 +296,8 @@ class Writer(threading.Thread):
         except BrokenPipeError:
             self.closed = True
         except OSError as exc:
-            if exc.errno in (errno.EPIPE, errno.EBADF):
-                self.closed = True
+            if exc.errno in (errno.EPIPE, errno.EBADF) or (exc.errno == errno.EIO and self._tty):
+                self.closed = True  # EIO on a terminal: it was closed (hung up)
             else:
                 self.error = exc
         except BaseException as exc:  # reported by the reader
