@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -288,3 +289,25 @@ def test_sighup_with_output_reopens_the_file(db: Any, tmp_path: Path) -> None:
     )
     assert proc2.returncode == 0, proc2.stderr
     assert ids(out) == [3, 4]
+
+
+def test_socket_reader_that_never_reads_gets_nothing_confirmed(db: Any) -> None:
+    setup(db)
+    before = confirmed(db)
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(command(db.dsn), stdout=theirs, stderr=subprocess.PIPE)
+    theirs.close()
+    try:
+        wait_active(db)
+        for i in range(1, 4):
+            write(db, f"INSERT INTO t VALUES ({i}, 'x')")
+        time.sleep(3)
+        assert confirmed(db) == before  # in the socket, not taken out of it
+        ours.close()
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    wait_inactive(db)
+    assert next_ids(db) == [1, 2, 3]

@@ -15,7 +15,8 @@ bounded queue. When the consumer stalls, the queue fills, the reader stops readi
 
 Feedback (`pgtail.feedback.Feedback` decides, this loop only reports facts to it):
 - the flush LSN sent is the end LSN of the last transaction whose output is written and
-  flushed -- never one that was only read;
+  flushed -- never one that was only read; into a pipe or socket, only once its reader
+  took it out and stayed (the writer's `PipeProgress`);
 - when nothing read is unwritten and no transaction is open, it follows the server's WAL
   end (``cursor.wal_end``, from keepalives), so an idle pgtail never holds WAL;
 - psycopg2 answers reply-requested keepalives itself, inside ``read_message``, with the
@@ -723,7 +724,8 @@ def run(
     """Stream ``config.slot`` into ``out`` (or ``config.output``) until a stop condition.
 
     Returns how the stream ended; raises a `PgtailError` for anything a user must fix.
-    SIGINT/SIGTERM (when called from the main thread) stop it cleanly: reading stops,
+    SIGINT/SIGTERM/SIGHUP (when called from the main thread) stop it cleanly (SIGHUP
+    with ``config.output`` reopens the file instead): reading stops,
     what was read is written, the final position is confirmed, and the result names
     the signal. A second signal abandons unwritten output at once.
     """
