@@ -754,7 +754,8 @@ def run(
                 if state is not None:
                     state.load(logger)
                 # opened after load(): a cut tail must not leave the offset past the end
-                output_file = open(config.output, "ab", buffering=1 << 20)  # noqa: SIM115
+                # unbuffered: the writer writes whole lines with os.write on its descriptor
+                output_file = open(config.output, "ab", buffering=0)  # noqa: SIM115
             except OSError as exc:
                 raise ConfigurationError(
                     f"cannot write --output {config.output}: {exc.strerror or exc}"
