@@ -2,12 +2,14 @@
 
 A small pure object (no I/O, no clock of its own): the stream loop tells it what was
 written and flushed, what the server's WAL end is while nothing is in flight, and asks
-it what to send as the standby status update and whether one is due.
+it what to send as the standby status update and whether one is due. `PipeProgress`
+decides, for output into a pipe, which written transactions its reader has used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 
 @dataclass(slots=True)
@@ -89,3 +91,71 @@ class Feedback:
         it less so.
         """
         self.last_sent = None
+
+
+@dataclass(slots=True)
+class PipeProgress:
+    """When output written to a pipe may be confirmed: only once its reader used it.
+
+    Bytes written into a pipe are not yet read, and bytes read are not yet used: ``head``
+    reads a whole block, prints one line and exits. So a transaction whose output ends
+    at byte ``offset`` of the stream becomes confirmable only when (a) the reader has
+    consumed past ``offset`` (bytes written minus bytes still unread in the pipe) and
+    (b) the reader was still there ``grace`` seconds after that was first seen. A reader
+    that read a block and went away never has that block confirmed.
+
+    Pure, like `Feedback`: the writer does the I/O (``ioctl(FIONREAD)``, ``poll``) and
+    reports what it saw; `observe` must only be called while the reader is known to be
+    there (the poll after the byte count showed no error).
+
+    Invariants: ``offset`` only grows; the LSNs returned by `observe` only grow, and an
+    LSN is returned only once its bytes were consumed ``grace`` seconds before a moment
+    at which the reader was present.
+    """
+
+    grace: float = 1.0
+    offset: int = 0  # bytes written to the pipe so far
+    # transaction ends not yet consumed: (end offset, LSN), in offset order
+    unread: deque[tuple[int, int]] = field(default_factory=deque)
+    # transaction ends consumed, waiting for the grace period: (seen at, LSN)
+    consumed: deque[tuple[float, int]] = field(default_factory=deque)
+    consumed_to: int = 0  # bytes the reader had taken out at the last observation
+    drained: bool = True  # the last observation found every byte written consumed
+
+    def wrote(self, nbytes: int, confirm_lsn: int) -> None:
+        """``nbytes`` more were written; they end a transaction at ``confirm_lsn`` (0: none)."""
+        if nbytes:
+            self.offset += nbytes
+            self.drained = False
+        if confirm_lsn:
+            self.unread.append((self.offset, confirm_lsn))
+
+    def observe(self, unread_bytes: int, now: float) -> int:
+        """The pipe holds ``unread_bytes`` unread and the reader is there at ``now``.
+
+        Returns the highest LSN that became confirmable (0 when none did).
+        """
+        consumed_to = self.offset - unread_bytes
+        if consumed_to > self.consumed_to:
+            self.consumed_to = consumed_to
+        unread, consumed = self.unread, self.consumed
+        while unread and unread[0][0] <= consumed_to:
+            consumed.append((now, unread.popleft()[1]))
+        self.drained = consumed_to >= self.offset
+        lsn = 0
+        while consumed and consumed[0][0] + self.grace <= now:
+            lsn = consumed.popleft()[1]
+        return lsn
+
+    @property
+    def settled(self) -> bool:
+        """Everything written was consumed and every transaction in it is confirmable."""
+        return self.drained and not self.unread and not self.consumed
+
+    def next_check_in(self, now: float) -> float | None:
+        """Seconds until an observation may confirm more (None: nothing is waiting)."""
+        if self.consumed:
+            return max(0.0, self.consumed[0][0] + self.grace - now)
+        if self.unread or not self.drained:
+            return self.grace / 4  # waiting for the reader: look again soon
+        return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgtail.feedback import Feedback
+from pgtail.feedback import Feedback, PipeProgress
 
 
 def test_first_update_is_due_at_once() -> None:
@@ -112,3 +112,108 @@ def test_flush_lsn_is_monotonic_and_bounded(ops: list[tuple[str, int]], start: i
         # never more than something we were told is safe
         assert fb.flush_lsn == max(reported)
         previous = fb.flush_lsn
+
+
+# --- PipeProgress: output into a pipe is confirmed once its reader used it -------------
+
+
+def test_pipe_nothing_confirmed_while_unread() -> None:
+    pipe = PipeProgress(grace=1.0)
+    pipe.wrote(100, 10)
+    pipe.wrote(100, 20)
+    assert pipe.observe(200, 0.0) == 0  # all still in the pipe
+    assert pipe.observe(200, 5.0) == 0
+    assert not pipe.settled
+
+
+def test_pipe_consumed_is_confirmed_only_after_the_grace_period() -> None:
+    pipe = PipeProgress(grace=1.0)
+    pipe.wrote(100, 10)
+    pipe.wrote(100, 20)
+    assert pipe.observe(0, 0.0) == 0  # consumed just now: the reader may still leave
+    assert pipe.observe(0, 0.5) == 0
+    assert pipe.observe(0, 1.0) == 20
+    assert pipe.settled
+    assert pipe.observe(0, 9.0) == 0  # nothing new
+
+
+def test_pipe_partly_consumed_confirms_only_whole_transactions() -> None:
+    pipe = PipeProgress(grace=1.0)
+    pipe.wrote(100, 10)
+    pipe.wrote(50, 0)  # a batch in the middle of a large transaction
+    pipe.wrote(50, 20)
+    assert pipe.observe(120, 0.0) == 0  # 80 bytes consumed: not even the first one
+    assert pipe.observe(60, 0.1) == 0  # 140: the first one, waiting for the grace
+    assert pipe.observe(60, 1.1) == 10
+    assert not pipe.settled
+    assert pipe.observe(0, 1.2) == 0
+    assert pipe.observe(0, 2.2) == 20
+    assert pipe.settled
+
+
+def test_pipe_grace_counts_from_when_consumption_was_first_seen() -> None:
+    pipe = PipeProgress(grace=1.0)
+    pipe.wrote(100, 10)
+    assert pipe.observe(0, 5.0) == 0  # bytes written at 0, seen consumed only at 5
+    assert pipe.observe(0, 5.9) == 0
+    assert pipe.observe(0, 6.0) == 10
+
+
+def test_pipe_next_check() -> None:
+    pipe = PipeProgress(grace=1.0)
+    assert pipe.next_check_in(0.0) is None and pipe.settled
+    pipe.wrote(100, 10)
+    assert pipe.next_check_in(0.0) == 0.25  # waiting for the reader
+    pipe.observe(0, 0.0)
+    assert pipe.next_check_in(0.4) == 0.6
+    pipe.observe(0, 1.0)
+    assert pipe.next_check_in(1.0) is None
+
+
+def test_pipe_bytes_without_a_transaction_end_must_be_consumed_to_settle() -> None:
+    pipe = PipeProgress(grace=1.0)
+    pipe.wrote(100, 0)
+    assert not pipe.settled
+    pipe.observe(30, 0.0)
+    assert not pipe.settled
+    pipe.observe(0, 0.1)
+    assert pipe.settled
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 500), st.booleans(), st.integers(0, 600), st.floats(0, 3)),
+        max_size=40,
+    )
+)
+def test_pipe_confirms_only_what_was_consumed_a_grace_period_ago(
+    steps: list[tuple[int, bool, int, float]],
+) -> None:
+    pipe = PipeProgress(grace=1.0)
+    now = 0.0
+    lsn = 0
+    ends: list[tuple[int, int]] = []  # (end offset, lsn)
+    first_seen: dict[int, float] = {}  # lsn -> when its end was first seen consumed
+    confirmed = 0
+    consumed_to = 0
+    for nbytes, ends_tx, unread, step in steps:
+        now += step
+        confirm = 0
+        if ends_tx:
+            lsn += 10
+            confirm = lsn
+        pipe.wrote(nbytes, confirm)
+        if confirm:
+            ends.append((pipe.offset, confirm))
+        # the reader only ever takes bytes out
+        unread = min(unread, pipe.offset - consumed_to)
+        consumed_to = pipe.offset - unread
+        for offset, tx in ends:
+            if offset <= consumed_to and tx not in first_seen:
+                first_seen[tx] = now
+        got = pipe.observe(unread, now)
+        if got:
+            assert got > confirmed
+            assert first_seen[got] + 1.0 <= now
+            confirmed = got
+        assert pipe.offset >= pipe.consumed_to

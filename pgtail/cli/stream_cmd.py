@@ -1,7 +1,8 @@
 """``pgtail stream``: tail a replication slot as tables, JSON lines, SQL or a raw trace.
 
 Thin: parses options into a `pgtail.stream.StreamConfig`, calls `pgtail.stream.run`,
-and turns how the stream ended into an exit code (0, or 130/143 after Ctrl-C/SIGTERM).
+and turns how the stream ended into an exit code (0, or 130/143/129 after
+Ctrl-C/SIGTERM/SIGHUP).
 """
 
 from __future__ import annotations
@@ -195,7 +196,11 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     result = run(config, out, log=_log)
     if result.reason == "signal":
         _log(f"pgtail: stopped; confirmed up to {format_lsn(result.confirmed_lsn)}")
-        code = int(ExitCode.SIGTERM if result.signal == signal.SIGTERM else ExitCode.SIGINT)
+        code = int(
+            {signal.SIGTERM: ExitCode.SIGTERM, signal.SIGHUP: ExitCode.SIGHUP}.get(
+                signal.Signals(result.signal or signal.SIGINT), ExitCode.SIGINT
+            )
+        )
         if result.abandoned:
             # output is stuck in a blocked write: leave without the interpreter's final
             # flush of stdout, which would block too

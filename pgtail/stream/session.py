@@ -15,7 +15,8 @@ bounded queue. When the consumer stalls, the queue fills, the reader stops readi
 
 Feedback (`pgtail.feedback.Feedback` decides, this loop only reports facts to it):
 - the flush LSN sent is the end LSN of the last transaction whose output is written and
-  flushed -- never one that was only read;
+  flushed -- never one that was only read; into a pipe or socket, only once its reader
+  took it out and stayed (the writer's `PipeProgress`);
 - when nothing read is unwritten and no transaction is open, it follows the server's WAL
   end (``cursor.wal_end``, from keepalives), so an idle pgtail never holds WAL;
 - psycopg2 answers reply-requested keepalives itself, inside ``read_message``, with the
@@ -45,11 +46,12 @@ import io
 import os
 import queue
 import select
+import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import psycopg2
 import psycopg2.errors
@@ -83,7 +85,7 @@ from pgtail.stream.publications import (
     warn_unmatched_filters,
 )
 from pgtail.stream.signals import Signals
-from pgtail.stream.writer import STOP, Batch, OutputState, Writer
+from pgtail.stream.writer import STOP, Batch, OutputState, Writer, pipe_kind, reader_gone
 from pgtail.values import UserType
 
 
@@ -116,25 +118,6 @@ class _ServerError(Exception):
     def __init__(self, exc: BaseException) -> None:
         super().__init__(primary_message(exc))
         self.original = exc
-
-
-def _is_pipe(out: BinaryIO) -> int | None:
-    try:
-        fd = out.fileno()
-        import stat
-
-        if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode):
-            return fd
-    except (OSError, ValueError, AttributeError):
-        return None
-    return None
-
-
-def _reader_gone(fd: int) -> bool:
-    """True when the read end of our output pipe was closed (| head exited)."""
-    poller = select.poll()
-    poller.register(fd, 0)
-    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
 
 
 class Session:
@@ -171,7 +154,9 @@ class Session:
         # reader thread); each batch's bytes go to the writer thread
         self.writer: Writer | None = None
         self.state: OutputState | None = None  # with --output
-        self.pipe_fd = _is_pipe(out) if config.output is None else None
+        # stdout into a pipe or socket: confirmed only once its reader used it
+        self.pipe = pipe_kind(out) if config.output is None else None
+        self.pipe_fd = out.fileno() if self.pipe is not None else None
         self.buffer = io.BytesIO()
         self.render: Callable[[Any], None] = no_log
         self.close_renderer: Callable[[], None] = lambda: None
@@ -363,14 +348,15 @@ class Session:
             self.feedback.sent(lsn, now)
 
     def note_idle(self, assembler_open: bool) -> None:
-        """Everything read is written and no transaction is open: follow the server's WAL end."""
+        """Everything read is written (into a pipe: consumed and confirmable) and no
+        transaction is open: follow the server's WAL end."""
         writer = self.writer
         assert writer is not None
         if assembler_open or not writer.idle():
             return
         wal_end = int(self.cursor.wal_end or 0)
         with self.lock:
-            if writer.idle():
+            if writer.settled():
                 self.feedback.idle(wal_end)
 
     # ----------------------------------------------------------------- loop
@@ -390,6 +376,8 @@ class Session:
             buffer.truncate()
         # rendering a large transaction takes a while: keep the walsender alive meanwhile
         self._keepalive()
+        if self.signals.reopen_pending:
+            self.reopen_output()
         while True:
             if writer.failed:
                 raise _Stop("closed" if writer.closed else "error")
@@ -404,6 +392,14 @@ class Session:
             except queue.Full:
                 # output is blocked: keep the walsender alive without reading more
                 self._keepalive()
+
+    def reopen_output(self) -> None:
+        """SIGHUP with ``--output``: have the writer reopen the file (it was rotated)."""
+        self.signals.reopen_pending = False
+        writer = self.writer
+        assert writer is not None
+        writer.request_reopen()
+        self.log(f"pgtail: SIGHUP: reopening {self.config.output}")
 
     def _keepalive(self) -> None:
         """Send a status update when the last one is a while ago (busy or blocked)."""
@@ -452,6 +448,31 @@ class Session:
                 room = policy.room()
                 self.enqueue(batch)
 
+        def stop_at_limit(events: Iterator[Any], whole: bool) -> NoReturn:
+            """``--max-changes`` reached on a change of a transaction: stop.
+
+            When no more of the transaction's changes would be written (``whole``: the
+            last change was not cut, and only its commit, or changes the filter drops,
+            follow), the transaction is complete: its commit is taken, so it is confirmed
+            and the next run starts after it. Otherwise it was only partly written:
+            confirming it would lose its other changes, so it is not confirmed and the
+            next run writes it again, whole.
+            """
+            nonlocal confirm, position, txs
+            if whole:
+                for event in events:
+                    if isinstance(event, TxCommit):
+                        confirm = position = event.tx.end_lsn
+                        txs += 1
+                        items.append(event)
+                        break
+                    if not isinstance(event, Change | Truncate | Message | EncodedRows):
+                        break
+                    if flt is None or flt.apply(event) is not None:
+                        break  # more of it would be written: partly written
+            flush_items()
+            raise _Stop("max_changes")
+
         # bound once: this loop runs once per message (a connection lost ends it)
         signals = self.signals
         read_message = self.cursor.read_message
@@ -483,7 +504,8 @@ class Session:
                     wanted = assembler.user_types_wanted(payload)
                     if wanted:
                         assembler.add_user_types(self.lookup_types(wanted), wanted)
-                for event in feed(payload):
+                events = feed(payload)
+                for event in events:
                     cls = type(event)
                     if skipping:
                         if isinstance(event, TxCommit):
@@ -544,14 +566,15 @@ class Session:
                     if cls is EncodedRows:
                         inserts: ch.EncodedRows = event  # type: ignore[assignment]
                         count = inserts.count
+                        cut = False
                         if nchanges + count >= room:
                             inserts = inserts.head(room - nchanges)
+                            cut = inserts.count < count
                             count = inserts.count
                         items.append(inserts)
                         nchanges += count
                         if nchanges >= room:
-                            flush_items()
-                            raise _Stop("max_changes")
+                            stop_at_limit(events, not cut)
                         if nchanges >= batch_size:
                             flush_items()
                         continue
@@ -559,8 +582,7 @@ class Session:
                     if cls is Change or cls is Truncate or cls is Message:
                         nchanges += 1
                         if nchanges >= room:
-                            flush_items()
-                            raise _Stop("max_changes")
+                            stop_at_limit(events, True)
                     if len(items) >= batch_size:
                         flush_items()
                 if len(items) >= batch_size:
@@ -676,7 +698,7 @@ class Session:
         assert writer is not None
         if writer.failed:
             raise _Stop("closed" if writer.closed else "error")
-        if self.pipe_fd is not None and _reader_gone(self.pipe_fd):
+        if self.pipe_fd is not None and reader_gone(self.pipe_fd):
             raise _Stop("closed")
         now = time.monotonic()
         if self.policy.done_at(int(self.cursor.wal_end or 0), open_tx):
@@ -699,6 +721,8 @@ class Session:
             raise _ConnectionLost(catalog.describe_disconnect(exc)) from None
         if self.signals.fd in ready:
             self.signals.drain()
+            if self.signals.reopen_pending:
+                self.reopen_output()
         if self.conn is not None and self.conn.closed:
             raise _ConnectionLost("the replication connection was closed")
 
@@ -781,7 +805,8 @@ def run(
     """Stream ``config.slot`` into ``out`` (or ``config.output``) until a stop condition.
 
     Returns how the stream ended; raises a `PgtailError` for anything a user must fix.
-    SIGINT/SIGTERM (when called from the main thread) stop it cleanly: reading stops,
+    SIGINT/SIGTERM/SIGHUP (when called from the main thread) stop it cleanly (SIGHUP
+    with ``config.output`` reopens the file instead): reading stops,
     what was read is written, the final position is confirmed, and the result names
     the signal. A second signal abandons unwritten output at once.
     """
@@ -793,7 +818,7 @@ def run(
     if config.end_lsn is not None and config.start_lsn is not None:  # noqa: SIM102
         if config.end_lsn < config.start_lsn:
             raise ConfigurationError("--end is before --start")
-    signals = Signals(install_signal_handlers)
+    signals = Signals(install_signal_handlers, reopen_on_hup=config.output is not None)
     stream = Session(config, out, logger, signals)
     output_file: BinaryIO | None = None
     try:
@@ -822,7 +847,8 @@ def run(
                 if state is not None:
                     state.load(logger)
                 # opened after load(): a cut tail must not leave the offset past the end
-                output_file = open(config.output, "ab", buffering=1 << 20)  # noqa: SIM115
+                # unbuffered: the writer writes whole lines with os.write on its descriptor
+                output_file = open(config.output, "ab", buffering=0)  # noqa: SIM115
             except OSError as exc:
                 raise ConfigurationError(
                     f"cannot write --output {config.output}: {exc.strerror or exc}"
@@ -890,7 +916,16 @@ def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], N
 def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
     config = stream.config
     stream.render, stream.close_renderer = _make_render(config, stream.buffer)
-    writer = Writer(out, stream.feedback, stream.lock, stream.signals.wake, fsync, stream.state)
+    writer = Writer(
+        out,
+        stream.feedback,
+        stream.lock,
+        stream.signals.wake,
+        fsync,
+        stream.state,
+        pipe=stream.pipe,
+        reopen_path=config.output,
+    )
     stream.writer = writer
     reason: StopReason = "error"
     error: BaseException | None = None
@@ -978,7 +1013,9 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
         raise error
     if reason == "error" and writer.closed:
         reason = "closed"
-    if stream.signals.received is not None and reason != "closed":
+    received = stream.signals.received
+    # a closed terminal (SIGHUP) also fails writes to it: the signal is what happened
+    if received is not None and (reason != "closed" or received == signal.SIGHUP):
         reason = "signal"
     return StreamResult(
         reason=reason,

@@ -1,4 +1,6 @@
-"""SIGINT and SIGTERM while a stream runs: the first stops it cleanly, a second forces it.
+"""SIGINT, SIGTERM and SIGHUP while a stream runs: the first stops it cleanly, a second
+forces it. With ``--output``, SIGHUP instead asks for the file to be reopened (log
+rotation, as pg_recvlogical does), and the stream goes on.
 
 The handlers only set a flag and write a byte to a pipe, which the read loop's
 ``select`` watches, so a signal wakes a stream waiting for data at once.
@@ -14,18 +16,21 @@ from typing import Any
 
 
 class Signals:
-    """SIGINT/SIGTERM set a flag (first) or force an exit (second); the select loop wakes."""
+    """SIGINT/SIGTERM/SIGHUP set a flag (first) or force an exit (second); the select loop
+    wakes. With ``reopen_on_hup``, SIGHUP only sets ``reopen_pending``."""
 
-    def __init__(self, install: bool) -> None:
+    def __init__(self, install: bool, *, reopen_on_hup: bool = False) -> None:
         self.received: int | None = None
         self.forced = False
+        self.reopen_pending = False  # SIGHUP with --output: reopen the file
+        self._reopen_on_hup = reopen_on_hup
         self._read_fd, self._write_fd = os.pipe()
         os.set_blocking(self._read_fd, False)
         os.set_blocking(self._write_fd, False)
         self._previous: dict[int, Any] = {}
         self._installed = install and threading.current_thread() is threading.main_thread()
         if self._installed:
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 self._previous[signum] = signal.signal(signum, self._handle)
 
     @property
@@ -33,6 +38,10 @@ class Signals:
         return self._read_fd
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if signum == signal.SIGHUP and self._reopen_on_hup:
+            self.reopen_pending = True
+            self.wake()
+            return
         if self.received is not None:
             self.forced = True
         else:

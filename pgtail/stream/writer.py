@@ -3,16 +3,24 @@
 The reader renders each batch into memory; `Writer` only writes those bytes to the
 output (and fsyncs them with ``--output``), through a bounded queue, and tells the
 `Feedback` object what is flushed -- so nothing is confirmed before it is on its way to
-the consumer (or on disk). `OutputState` records, beside ``--output FILE``, how far the
-file is written, so a restart writes no transaction twice.
+the consumer (or on disk). Into a pipe, "on its way" is not enough: a transaction is
+confirmed only once the pipe's reader consumed it and stayed (`PipeProgress`). Each
+write(2) ends at a line end, so a kill leaves whole lines. `OutputState` records, beside
+``--output FILE``, how far the file is written, so a restart writes no transaction twice.
 """
 
 from __future__ import annotations
 
+import array
+import contextlib
 import errno
+import fcntl
 import json
 import os
 import queue
+import select
+import stat
+import termios
 import threading
 import time
 from collections.abc import Callable
@@ -20,10 +28,52 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pgtail.feedback import Feedback
+from pgtail.feedback import Feedback, PipeProgress
 from pgtail.stream.config import Logger
 
 QUEUE_ITEMS = 64  # bounded: output can lag the reader by at most this many batches
+# at most this many bytes per write(2), cut after a newline: a kill between writes leaves
+# whole lines (one longer line is written whole, however long)
+WRITE_CHUNK = 1 << 20
+PIPE_GRACE = 1.0  # seconds a pipe's reader must stay after consuming, before we confirm
+# at the end of a run, how long to wait for a pipe's reader that consumes nothing more
+PIPE_STALL = 5.0
+
+
+def pipe_kind(out: BinaryIO) -> str | None:
+    """``"fifo"`` or ``"socket"`` when ``out`` is a pipe or a socket, else None."""
+    try:
+        mode = os.fstat(out.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return None
+
+
+def reader_gone(fd: int) -> bool:
+    """True when the reading end of our output pipe (or socket) was closed."""
+    poller = select.poll()
+    poller.register(fd, 0)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+
+
+def unread_bytes(fd: int, kind: str) -> int:
+    """Bytes written to a pipe (or socket) that its reader has not taken out yet.
+
+    A pipe: FIONREAD on the write end counts them. A socket: TIOCOUTQ (SIOCOUTQ) counts
+    what the kernel has not handed on; for a Unix socket that includes bookkeeping
+    overhead, which only makes us confirm later.
+    """
+    request = termios.FIONREAD if kind == "fifo" else termios.TIOCOUTQ
+    buf = array.array("i", [0])
+    fcntl.ioctl(fd, request, buf, True)
+    return buf[0]
+
+
+REOPEN = object()  # tells the writer to reopen --output (SIGHUP: the file was rotated)
 
 
 class OutputState:
@@ -106,7 +156,13 @@ class Writer(threading.Thread):
     """Writes rendered batches to the output; reports what is flushed to the feedback object.
 
     It does no rendering (the reader does, into memory), so it holds the GIL only
-    briefly and mostly sits in write(2): the reader keeps its CPU.
+    briefly and mostly sits in write(2): the reader keeps its CPU. It writes with
+    os.write on the file descriptor (no buffer in between that would cut lines), in
+    pieces that end at a line end.
+
+    Into a pipe or socket (``pipe`` given), a transaction is confirmed only once the
+    reader consumed it and was still there `PIPE_GRACE` later (`PipeProgress`); at the
+    end of the run the writer waits for that, as long as the reader keeps consuming.
     """
 
     def __init__(
@@ -117,16 +173,33 @@ class Writer(threading.Thread):
         wake: Callable[[], None],
         fsync: bool,
         state: OutputState | None,
+        *,
+        pipe: str | None = None,
+        reopen_path: str | None = None,
     ) -> None:
         super().__init__(name="pgtail-writer", daemon=True)
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_ITEMS)
         self._out = out
+        self._fd: int | None = None
+        try:
+            out.flush()  # anything written through the file object goes first
+            self._fd = out.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._fd = None  # not a file (io.BytesIO): write through the object
+        self._tty = self._fd is not None and os.isatty(self._fd)
         self._feedback = feedback
         self._lock = lock
         self._wake = wake
         self._fsync = fsync
         self._state = state
         self._flush_interval = 0.05 if fsync else 0.0
+        self._pipe_kind = pipe if self._fd is not None else None
+        self.pipe: PipeProgress | None = (
+            PipeProgress(grace=PIPE_GRACE) if self._pipe_kind is not None else None
+        )
+        self._reopen_path = reopen_path
+        self._reopen = False
+        self._reopened: BinaryIO | None = None  # a file this thread opened (and closes)
         self.enqueued = 0  # batches handed over (reader side)
         self.done = 0  # batches written and flushed
         self.changes = 0
@@ -141,16 +214,39 @@ class Writer(threading.Thread):
         return self.closed or self.error is not None
 
     def idle(self) -> bool:
+        """Every batch handed over is written (and flushed)."""
         return self.done == self.enqueued
+
+    def settled(self) -> bool:
+        """Every batch is written and, into a pipe, consumed and confirmable.
+
+        Call with the feedback lock held.
+        """
+        pipe = self.pipe
+        return self.done == self.enqueued and (pipe is None or pipe.settled)
+
+    def request_reopen(self) -> None:
+        """Reopen ``--output`` before the next write (called by the reader, not a handler)."""
+        if self._reopen_path is None:
+            return
+        self._reopen = True
+        with contextlib.suppress(queue.Full):
+            self.queue.put_nowait(REOPEN)  # a full queue: the writer is busy and sees it
 
     def run(self) -> None:
         pending: list[Batch] = []
         last_flush = 0.0
+        pipe = self.pipe
         try:
             while True:
                 timeout = None
                 if pending:
                     timeout = max(0.0, last_flush + self._flush_interval - time.monotonic())
+                if pipe is not None:
+                    with self._lock:
+                        check = pipe.next_check_in(time.monotonic())
+                    if check is not None and (timeout is None or check < timeout):
+                        timeout = check
                 try:
                     item = (
                         self.queue.get(timeout=timeout)
@@ -164,37 +260,87 @@ class Writer(threading.Thread):
                     continue
                 if item is STOP:
                     self._flush(pending)
-                    self._out.flush()
+                    if self._fd is None:
+                        self._out.flush()
+                    if pipe is not None:
+                        self._wait_consumed(pipe)
                     return
+                if item is REOPEN:
+                    if self._reopen:
+                        self._flush(pending)
+                        pending = []
+                        last_flush = time.monotonic()
+                        self._do_reopen()
+                    continue
                 batch: Batch = item
-                if batch.data:
-                    self._out.write(batch.data)
+                data = batch.data
+                if data:
+                    self._write(data)
                     # pending keeps the batch until the flush (up to 0.5s): not its output
                     batch.data = b""
+                if pipe is not None:
+                    with self._lock:
+                        pipe.wrote(len(data), batch.confirm_lsn)
                 if batch.position and self._state is not None:
-                    self._boundary = (batch.position, self._out.tell())
+                    self._boundary = (batch.position, self._tell())
                 pending.append(batch)
                 if time.monotonic() - last_flush >= 0.5:
                     self._flush(pending)
                     pending = []
                     last_flush = time.monotonic()
+                if self._reopen:
+                    self._flush(pending)
+                    pending = []
+                    last_flush = time.monotonic()
+                    self._do_reopen()
         except BrokenPipeError:
             self.closed = True
         except OSError as exc:
-            if exc.errno in (errno.EPIPE, errno.EBADF):
-                self.closed = True
+            if exc.errno in (errno.EPIPE, errno.EBADF) or (exc.errno == errno.EIO and self._tty):
+                self.closed = True  # EIO on a terminal: it was closed (hung up)
             else:
                 self.error = exc
         except BaseException as exc:  # reported by the reader
             self.error = exc
         finally:
+            if self._reopened is not None:
+                with contextlib.suppress(OSError):
+                    self._reopened.close()
             self.finished.set()
             self._wake()
 
+    def _write(self, data: bytes) -> None:
+        """Write ``data`` whole, each write(2) ending at a line end where it can."""
+        fd = self._fd
+        if fd is None:
+            self._out.write(data)
+            return
+        total = len(data)
+        view = memoryview(data)
+        start = 0
+        while start < total:
+            end = total
+            if total - start > WRITE_CHUNK:
+                cut = data.rfind(b"\n", start, start + WRITE_CHUNK)
+                if cut < 0:  # one line longer than a chunk: up to its end
+                    cut = data.find(b"\n", start + WRITE_CHUNK)
+                if cut >= 0:
+                    end = cut + 1
+            while start < end:
+                start += os.write(fd, view[start:end])
+
+    def _tell(self) -> int:
+        if self._fd is None:
+            return self._out.tell()
+        return os.lseek(self._fd, 0, os.SEEK_CUR)
+
     def _flush(self, pending: list[Batch]) -> None:
         if not pending:
+            if self.pipe is not None:
+                self._observe()
             return
-        self._out.flush()
+        if self._fd is None:
+            self._out.flush()
         if self._fsync:
             os.fsync(self._out.fileno())
         confirm = max(b.confirm_lsn for b in pending)
@@ -202,9 +348,65 @@ class Writer(threading.Thread):
             self._state.save(*self._boundary)
             self._boundary = None
         with self._lock:
-            if confirm:
+            if confirm and self.pipe is None:
                 self._feedback.written(confirm)
             self.changes += sum(b.changes for b in pending)
             self.transactions += sum(b.transactions for b in pending)
             self.done += len(pending)
+        if self.pipe is not None:
+            self._observe()
         self._wake()
+
+    def _observe(self) -> None:
+        """Into a pipe: confirm what its reader consumed and stayed for; notice it left."""
+        pipe = self.pipe
+        fd = self._fd
+        assert pipe is not None and fd is not None and self._pipe_kind is not None
+        try:
+            unread = unread_bytes(fd, self._pipe_kind)
+        except OSError:
+            unread = pipe.offset  # cannot tell: count nothing as consumed
+        # after the count: present now means present when those bytes were gone
+        if reader_gone(fd):
+            raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+        now = time.monotonic()
+        with self._lock:
+            lsn = pipe.observe(unread, now)
+            if lsn:
+                self._feedback.written(lsn)
+        if lsn:
+            self._wake()
+
+    def _wait_consumed(self, pipe: PipeProgress) -> None:
+        """The run ends: confirm what the reader consumes, as long as it keeps consuming."""
+        consumed = -1
+        stalled_since = time.monotonic()
+        while True:
+            self._observe()
+            now = time.monotonic()
+            with self._lock:
+                if pipe.settled:
+                    return
+                wait = pipe.next_check_in(now)
+                done = pipe.consumed_to
+            if done > consumed:
+                consumed = done
+                stalled_since = now
+            elif now - stalled_since >= PIPE_STALL:
+                return  # a reader that stopped reading: what it left is not confirmed
+            time.sleep(min(wait if wait is not None else 0.05, 0.1))
+
+    def _do_reopen(self) -> None:
+        """Close ``--output`` and open it again by name (after log rotation moved it)."""
+        self._reopen = False
+        path = self._reopen_path
+        assert path is not None
+        new = open(path, "ab", buffering=0)  # noqa: SIM115 - closed by this thread
+        old = self._out
+        self._out = new
+        self._fd = new.fileno()
+        self._reopened = new
+        old.close()
+        if self._state is not None:
+            # the state file now describes the new file: its size, and the position so far
+            self._state.save(self._state.position, self._tell())
