@@ -35,7 +35,7 @@ EXIT_STATUS = """
 0 :: Success; also when stdout is closed early (`| head`).
 1 :: An error pgtail expected: one `pgtail: error:` line on stderr says what went wrong and how to fix it. `pgtail doctor` also exits 1 when a check fails.
 2 :: Usage error: an unknown command or option, a missing argument, a value pgtail refuses (a choice, an LSN, a slot name, `--ops`, a size), conflicting connection options. The `pgtail: error:` line is followed by a `pgtail: hint:` line naming the command's `--help`.
-129 :: `pgtail demo` stopped by SIGHUP (the server is stopped and removed).
+129 :: Stopped by SIGHUP (the terminal closed), with the same clean shutdown as Ctrl-C (`pgtail demo` also stops and removes its server); `pgtail stream --output FILE` reopens FILE on SIGHUP instead and goes on.
 130 :: Interrupted by Ctrl-C (SIGINT); output written so far is complete and confirmed.
 143 :: Terminated by SIGTERM; same clean shutdown as Ctrl-C.
 """

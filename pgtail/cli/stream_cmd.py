@@ -145,7 +145,8 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
 
     Confirms a position to the server only once everything before it is written (and
     fsync'd with --output). Without --slot, a TEMPORARY slot is used: nothing leaks if
-    pgtail dies, but nothing can be resumed either. Ctrl-C or SIGTERM stops cleanly.
+    pgtail dies, but nothing can be resumed either. Ctrl-C, SIGTERM or SIGHUP stops
+    cleanly; with --output, SIGHUP reopens FILE instead (log rotation).
 
     \b
     Examples:
