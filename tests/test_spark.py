@@ -680,3 +680,68 @@ def test_a_chain_of_key_changes_passes_the_hole_back() -> None:
     row, hole = fill(row, hole, history_b)  # b had no doc either: the hole moves to a
     assert orjson.loads(hole) == {"from": a, "lsn": 20, "seq": 0, "columns": ["doc"]}
     assert fill(row, hole, history_a) == ('{"id":3,"doc":"big"}', None)
+
+
+# --- the CLI's Spark environment and errors -------------------------------------------
+
+
+def test_workers_run_pgtails_own_python_unless_chosen() -> None:
+    from pgtail.spark.pipeline import use_own_python
+
+    env: dict[str, str] = {}
+    assert use_own_python(env, "/venv/bin/python") == {
+        "PYSPARK_PYTHON": "/venv/bin/python",
+        "PYSPARK_DRIVER_PYTHON": "/venv/bin/python",
+    }
+    assert env["PYSPARK_PYTHON"] == "/venv/bin/python"
+    chosen = {"PYSPARK_PYTHON": "/opt/python3"}
+    assert use_own_python(chosen, "/venv/bin/python") == {
+        "PYSPARK_DRIVER_PYTHON": "/venv/bin/python"
+    }
+    assert chosen["PYSPARK_PYTHON"] == "/opt/python3"
+
+
+def test_any_spark_failure_is_one_line() -> None:
+    from pgtail.errors import PgtailError
+    from pgtail.spark.pipeline import spark_failure
+
+    worker = Exception(
+        "An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "Traceback (most recent call last):\n"
+        '  File "worker.py", line 1, in main\n'
+        "    raise ImportError('x')\n"
+        "ImportError: cannot import name 'Fragment' from 'orjson'\n"
+    )
+    err = spark_failure(worker)
+    assert isinstance(err, PgtailError) and "\n" not in str(err)
+    assert str(err).startswith("Spark failed: ImportError: cannot import name 'Fragment'")
+    assert "--debug" in str(err)
+    java = Exception(
+        "An error occurred while calling o42.start.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: boom\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(x.scala:1)\n"
+    )
+    assert str(spark_failure(java)).startswith(
+        "Spark failed: SparkException: Job aborted due to stage failure: boom"
+    )
+    carried = Exception("pgtail.errors.SlotError: replication slot 's' does not exist")
+    assert type(spark_failure(carried)).__name__ == "SlotError"
+
+
+def test_cli_runs_without_pyspark_python_set(db15: Any, tmp_path: Path) -> None:
+    setup_source(db15)
+    first_workload(db15)
+    settle(db15)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    out = tmp_path / "changes"
+    done = subprocess.run(
+        [sys.executable, "-m", "pgtail", "spark", "run", "--dsn", db15.dsn, "--slot", "s",
+         "--publication", "p", "--output", str(out), "--checkpoint", str(tmp_path / "chk"),
+         "--master", "local[1]", "--trigger", "available-now",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=1"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "33 changes in" in done.stderr
+    assert "Traceback" not in done.stderr
