@@ -524,8 +524,8 @@ def test_cli_errors_are_one_clear_line(db15: Any, tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
-def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db15: Any) -> None:
-    from pgtail.spark.source import IDLE_ADVANCE_BYTES, PgoutputStreamReader
+def test_offsets_follow_the_flushed_wal_without_decoding(db15: Any) -> None:
+    from pgtail.spark.source import PgoutputStreamReader
 
     setup_source(db15)
     db15.execute("CREATE TABLE unpublished (id int, pad text)")
@@ -533,30 +533,76 @@ def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db15: Any) -> Non
     try:
         begin = reader.initialOffset()
         start = begin["slots"]["s"]
-        # A little unpublished WAL: no reason for a batch.
+        # Unpublished WAL: the offset moves on (so the slot can release it); the batch
+        # reads it on the server and finds nothing.
         db15.execute("INSERT INTO unpublished SELECT g, 'x' FROM generate_series(1, 100) g")
         settle(db15)
-        assert reader.latestOffset(begin, reader.getDefaultReadLimit()) == begin
-        # A published transaction: the batch ends at (or past) its commit record.
+        end = reader.latestOffset(begin, reader.getDefaultReadLimit())
+        assert (
+            end["slots"]["s"]
+            >= parse_lsn(str(db15.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+            > start
+        )
+        rows = [b for p in reader.partitions(begin, end) for b in reader.read(p)]
+        assert sum(b.num_rows for b in rows) == 0
+        assert confirmed(db15) == start  # an executor never moves the slot
+        reader.commit(end)
+        assert confirmed(db15) == end["slots"]["s"]
+        # A published transaction after it: the next batch has it, and only it.
         db15.execute("INSERT INTO items VALUES (1, 'a', 1, true, NULL)")
         settle(db15)
-        end = reader.latestOffset(begin, reader.getDefaultReadLimit())
-        assert end["slots"]["s"] > start
-        rows = [b for p in reader.partitions(begin, end) for b in reader.read(p)]
-        assert sum(b.num_rows for b in rows) == 1
-        reader.commit(end)
-        # Lots of unpublished WAL: the offset moves on so the slot can release it.
-        db15.execute(
-            "INSERT INTO unpublished SELECT g, repeat('y', 500) FROM generate_series(1, 60000) g"
-        )
-        settle(db15)
         later = reader.latestOffset(end, reader.getDefaultReadLimit())
-        assert later["slots"]["s"] - end["slots"]["s"] >= IDLE_ADVANCE_BYTES
-        assert reader.partitions(end, later)  # one partition, which finds nothing
+        assert later["slots"]["s"] > end["slots"]["s"]
         rows = [b for p in reader.partitions(end, later) for b in reader.read(p)]
-        assert sum(b.num_rows for b in rows) == 0
+        assert [r["op"] for b in rows for r in b.to_pylist()] == ["insert"]
+        # An empty range plans no partition (no connection).
+        assert reader.partitions(later, later) == []
     finally:
         reader.stop()
+
+
+def test_a_range_read_stops_at_its_end_and_never_moves_the_slot(db: Any) -> None:
+    from pgtail.spark.sql import replication_options
+    from pgtail.stream import max_proto_version
+    from pgtail.stream.bounded import RangeRead, read_range
+
+    setup_source(db)
+    start = confirmed(db)
+    db.execute("INSERT INTO items VALUES (1, 'a', 1, true, NULL)")
+    settle(db)
+    middle = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+    db.execute("INSERT INTO items VALUES (2, 'b', 1, true, NULL)")
+    settle(db)
+    end = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+    from pgtail import catalog
+
+    with catalog.connect(db.dsn) as conn:
+        server = catalog.server_info(conn)
+    version, opts = replication_options(server, ("p",), binary=False, messages=True, streaming=True)
+    assert version == max_proto_version(server.major)  # as pgtail stream chooses
+    assert opts.get("streaming") == "on"
+    read = RangeRead(proto_version=version, options=opts)
+    seen: list[int] = []
+
+    def ids(a: int, b: int) -> list[int]:
+        return [e.new["id"] for e in read_range(db.dsn, "s", a, b, read, on_position=seen.append)]
+
+    began = time.monotonic()
+    assert ids(start, middle) == [1]
+    assert ids(middle, end) == [2]
+    assert ids(start, end) == [1, 2]
+    assert ids(end, end) == []  # no connection, no position
+    # the WAL ends at `end`: the read stops there instead of waiting for more
+    assert time.monotonic() - began < 20
+    assert seen == [start, start, start]
+    assert confirmed(db) == start
+    # keepalives while the server waits for WAL do not move it either
+    db.execute("CREATE TABLE other (id int)")
+    db.execute("INSERT INTO other VALUES (1)")
+    settle(db)
+    after = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+    assert ids(end, after) == []
+    assert confirmed(db) == start
 
 
 def test_tiny_byte_limits_cut_wal_anywhere_yet_deliver_everything_once(db15: Any) -> None:

@@ -47,6 +47,8 @@ def use_own_python(
             env[name] = python
             chosen[name] = python
     return chosen
+
+
 _TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)\s*$")
 
 
