@@ -58,6 +58,7 @@ SCHEMA = StructType(
 )
 
 COLUMNS = tuple(field.name for field in SCHEMA.fields)
+_NO_COLUMNS: list[str] = []  # shared by every row without unchanged TOAST (never mutated)
 
 
 def arrow_schema() -> pa.Schema:
@@ -119,18 +120,19 @@ class RowBuffer:
         return found[1]
 
     def add_change(self, change: Change) -> None:
-        # The hot path (one call per row): direct appends, no keyword call.
+        # The hot path (one call per row): direct appends, no keyword call. JSON stays
+        # bytes: Arrow takes UTF-8 bytes for a string column without a decode per value.
         tx = change.tx
         table = change.table
         old = change.old
         new = change.new
         names = self._key_columns(table)
         # As `Change.key`, but only the replica identity columns, whatever the old tuple held.
-        key: str | None = None
+        key: bytes | None = None
         if names:
             source = old if old is not None else new
             if source is not None:
-                key = dumps({n: source[n] for n in names if n in source}).decode()
+                key = dumps({n: source[n] for n in names if n in source})
         c = self._columns
         c["op"].append(change.op)
         c["schema"].append(table.schema)
@@ -141,9 +143,10 @@ class RowBuffer:
         c["seq"].append(change.seq)
         c["commit_ts"].append(tx.commit_time)
         c["key"].append(key)
-        c["before"].append(None if old is None else dumps(old).decode())
-        c["after"].append(None if new is None else dumps(new).decode())
-        c["unchanged_toast"].append(list(change.unchanged_toast))
+        c["before"].append(None if old is None else dumps(old))
+        c["after"].append(None if new is None else dumps(new))
+        unchanged = change.unchanged_toast
+        c["unchanged_toast"].append(list(unchanged) if unchanged else _NO_COLUMNS)
         c["origin"].append(tx.origin)
         c["message"].append(None)
         self.rows += 1
