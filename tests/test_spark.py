@@ -28,7 +28,7 @@ from pgtail.errors import (  # noqa: E402
     PublicationError,
     SlotError,
 )
-from pgtail.lsn import parse_lsn  # noqa: E402
+from pgtail.lsn import format_lsn, parse_lsn  # noqa: E402
 from pgtail.spark.source import parse_options  # noqa: E402
 from tests.helpers import confirmed  # noqa: E402
 
@@ -580,7 +580,7 @@ def test_a_range_read_stops_at_its_end_and_never_moves_the_slot(db: Any) -> None
         server = catalog.server_info(conn)
     version, opts = replication_options(server, ("p",), binary=False, messages=True, streaming=True)
     assert version == max_proto_version(server.major)  # as pgtail stream chooses
-    assert opts.get("streaming") == "on"
+    assert (opts.get("streaming") == "on") == (server.major >= 14)
     read = RangeRead(proto_version=version, options=opts)
     seen: list[int] = []
 
@@ -603,6 +603,69 @@ def test_a_range_read_stops_at_its_end_and_never_moves_the_slot(db: Any) -> None
     after = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
     assert ids(end, after) == []
     assert confirmed(db) == start
+
+
+@pytest.mark.min_major(14)
+def test_large_transactions_arrive_streamed_and_count_by_their_commit(db: Any) -> None:
+    from pgtail.spark.source import PgoutputBatchReader
+
+    setup_source(db)
+    db.execute("ALTER SYSTEM SET logical_decoding_work_mem = '64kB'")
+    db.execute("SELECT pg_reload_conf()")
+    try:
+        # a transaction far past 64 kB, its commit after a small one that began later
+        conn = db.connect()
+        conn.autocommit = False
+        with conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO items SELECT g, repeat('x', 100), g, true, NULL"
+                " FROM generate_series(1, 3000) g"
+            )
+            db.execute("INSERT INTO notes VALUES (1, 'first')")
+            settle(db)
+            middle = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+        conn.commit()
+        conn.close()
+        settle(db)
+        reader = PgoutputBatchReader(parse_options(options(db, endingLsn=format_lsn(middle))))
+        first = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+        assert [(r["table"], r["op"]) for r in first] == [("notes", "insert")]
+        reader = PgoutputBatchReader(parse_options(options(db)))
+        parts = reader.partitions()
+        rows = [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+        items = [orjson.loads(r["key"])["id"] for r in rows if r["table"] == "items"]
+        assert items == list(range(1, 3001))
+        # it came while in progress (streaming), not held back by the server until it ended
+        from pgtail import catalog
+        from pgtail.spark.sql import replication_options
+        from pgtail.stream.bounded import RangeRead, read_range
+
+        with catalog.connect(db.dsn) as plain:
+            server = catalog.server_info(plain)
+        version, opts = replication_options(
+            server, ("p",), binary=False, messages=True, streaming=True
+        )
+        start, end = parts[0].start, parts[0].end
+        events = list(read_range(db.dsn, "s", start, end, RangeRead(version, opts)))
+        assert {e.tx.streamed for e in events if e.table.name == "items"} == {True}
+    finally:
+        db.execute("ALTER SYSTEM RESET logical_decoding_work_mem")
+        db.execute("SELECT pg_reload_conf()")
+
+
+def test_a_batch_read_never_waits_for_wal_past_what_is_flushed(db15: Any) -> None:
+    from pgtail.spark.source import PgoutputBatchReader
+
+    setup_source(db15)
+    first_workload(db15)
+    settle(db15)
+    reader = PgoutputBatchReader(parse_options(options(db15, endingLsn="FF/0")))
+    began = time.monotonic()
+    parts = reader.partitions()
+    assert parts and parts[0].end < parse_lsn("FF/0")
+    rows = sum(b.num_rows for p in parts for b in reader.read(p))
+    assert rows == 20 + 5 + 3 + 3 + 2
+    assert time.monotonic() - began < 30
 
 
 def test_tiny_byte_limits_cut_wal_anywhere_yet_deliver_everything_once(db15: Any) -> None:

@@ -481,11 +481,11 @@ class PgoutputBatchReader(DataSourceReader):
         driver = _Driver(self._settings)
         try:
             start = driver.initial()
+            caps = None
             if self._settings.ending_lsn is not None:
-                end = {name: self._settings.ending_lsn for name in start}
-            else:
-                end = driver.latest(start, None, None, wait=True)
-                # A batch read may stop anywhere flushed: no idle rule needed.
+                caps = {name: self._settings.ending_lsn for name in start}
+            # what is flushed now (up to endingLsn): an executor never waits for more WAL
+            end = driver.latest(start, None, caps, wait=True)
             return driver.partitions(start, end)
         finally:
             driver.close()
