@@ -19,6 +19,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+from datetime import UTC
+
 import orjson  # noqa: E402
 import pytest  # noqa: E402
 
@@ -854,3 +856,95 @@ def test_cli_runs_without_pyspark_python_set(db15: Any, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "33 changes in" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# --- the typed per-table read -----------------------------------------------------------
+
+TYPED_TABLE = """
+CREATE TABLE typed (
+    id bigint PRIMARY KEY, small smallint, n int, price numeric(12, 2), huge numeric,
+    ratio real, score double precision, ok boolean, name varchar(20), at timestamptz,
+    local timestamp, day date, raw bytea, doc jsonb, uid uuid, tags text[], nums int[],
+    span interval
+)
+"""
+
+
+def test_a_typed_read_has_the_tables_columns_with_spark_types(spark: Any, db15: Any) -> None:
+    from pyspark.sql import types as T
+
+    db15.execute(TYPED_TABLE)
+    db15.execute("CREATE PUBLICATION tp FOR TABLE typed")
+    db15.execute("SELECT pg_create_logical_replication_slot('ts', 'pgoutput')")
+    db15.execute(
+        "INSERT INTO typed VALUES (1, 2, 3, 1234567890.12,"
+        " 123456789012345678901234567890123456789.5, 1.5, 2.25, true, 'café',"
+        " '2024-05-06 07:08:09.123456+02', '2024-05-06 07:08:09',"
+        " '2024-05-06', '\\x00ff', '{\"a\": [1, 2]}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',"
+        " ARRAY['x', NULL, 'y'], ARRAY[1, 2], '1 day 2 hours'),"
+        " (2, NULL, NULL, NULL, 'NaN', NULL, NULL, NULL, NULL, 'infinity', NULL, NULL, NULL,"
+        " NULL, NULL, NULL, NULL, NULL)"
+    )
+    db15.execute("UPDATE typed SET n = 4 WHERE id = 1")
+    db15.execute("DELETE FROM typed WHERE id = 2")
+    settle(db15)
+    df = (
+        spark.read.format("pgoutput")
+        .options(dsn=db15.dsn, slot="ts", publication="tp", table="public.typed")
+        .load()
+    )
+    types = {f.name: f.dataType for f in df.schema.fields}
+    assert types["id"] == T.LongType() and types["small"] == T.ShortType()
+    assert types["n"] == T.IntegerType() and types["price"] == T.DecimalType(12, 2)
+    assert types["huge"] == T.StringType() and types["ratio"] == T.FloatType()
+    assert types["score"] == T.DoubleType() and types["ok"] == T.BooleanType()
+    assert types["at"] == T.TimestampType() and types["local"] == T.TimestampNTZType()
+    assert types["day"] == T.DateType() and types["raw"] == T.BinaryType()
+    assert types["doc"] == T.StringType() and types["uid"] == T.StringType()
+    assert types["tags"] == T.ArrayType(T.StringType(), True)
+    assert types["nums"] == T.ArrayType(T.IntegerType(), True)
+    assert types["span"] == T.StringType()
+    assert [f.name for f in df.schema.fields][-6:] == [
+        "op", "commit_lsn", "commit_time", "xid", "seq", "unchanged_toast"
+    ]  # fmt: skip
+    rows = df.orderBy("commit_lsn", "seq").collect()
+    assert [(r["op"], r["id"]) for r in rows] == [
+        ("insert", 1), ("insert", 2), ("update", 1), ("delete", 2)
+    ]  # fmt: skip
+    first = rows[0]
+    from datetime import date, datetime
+
+    assert first["price"] == Decimal("1234567890.12")
+    assert first["huge"] == "123456789012345678901234567890123456789.5"
+    assert first["name"] == "café" and first["raw"] == bytearray(b"\x00\xff")
+    assert first["at"].astimezone(UTC) == datetime(2024, 5, 6, 5, 8, 9, 123456, tzinfo=UTC)
+    assert first["local"] == datetime(2024, 5, 6, 7, 8, 9) and first["day"] == date(2024, 5, 6)
+    assert orjson.loads(first["doc"]) == {"a": [1, 2]}
+    assert first["tags"] == ["x", None, "y"] and first["nums"] == [1, 2]
+    assert rows[1]["huge"] == "NaN" and rows[1]["at"] is None  # no Spark value: null
+    assert rows[2]["n"] == 4
+    assert rows[3]["id"] == 2 and rows[3]["n"] is None  # a delete: the key only
+
+
+def test_a_typed_read_stops_when_the_table_changes(db15: Any) -> None:
+    from pgtail.spark.source import PgoutputBatchReader
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, a text)")
+    db15.execute("CREATE PUBLICATION tp FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('ts', 'pgoutput')")
+    db15.execute("INSERT INTO t VALUES (1, 'x')")
+    reader = PgoutputBatchReader(
+        parse_options({"dsn": db15.dsn, "slot": "ts", "publication": "tp", "table": "t"})
+    )
+    parts = reader.partitions()  # the schema: (id, a)
+    db15.execute("ALTER TABLE t ADD COLUMN b int")
+    db15.execute("INSERT INTO t VALUES (2, 'y', 3)")
+    settle(db15)
+    rows = [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+    assert [(r["id"], r["a"]) for r in rows] == [(1, "x")]
+    later = PgoutputBatchReader(
+        parse_options({"dsn": db15.dsn, "slot": "ts", "publication": "tp", "table": "t"})
+    )
+    with pytest.raises(ConfigurationError, match=r"table public\.t changed while it was read"):
+        for p in later.partitions():
+            list(later.read(p))

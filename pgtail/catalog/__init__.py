@@ -123,6 +123,7 @@ from pgtail.catalog.slots import (
     slot_info,
     slot_listing,
 )
+from pgtail.catalog.spark import ColumnType, table_columns
 from pgtail.catalog.survey import doctor_facts
 from pgtail.catalog.tables import TableRef, resolve_table, table_facts
 from pgtail.catalog.types import lookup_user_types, user_types
@@ -164,6 +165,8 @@ __all__ = [
     "TableTarget",
     "WalsenderFacts",
     "advance_slot",
+    "ColumnType",
+    "table_columns",
     "advance_to",
     "copy_slot_for_reading",
     "alter_publication",

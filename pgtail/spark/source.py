@@ -38,6 +38,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pgtail.catalog.spark import ColumnType
 from pgtail.errors import ConfigurationError, DataLossError, redact
 from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.spark.schema import SCHEMA
@@ -56,6 +57,7 @@ OPTIONS = {
     "slot": "the replication slot (pgoutput plugin) to read",
     "slots": "several slots, one partition each: 'slot_a:pub_a,slot_b:pub_b1+pub_b2'",
     "publication": "publication name(s), comma-separated, for slots without their own",
+    "table": "schema.table: only its changes, as its own columns with Spark types",
     "startinglsn": "first LSN of a new query / a batch read (default: slot position)",
     "endinglsn": "batch reads only: stop at this LSN (default: what is flushed now)",
     "failondataloss": "true (default) / false: fail when the slot moved past a batch start",
@@ -89,6 +91,7 @@ class Settings:
     messages: bool = True
     batch_rows: int = DEFAULT_BATCH_ROWS
     busy_timeout: float = 10.0
+    table: tuple[str, str] | None = None  # (schema, name): the typed per-table read
 
 
 def _bool(name: str, text: str) -> bool:
@@ -151,6 +154,12 @@ def parse_options(options: Mapping[str, str]) -> Settings:
                 f"no publication for slot {spec.name!r}",
                 hint='.option("publication", "<name>") (pgoutput needs publication names)',
             )
+    table = None
+    if opts.get("table", "").strip():
+        from pgtail.catalog import parse_table_spec
+
+        spec_ = parse_table_spec(opts["table"].strip(), allow_columns=False)
+        table = (spec_.schema or "public", spec_.name)
     starting = parse_lsn(opts["startinglsn"]) if opts.get("startinglsn") else None
     ending = parse_lsn(opts["endinglsn"]) if opts.get("endinglsn") else None
     return Settings(
@@ -177,6 +186,7 @@ def parse_options(options: Mapping[str, str]) -> Settings:
             if "slotbusytimeout" in opts
             else 10.0
         ),
+        table=table,
     )
 
 
@@ -195,6 +205,8 @@ class SlotPartition(InputPartition):
     batch_rows: int
     busy_timeout: float = 10.0
     check_data_loss: bool = True
+    table: tuple[str, str] | None = None  # the typed per-table read
+    columns: tuple[ColumnType, ...] = ()
 
     def __repr__(self) -> str:  # never show a password in Spark's logs or UI
         return (
@@ -224,7 +236,7 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
     """Replay one slot between two offsets as Arrow batches (runs on an executor)."""
     from pgtail.changes import Change, Message
     from pgtail.spark import sql
-    from pgtail.spark.schema import RowBuffer
+    from pgtail.spark.schema import RowBuffer, TypedRowBuffer
     from pgtail.stream.bounded import RangeRead, read_range
 
     start = partition.start
@@ -241,12 +253,18 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
         busy_timeout=partition.busy_timeout,
         missing_hint=sql.missing_slot_hint(partition.slot),
     )
+    batch_rows = partition.batch_rows
+    events = read_range(
+        partition.dsn, partition.slot, start, partition.end, read, on_position=check
+    )
+    if partition.table is not None:
+        yield from _read_table(
+            partition, events, TypedRowBuffer(*partition.table, partition.columns)
+        )
+        return
     rows = RowBuffer()
     add_change, add_truncate, add_message = rows.add_change, rows.add_truncate, rows.add_message
-    batch_rows = partition.batch_rows
-    for event in read_range(
-        partition.dsn, partition.slot, start, partition.end, read, on_position=check
-    ):
+    for event in events:
         cls = type(event)
         if cls is Change:
             add_change(event)  # type: ignore[arg-type]
@@ -255,6 +273,26 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
         else:
             add_truncate(event)  # type: ignore[arg-type]
         if rows.rows >= batch_rows:
+            yield rows.take()
+    if rows.rows:
+        yield rows.take()
+
+
+def _read_table(
+    partition: SlotPartition, events: Iterator[Any], rows: Any
+) -> Iterator[pa.RecordBatch]:
+    """The typed per-table read: that table's changes and truncates, nothing else."""
+    from pgtail.changes import Change, Truncate
+
+    wanted = rows.wanted
+    for event in events:
+        cls = type(event)
+        if cls is Change:
+            if wanted(event.table):
+                rows.add_change(event)
+        elif cls is Truncate:
+            rows.add_truncate(event)
+        if rows.rows >= partition.batch_rows:
             yield rows.take()
     if rows.rows:
         yield rows.take()
@@ -270,6 +308,7 @@ class _Driver:
     server_version: int = 0
     proto_version: int = 1
     replication_options: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    columns: tuple[ColumnType, ...] = ()
 
     def connection(self) -> psycopg2.extensions.connection:
         from pgtail import catalog
@@ -290,6 +329,8 @@ class _Driver:
                     streaming=self.settings.streaming,
                 )
                 self.replication_options[spec.name] = tuple(sorted(options.items()))
+            if self.settings.table is not None:
+                self.columns = tuple(catalog.table_columns(self.conn, *self.settings.table))
         return self.conn
 
     def close(self) -> None:
@@ -390,6 +431,8 @@ class _Driver:
                     batch_rows=self.settings.batch_rows,
                     busy_timeout=self.settings.busy_timeout,
                     check_data_loss=check,
+                    table=self.settings.table,
+                    columns=self.columns,
                 )
             )
         return parts
@@ -505,7 +548,17 @@ class PgoutputDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        return SCHEMA
+        settings = parse_options(self.options)
+        if settings.table is None:
+            return SCHEMA
+        from pgtail.spark.schema import table_schema
+
+        driver = _Driver(settings)
+        try:
+            driver.connection()
+            return table_schema(driver.columns)
+        finally:
+            driver.close()
 
     def reader(self, schema: StructType) -> PgoutputBatchReader:
         return PgoutputBatchReader(parse_options(self.options))
