@@ -1,15 +1,23 @@
 """Spark pipeline throughput: changes per second from a slot into the Parquet change log,
-next to pgtail's own JSON drain of the same changes.
+next to pgtail's own JSON drain of the same changes, and what a batch costs the server.
 
-On a throwaway server: two pgoutput slots are created at the same position, then N
+On a throwaway server: four pgoutput slots are created at the same position, then N
 changes (inserts of a mixed-type table in transactions of ``--tx-rows``) are committed.
 
 - ``spark``: `pgtail.spark.pipeline.run` with ``available-now`` on a ``--master``
   (default ``local[2]``) session into a Parquet change log partitioned by table; timed
-  from the start of the query to the end (session start-up reported apart).
-- ``json``: ``pgtail stream --slot <second slot> --end <lsn> --format json > /dev/null``.
+  from the start of the query to its end (session start-up and a first small query,
+  which loads the JVM's classes and starts the Python workers, reported apart).
+- ``spark, two slots``: one query reading two slots (one partition each) at once.
+- ``json``: ``pgtail stream --slot <slot> --end <lsn> --format json > /dev/null``.
+- the server during each Spark run: temporary files written (``pg_stat_database``
+  temp_files / temp_bytes, before and after) and the peak resident memory of the backends
+  the Spark source used (``application_name`` pgtail-spark; ``/proc/<pid>/status``, the
+  server runs on this machine).
 
-Usage: /work/venv/bin/python bench/spark.py [--changes 1000000] [--tx-rows 10000]
+Usage: python bench/spark.py [--changes 1000000] [--tx-rows 10000]
+(the ``pgtail`` imported is the one on ``sys.path``: run from a tree with
+``PYTHONPATH=<tree>`` to compare two trees in one sitting)
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -37,6 +47,8 @@ CREATE TABLE mixed (
     tags text[], doc jsonb, flag bool
 );
 CREATE PUBLICATION bench_pub FOR TABLE mixed;
+CREATE TABLE warm (id int PRIMARY KEY);
+CREATE PUBLICATION warm_pub FOR TABLE warm;
 """
 INSERT = """
 INSERT INTO mixed
@@ -47,6 +59,91 @@ SELECT g, 'customer ' || g, (g %% 1000)::int, (g %% 100000) / 100.0,
        g %% 2 = 0
 FROM generate_series(%s, %s) g
 """
+SLOTS = ("spark_slot", "spark_a", "spark_b", "json_slot", "warm_slot")
+
+
+class ServerUse:
+    """Temporary files and the peak memory of the Spark source's backends during a run."""
+
+    def __init__(self, dsn: str) -> None:
+        self.conn = psycopg2.connect(dsn)
+        self.conn.autocommit = True
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._before = self._temp()
+
+    def _temp(self) -> tuple[int, int]:
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT pg_stat_clear_snapshot()")
+            cur.execute(
+                "SELECT temp_files, temp_bytes FROM pg_stat_database"
+                " WHERE datname = current_database()"
+            )
+            row = cur.fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    def _sample(self) -> None:
+        watch = psycopg2.connect(self.conn.dsn)
+        watch.autocommit = True
+        try:
+            while not self._stop.is_set():
+                with watch.cursor() as cur:
+                    cur.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgtail-spark'"
+                    )
+                    pids = [r[0] for r in cur.fetchall()]
+                for pid in pids:
+                    self.peak_kb = max(self.peak_kb, _rss_kb(pid))
+                time.sleep(0.05)
+        finally:
+            watch.close()
+
+    def __enter__(self) -> ServerUse:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        time.sleep(0.6)  # statistics reach pg_stat_database within 500 ms
+        files, size = self._temp()
+        self.temp_files = files - self._before[0]
+        self.temp_bytes = size - self._before[1]
+        self.conn.close()
+
+    def report(self) -> str:
+        return (
+            f"server: {self.temp_files} temp files, {self.temp_bytes / 1e6:.1f} MB temp bytes; "
+            f"peak backend memory (RSS) {self.peak_kb / 1024:.0f} MB"
+        )
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):  # the peak resident set of the process
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def spark_run(spark: Any, dsn: str, options: dict[str, str], work: Path, name: str) -> Any:
+    from pgtail.spark.pipeline import read_changes, run
+
+    with ServerUse(dsn) as use:
+        t0 = time.perf_counter()
+        result = run(
+            spark,
+            options={"dsn": dsn, "publication": "bench_pub", **options},
+            output=work / name,
+            checkpoint=work / f"{name}-chk",
+        )
+        seconds = time.perf_counter() - t0
+    written = read_changes(spark, work / name).count()
+    return result, seconds, written, use
 
 
 def main() -> None:
@@ -55,7 +152,10 @@ def main() -> None:
     parser.add_argument("--tx-rows", type=int, default=10_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--skip-json", action="store_true")
+    parser.add_argument("--skip-two-slots", action="store_true")
     args = parser.parse_args()
+
+    import pgtail
 
     work = Path(tempfile.mkdtemp(prefix="pgtail-bench-spark-"))
     server = start_server(settings={"logical_decoding_work_mem": "256MB", "max_wal_size": "4GB"})
@@ -65,8 +165,9 @@ def main() -> None:
         conn.autocommit = True
         with conn.cursor() as cur:
             cur.execute(SCHEMA)
-            cur.execute("SELECT pg_create_logical_replication_slot('spark_slot', 'pgoutput')")
-            cur.execute("SELECT pg_create_logical_replication_slot('json_slot', 'pgoutput')")
+            for slot in SLOTS:
+                cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+            cur.execute("INSERT INTO warm SELECT generate_series(1, 1000)")
             t0 = time.perf_counter()
             for first in range(0, args.changes, args.tx_rows):
                 last = min(first + args.tx_rows, args.changes) - 1
@@ -83,12 +184,28 @@ def main() -> None:
             wal_row = cur.fetchone()
             wal_bytes = int(wal_row[0]) if wal_row else 0
         conn.close()
+        print(f"pgtail from {Path(pgtail.__file__).parent.parent}")
         print(
             f"workload: {args.changes:,} inserts committed in {time.perf_counter() - t0:.1f}s, "
             f"{wal_bytes / 1e6:.0f} MB of WAL pending in each slot (PostgreSQL {server.major})"
         )
 
-        from pgtail.spark.pipeline import read_changes, run, session
+        json_rate = None
+        if not args.skip_json:
+            command = [sys.executable, "-m", "pgtail", "stream", "--dsn", dsn,
+                       "--slot", "json_slot", "--publication", "bench_pub",
+                       "--end", end_lsn, "--format", "json"]  # fmt: skip
+            t0 = time.perf_counter()
+            with open(os.devnull, "wb") as devnull:
+                subprocess.run(command, stdout=devnull, check=True)
+            json_seconds = time.perf_counter() - t0
+            json_rate = args.changes / json_seconds
+            print(
+                f"pgtail stream --format json > /dev/null: {args.changes:,} changes in "
+                f"{json_seconds:.1f}s -> {json_rate:,.0f} changes/s"
+            )
+
+        from pgtail.spark.pipeline import session
 
         t0 = time.perf_counter()
         spark = session(
@@ -101,32 +218,34 @@ def main() -> None:
             },
         )
         spark.sparkContext.setLogLevel("ERROR")
+        # a first small query loads the JVM's classes and starts the Python workers
+        spark_run(spark, dsn, {"slot": "warm_slot", "publication": "warm_pub"}, work, "warm")
         startup = time.perf_counter() - t0
-        options = {"dsn": dsn, "slot": "spark_slot", "publication": "bench_pub"}
-        t0 = time.perf_counter()
-        result = run(spark, options=options, output=work / "changes", checkpoint=work / "chk")
-        spark_seconds = time.perf_counter() - t0
-        written = read_changes(spark, work / "changes").count()
-        spark.stop()
-        assert written == args.changes, (written, args.changes)
-        print(
-            f"spark ({args.master}): {result.rows:,} changes in {result.batches} batch(es), "
-            f"{spark_seconds:.1f}s -> {result.rows / spark_seconds:,.0f} changes/s "
-            f"(+ {startup:.1f}s session start-up)"
-        )
-
-        if not args.skip_json:
-            command = [sys.executable, "-m", "pgtail", "stream", "--dsn", dsn,
-                       "--slot", "json_slot", "--publication", "bench_pub",
-                       "--end", end_lsn, "--format", "json"]  # fmt: skip
-            t0 = time.perf_counter()
-            with open(os.devnull, "wb") as devnull:
-                subprocess.run(command, stdout=devnull, check=True)
-            json_seconds = time.perf_counter() - t0
-            print(
-                f"pgtail stream --format json > /dev/null: {args.changes:,} changes in "
-                f"{json_seconds:.1f}s -> {args.changes / json_seconds:,.0f} changes/s"
+        try:
+            result, seconds, written, use = spark_run(
+                spark, dsn, {"slot": "spark_slot"}, work, "one"
             )
+            assert written == args.changes, (written, args.changes)
+            rate = result.rows / seconds
+            versus = f" = {rate / json_rate:.2f}x pgtail stream" if json_rate else ""
+            print(
+                f"spark ({args.master}), one slot: {result.rows:,} changes in "
+                f"{result.batches} batch(es), {seconds:.1f}s -> {rate:,.0f} changes/s{versus} "
+                f"(+ {startup:.1f}s session start-up and a first small query)"
+            )
+            print(f"  {use.report()}")
+            if not args.skip_two_slots:
+                result, seconds, written, use = spark_run(
+                    spark, dsn, {"slots": "spark_a,spark_b"}, work, "two"
+                )
+                assert written == 2 * args.changes, (written, args.changes)
+                print(
+                    f"spark ({args.master}), two slots in one query: {result.rows:,} changes "
+                    f"in {seconds:.1f}s -> {result.rows / seconds:,.0f} changes/s"
+                )
+                print(f"  {use.report()}")
+        finally:
+            spark.stop()
     finally:
         server.destroy()
         shutil.rmtree(work, ignore_errors=True)

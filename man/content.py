@@ -300,6 +300,12 @@ The same source is available to your own Spark jobs (PySpark 4.2 or later, `pip 
         .option("slot", "app").option("publication", "app_pub").load()
 
 One row per change: op, schema, table, xid, commit_lsn, end_lsn, seq, commit_ts, key, before, after, unchanged_toast, origin and message. In `foreachBatch`, MERGE each batch into Delta or Iceberg keyed on the replica identity, keeping the latest change per key ordered by commit_lsn and seq. Do not run Spark speculation on this source: two readers of one slot cannot run at once.
+
+The driver plans each micro-batch without decoding: it ends at the server's flushed WAL position (maxBytesPerTrigger caps it in WAL bytes). Executors read a batch through the replication protocol with the session code of `pgtail stream` (the highest protocol version; streaming of large transactions from PostgreSQL 14 on unless streaming=false), from a temporary copy of the slot, which needs one free max_replication_slots entry per slot being read; the slot itself advances only after Spark commits the batch.
+
+With option table ("schema.table") a read keeps that table's changes only, as rows of its own columns with Spark types (numeric(p,s) up to 38 digits as decimal, larger or unconstrained numeric as string; timestamptz as timestamp, timestamp as timestamp_ntz; bytea as binary; json, jsonb and uuid as string; one-dimensional arrays as arrays; integers, floats, boolean, text and date as themselves; any other type as its text), followed by op, commit_lsn, commit_time, xid, seq and unchanged_toast. A column added or retyped while a query reads stops it with a clear error.
+
+Spark's Python workers run pgtail's own interpreter: `pgtail spark` sets PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON unless they are set. A Spark failure is one `pgtail: error:` line; `--debug` shows Spark's traceback.
 """,
         "EXAMPLES": """
 Stream a slot into a Parquet change log, then materialize current tables:

@@ -19,6 +19,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+from datetime import UTC
+
 import orjson  # noqa: E402
 import pytest  # noqa: E402
 
@@ -28,7 +30,7 @@ from pgtail.errors import (  # noqa: E402
     PublicationError,
     SlotError,
 )
-from pgtail.lsn import parse_lsn  # noqa: E402
+from pgtail.lsn import format_lsn, parse_lsn  # noqa: E402
 from pgtail.spark.source import parse_options  # noqa: E402
 from tests.helpers import confirmed  # noqa: E402
 
@@ -524,8 +526,8 @@ def test_cli_errors_are_one_clear_line(db15: Any, tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
-def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db15: Any) -> None:
-    from pgtail.spark.source import IDLE_ADVANCE_BYTES, PgoutputStreamReader
+def test_offsets_follow_the_flushed_wal_without_decoding(db15: Any) -> None:
+    from pgtail.spark.source import PgoutputStreamReader
 
     setup_source(db15)
     db15.execute("CREATE TABLE unpublished (id int, pad text)")
@@ -533,30 +535,139 @@ def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db15: Any) -> Non
     try:
         begin = reader.initialOffset()
         start = begin["slots"]["s"]
-        # A little unpublished WAL: no reason for a batch.
+        # Unpublished WAL: the offset moves on (so the slot can release it); the batch
+        # reads it on the server and finds nothing.
         db15.execute("INSERT INTO unpublished SELECT g, 'x' FROM generate_series(1, 100) g")
         settle(db15)
-        assert reader.latestOffset(begin, reader.getDefaultReadLimit()) == begin
-        # A published transaction: the batch ends at (or past) its commit record.
+        end = reader.latestOffset(begin, reader.getDefaultReadLimit())
+        assert (
+            end["slots"]["s"]
+            >= parse_lsn(str(db15.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+            > start
+        )
+        rows = [b for p in reader.partitions(begin, end) for b in reader.read(p)]
+        assert sum(b.num_rows for b in rows) == 0
+        assert confirmed(db15) == start  # an executor never moves the slot
+        reader.commit(end)
+        assert confirmed(db15) == end["slots"]["s"]
+        # A published transaction after it: the next batch has it, and only it.
         db15.execute("INSERT INTO items VALUES (1, 'a', 1, true, NULL)")
         settle(db15)
-        end = reader.latestOffset(begin, reader.getDefaultReadLimit())
-        assert end["slots"]["s"] > start
-        rows = [b for p in reader.partitions(begin, end) for b in reader.read(p)]
-        assert sum(b.num_rows for b in rows) == 1
-        reader.commit(end)
-        # Lots of unpublished WAL: the offset moves on so the slot can release it.
-        db15.execute(
-            "INSERT INTO unpublished SELECT g, repeat('y', 500) FROM generate_series(1, 60000) g"
-        )
-        settle(db15)
         later = reader.latestOffset(end, reader.getDefaultReadLimit())
-        assert later["slots"]["s"] - end["slots"]["s"] >= IDLE_ADVANCE_BYTES
-        assert reader.partitions(end, later)  # one partition, which finds nothing
+        assert later["slots"]["s"] > end["slots"]["s"]
         rows = [b for p in reader.partitions(end, later) for b in reader.read(p)]
-        assert sum(b.num_rows for b in rows) == 0
+        assert [r["op"] for b in rows for r in b.to_pylist()] == ["insert"]
+        # An empty range plans no partition (no connection).
+        assert reader.partitions(later, later) == []
     finally:
         reader.stop()
+
+
+def test_a_range_read_stops_at_its_end_and_never_moves_the_slot(db: Any) -> None:
+    from pgtail.spark.sql import replication_options
+    from pgtail.stream import max_proto_version
+    from pgtail.stream.bounded import RangeRead, read_range
+
+    setup_source(db)
+    start = confirmed(db)
+    db.execute("INSERT INTO items VALUES (1, 'a', 1, true, NULL)")
+    settle(db)
+    middle = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+    db.execute("INSERT INTO items VALUES (2, 'b', 1, true, NULL)")
+    settle(db)
+    end = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+    from pgtail import catalog
+
+    with catalog.connect(db.dsn) as conn:
+        server = catalog.server_info(conn)
+    version, opts = replication_options(server, ("p",), binary=False, messages=True, streaming=True)
+    assert version == max_proto_version(server.major)  # as pgtail stream chooses
+    assert (opts.get("streaming") == "on") == (server.major >= 14)
+    read = RangeRead(proto_version=version, options=opts)
+    seen: list[int] = []
+
+    def ids(a: int, b: int) -> list[int]:
+        return [e.new["id"] for e in read_range(db.dsn, "s", a, b, read, on_position=seen.append)]
+
+    began = time.monotonic()
+    assert ids(start, middle) == [1]
+    assert ids(middle, end) == [2]
+    assert ids(start, end) == [1, 2]
+    assert ids(end, end) == []  # no connection, no position
+    # the WAL ends at `end`: the read stops there instead of waiting for more
+    assert time.monotonic() - began < 20
+    assert seen == [start, start, start]
+    assert confirmed(db) == start
+    # keepalives while the server waits for WAL do not move it either
+    db.execute("CREATE TABLE other (id int)")
+    db.execute("INSERT INTO other VALUES (1)")
+    settle(db)
+    after = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+    assert ids(end, after) == []
+    assert confirmed(db) == start
+
+
+@pytest.mark.min_major(14)
+def test_large_transactions_arrive_streamed_and_count_by_their_commit(db: Any) -> None:
+    from pgtail.spark.source import PgoutputBatchReader
+
+    setup_source(db)
+    db.execute("ALTER SYSTEM SET logical_decoding_work_mem = '64kB'")
+    db.execute("SELECT pg_reload_conf()")
+    try:
+        # a transaction far past 64 kB, its commit after a small one that began later
+        conn = db.connect()
+        conn.autocommit = False
+        with conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO items SELECT g, repeat('x', 100), g, true, NULL"
+                " FROM generate_series(1, 3000) g"
+            )
+            db.execute("INSERT INTO notes VALUES (1, 'first')")
+            settle(db)
+            middle = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+        conn.commit()
+        conn.close()
+        settle(db)
+        reader = PgoutputBatchReader(parse_options(options(db, endingLsn=format_lsn(middle))))
+        first = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+        assert [(r["table"], r["op"]) for r in first] == [("notes", "insert")]
+        reader = PgoutputBatchReader(parse_options(options(db)))
+        parts = reader.partitions()
+        rows = [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+        items = [orjson.loads(r["key"])["id"] for r in rows if r["table"] == "items"]
+        assert items == list(range(1, 3001))
+        # it came while in progress (streaming), not held back by the server until it ended
+        from pgtail import catalog
+        from pgtail.spark.sql import replication_options
+        from pgtail.stream.bounded import RangeRead, read_range
+
+        with catalog.connect(db.dsn) as plain:
+            server = catalog.server_info(plain)
+        version, opts = replication_options(
+            server, ("p",), binary=False, messages=True, streaming=True
+        )
+        start, end = parts[0].start, parts[0].end
+        events = list(read_range(db.dsn, "s", start, end, RangeRead(version, opts)))
+        assert {e.tx.streamed for e in events if e.table.name == "items"} == {True}
+    finally:
+        db.execute("ALTER SYSTEM RESET logical_decoding_work_mem")
+        db.execute("SELECT pg_reload_conf()")
+
+
+def test_a_batch_read_never_waits_for_wal_past_what_is_flushed(db15: Any) -> None:
+    from pgtail.spark.source import PgoutputBatchReader
+
+    setup_source(db15)
+    first_workload(db15)
+    settle(db15)
+    reader = PgoutputBatchReader(parse_options(options(db15, endingLsn="FF/0")))
+    began = time.monotonic()
+    parts = reader.partitions()
+    assert parts and parts[0].end < parse_lsn("FF/0")
+    rows = sum(b.num_rows for p in parts for b in reader.read(p))
+    assert rows == 20 + 5 + 3 + 3 + 2
+    assert time.monotonic() - began < 30
 
 
 def test_tiny_byte_limits_cut_wal_anywhere_yet_deliver_everything_once(db15: Any) -> None:
@@ -680,3 +791,160 @@ def test_a_chain_of_key_changes_passes_the_hole_back() -> None:
     row, hole = fill(row, hole, history_b)  # b had no doc either: the hole moves to a
     assert orjson.loads(hole) == {"from": a, "lsn": 20, "seq": 0, "columns": ["doc"]}
     assert fill(row, hole, history_a) == ('{"id":3,"doc":"big"}', None)
+
+
+# --- the CLI's Spark environment and errors -------------------------------------------
+
+
+def test_workers_run_pgtails_own_python_unless_chosen() -> None:
+    from pgtail.spark.pipeline import use_own_python
+
+    env: dict[str, str] = {}
+    assert use_own_python(env, "/venv/bin/python") == {
+        "PYSPARK_PYTHON": "/venv/bin/python",
+        "PYSPARK_DRIVER_PYTHON": "/venv/bin/python",
+    }
+    assert env["PYSPARK_PYTHON"] == "/venv/bin/python"
+    chosen = {"PYSPARK_PYTHON": "/opt/python3"}
+    assert use_own_python(chosen, "/venv/bin/python") == {
+        "PYSPARK_DRIVER_PYTHON": "/venv/bin/python"
+    }
+    assert chosen["PYSPARK_PYTHON"] == "/opt/python3"
+
+
+def test_any_spark_failure_is_one_line() -> None:
+    from pgtail.errors import PgtailError
+    from pgtail.spark.pipeline import spark_failure
+
+    worker = Exception(
+        "An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "Traceback (most recent call last):\n"
+        '  File "worker.py", line 1, in main\n'
+        "    raise ImportError('x')\n"
+        "ImportError: cannot import name 'Fragment' from 'orjson'\n"
+    )
+    err = spark_failure(worker)
+    assert isinstance(err, PgtailError) and "\n" not in str(err)
+    assert str(err).startswith("Spark failed: ImportError: cannot import name 'Fragment'")
+    assert "--debug" in str(err)
+    java = Exception(
+        "An error occurred while calling o42.start.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: boom\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(x.scala:1)\n"
+    )
+    assert str(spark_failure(java)).startswith(
+        "Spark failed: SparkException: Job aborted due to stage failure: boom"
+    )
+    carried = Exception("pgtail.errors.SlotError: replication slot 's' does not exist")
+    assert type(spark_failure(carried)).__name__ == "SlotError"
+
+
+def test_cli_runs_without_pyspark_python_set(db15: Any, tmp_path: Path) -> None:
+    setup_source(db15)
+    first_workload(db15)
+    settle(db15)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    out = tmp_path / "changes"
+    done = subprocess.run(
+        [sys.executable, "-m", "pgtail", "spark", "run", "--dsn", db15.dsn, "--slot", "s",
+         "--publication", "p", "--output", str(out), "--checkpoint", str(tmp_path / "chk"),
+         "--master", "local[1]", "--trigger", "available-now",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=1"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "33 changes in" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# --- the typed per-table read -----------------------------------------------------------
+
+TYPED_TABLE = """
+CREATE TABLE typed (
+    id bigint PRIMARY KEY, small smallint, n int, price numeric(12, 2), huge numeric,
+    ratio real, score double precision, ok boolean, name varchar(20), at timestamptz,
+    local timestamp, day date, raw bytea, doc jsonb, uid uuid, tags text[], nums int[],
+    span interval
+)
+"""
+
+
+def test_a_typed_read_has_the_tables_columns_with_spark_types(spark: Any, db15: Any) -> None:
+    from pyspark.sql import types as T
+
+    db15.execute(TYPED_TABLE)
+    db15.execute("CREATE PUBLICATION tp FOR TABLE typed")
+    db15.execute("SELECT pg_create_logical_replication_slot('ts', 'pgoutput')")
+    db15.execute(
+        "INSERT INTO typed VALUES (1, 2, 3, 1234567890.12,"
+        " 123456789012345678901234567890123456789.5, 1.5, 2.25, true, 'café',"
+        " '2024-05-06 07:08:09.123456+02', '2024-05-06 07:08:09',"
+        " '2024-05-06', '\\x00ff', '{\"a\": [1, 2]}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',"
+        " ARRAY['x', NULL, 'y'], ARRAY[1, 2], '1 day 2 hours'),"
+        " (2, NULL, NULL, NULL, 'NaN', NULL, NULL, NULL, NULL, 'infinity', NULL, NULL, NULL,"
+        " NULL, NULL, NULL, NULL, NULL)"
+    )
+    db15.execute("UPDATE typed SET n = 4 WHERE id = 1")
+    db15.execute("DELETE FROM typed WHERE id = 2")
+    settle(db15)
+    df = (
+        spark.read.format("pgoutput")
+        .options(dsn=db15.dsn, slot="ts", publication="tp", table="public.typed")
+        .load()
+    )
+    types = {f.name: f.dataType for f in df.schema.fields}
+    assert types["id"] == T.LongType() and types["small"] == T.ShortType()
+    assert types["n"] == T.IntegerType() and types["price"] == T.DecimalType(12, 2)
+    assert types["huge"] == T.StringType() and types["ratio"] == T.FloatType()
+    assert types["score"] == T.DoubleType() and types["ok"] == T.BooleanType()
+    assert types["at"] == T.TimestampType() and types["local"] == T.TimestampNTZType()
+    assert types["day"] == T.DateType() and types["raw"] == T.BinaryType()
+    assert types["doc"] == T.StringType() and types["uid"] == T.StringType()
+    assert types["tags"] == T.ArrayType(T.StringType(), True)
+    assert types["nums"] == T.ArrayType(T.IntegerType(), True)
+    assert types["span"] == T.StringType()
+    assert [f.name for f in df.schema.fields][-6:] == [
+        "op", "commit_lsn", "commit_time", "xid", "seq", "unchanged_toast"
+    ]  # fmt: skip
+    rows = df.orderBy("commit_lsn", "seq").collect()
+    assert [(r["op"], r["id"]) for r in rows] == [
+        ("insert", 1), ("insert", 2), ("update", 1), ("delete", 2)
+    ]  # fmt: skip
+    first = rows[0]
+    from datetime import date, datetime
+
+    assert first["price"] == Decimal("1234567890.12")
+    assert first["huge"] == "123456789012345678901234567890123456789.5"
+    assert first["name"] == "café" and first["raw"] == bytearray(b"\x00\xff")
+    assert first["at"].astimezone(UTC) == datetime(2024, 5, 6, 5, 8, 9, 123456, tzinfo=UTC)
+    assert first["local"] == datetime(2024, 5, 6, 7, 8, 9) and first["day"] == date(2024, 5, 6)
+    assert orjson.loads(first["doc"]) == {"a": [1, 2]}
+    assert first["tags"] == ["x", None, "y"] and first["nums"] == [1, 2]
+    assert rows[1]["huge"] == "NaN" and rows[1]["at"] is None  # no Spark value: null
+    assert rows[2]["n"] == 4
+    assert rows[3]["id"] == 2 and rows[3]["n"] is None  # a delete: the key only
+
+
+def test_a_typed_read_stops_when_the_table_changes(db15: Any) -> None:
+    from pgtail.spark.source import PgoutputBatchReader
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, a text)")
+    db15.execute("CREATE PUBLICATION tp FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('ts', 'pgoutput')")
+    db15.execute("INSERT INTO t VALUES (1, 'x')")
+    reader = PgoutputBatchReader(
+        parse_options({"dsn": db15.dsn, "slot": "ts", "publication": "tp", "table": "t"})
+    )
+    parts = reader.partitions()  # the schema: (id, a)
+    db15.execute("ALTER TABLE t ADD COLUMN b int")
+    db15.execute("INSERT INTO t VALUES (2, 'y', 3)")
+    settle(db15)
+    rows = [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+    assert [(r["id"], r["a"]) for r in rows] == [(1, "x")]
+    later = PgoutputBatchReader(
+        parse_options({"dsn": db15.dsn, "slot": "ts", "publication": "tp", "table": "t"})
+    )
+    with pytest.raises(ConfigurationError, match=r"table public\.t changed while it was read"):
+        for p in later.partitions():
+            list(later.read(p))

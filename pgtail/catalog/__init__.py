@@ -33,6 +33,7 @@ from pgtail.catalog.decoding import (
     FETCH_ROWS,
     PeekedChange,
     advance_to,
+    copy_slot_for_reading,
     last_emitted_lsn,
     peek_changes,
     peek_options,
@@ -139,6 +140,7 @@ from pgtail.catalog.slots import (
     slot_info,
     slot_listing,
 )
+from pgtail.catalog.spark import ColumnType, table_columns
 from pgtail.catalog.survey import doctor_facts
 from pgtail.catalog.tables import TableRef, resolve_table, table_facts
 from pgtail.catalog.types import lookup_user_types, user_types
@@ -183,7 +185,10 @@ __all__ = [
     "TableTarget",
     "WalsenderFacts",
     "advance_slot",
+    "ColumnType",
+    "table_columns",
     "advance_to",
+    "copy_slot_for_reading",
     "alter_publication",
     "check_row_filter",
     "check_slot_name",

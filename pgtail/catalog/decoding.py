@@ -1,6 +1,7 @@
 """Reading a slot through the SQL interface of logical decoding, without a replication
-connection: peeking pending pgoutput messages (``pgtail slot peek``, the Spark
-executors), finding where a batch ends, and advancing a slot (the Spark driver).
+connection: peeking pending pgoutput messages (``pgtail slot peek``), finding where a
+batch ends, and advancing a slot (the Spark driver); and the one statement the Spark
+executors run on their replication connection, copying the slot to stream the copy.
 
 ``pg_logical_slot_peek_binary_changes`` never moves the slot, so a batch can be read
 again as often as needed; the slot moves only through `advance_to`. A slot busy with
@@ -15,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import psycopg2
+import psycopg2.extensions
 from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
@@ -29,7 +31,7 @@ from pgtail.catalog.errors import slot_busy, translate_slot_error
 from pgtail.catalog.publications import publication_names, require_publications
 from pgtail.catalog.server import server_version_num
 from pgtail.catalog.slots import require_slot
-from pgtail.errors import PublicationError, ServerCapabilityError
+from pgtail.errors import PublicationError, ServerCapabilityError, SlotError
 from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.sqlnames import publication_names_option
 
@@ -223,3 +225,61 @@ def advance_to(
                 continue
             raise translate_slot_error(exc, slot) from None
     return parse_lsn(row[0]) if row and row[0] else lsn
+
+
+def copy_slot_for_reading(
+    cur: psycopg2.extensions.cursor,
+    slot: str,
+    copy: str,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    *,
+    missing_hint: str | None = None,
+) -> int:
+    """On a replication connection (``replication=database`` runs SQL too): copy ``slot``
+    as the TEMPORARY slot ``copy`` (PostgreSQL 12+), which the connection may then stream
+    and confirm without moving ``slot``; return the copy's confirmed position.
+
+    A slot another process is reading is waited for up to ``busy_timeout`` seconds, then
+    reported: two readers of one slot mean a misconfigured job (Spark speculation).
+    """
+    deadline = time.monotonic() + busy_timeout
+    try:
+        while True:
+            cur.execute(
+                "SELECT active_pid, slot_type, plugin FROM pg_replication_slots"
+                " WHERE slot_name = %s",
+                (slot,),
+            )
+            row = cur.fetchone()
+            if row is None:
+                raise SlotError(
+                    f"replication slot {slot!r} does not exist",
+                    hint=missing_hint or f"create it: pgtail slot create {slot}",
+                )
+            if row[0] is None:
+                break
+            if time.monotonic() >= deadline:
+                raise SlotError(
+                    f"replication slot {slot!r} is in use by another process (PID {row[0]})",
+                    hint=(
+                        "only one reader per slot: stop the other pgtail/Spark reader; in "
+                        "Spark set spark.speculation=false so no two tasks read one slot "
+                        "at once"
+                    ),
+                )
+            time.sleep(BUSY_RETRY_SECONDS)
+        cur.execute(
+            "SELECT slot_name FROM pg_copy_logical_replication_slot(%s, %s, true)",
+            (slot, copy),
+        )
+        cur.fetchall()
+        cur.execute(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+            (copy,),
+        )
+        found = cur.fetchone()
+    except psycopg2.Error as exc:
+        raise translate_slot_error(exc, slot) from None
+    if found is None or found[0] is None:
+        raise SlotError(f"replication slot {slot!r} has no confirmed position to read from")
+    return parse_lsn(found[0])

@@ -6,6 +6,8 @@ Thin: options are parsed here, the work is in `pgtail.spark.pipeline`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -30,6 +32,22 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint=what)
         result[key.strip()] = value
     return result
+
+
+@contextmanager
+def _spark_errors() -> Iterator[None]:
+    """Whatever Spark raises becomes one `PgtailError` line (main shows the traceback
+    only with --debug, through the chained cause)."""
+    from pgtail.errors import PgtailError
+
+    try:
+        yield
+    except (PgtailError, KeyboardInterrupt, click.ClickException):
+        raise
+    except Exception as exc:
+        from pgtail.spark.pipeline import spark_failure
+
+        raise spark_failure(exc) from exc
 
 
 def _session(master: str, conf: dict[str, str], app_name: str) -> Any:
@@ -66,7 +84,8 @@ def spark_group() -> None:
     \b
     The slot is read through the pgoutput Spark data source with exactly-once
     replay: the slot advances only after Spark has committed a batch. Spark
-    speculation is turned off (two tasks must never read one slot).
+    speculation is turned off (two tasks must never read one slot). Spark's
+    Python workers run pgtail's own interpreter unless PYSPARK_PYTHON is set.
 
     \b
     Examples:
@@ -160,20 +179,22 @@ def spark_run(
     options = source_options(dsn=dsn, slot=slot, publication=",".join(publications), extra=extra)
     spark_conf = _pairs(conf, "--conf")
     validate_source(options)  # missing slot/publication: one clear line, no Spark start-up
-    spark = _session(master, spark_conf, f"pgtail spark run {slot}")
+    with _spark_errors():
+        spark = _session(master, spark_conf, f"pgtail spark run {slot}")
 
     def progress(p: dict[str, Any]) -> None:
         click.echo(f"batch {p.get('batchId')}: {p.get('numInputRows', 0)} changes", err=True)
 
     try:
-        result = run(
-            spark,
-            options=options,
-            output=output,
-            checkpoint=checkpoint,
-            trigger=trigger,
-            on_progress=progress,
-        )
+        with _spark_errors():
+            result = run(
+                spark,
+                options=options,
+                output=output,
+                checkpoint=checkpoint,
+                trigger=trigger,
+                on_progress=progress,
+            )
     finally:
         spark.stop()
     click.echo(f"{result.rows} changes in {result.batches} batches written to {output}", err=True)
@@ -209,9 +230,11 @@ def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, .
             f"change log {changes!r} does not exist", hint="run pgtail spark run first"
         )
 
-    spark = _session(master, _pairs(conf, "--conf"), "pgtail spark materialize")
+    with _spark_errors():
+        spark = _session(master, _pairs(conf, "--conf"), "pgtail spark materialize")
     try:
-        counts = materialize(spark, changes, output)
+        with _spark_errors():
+            counts = materialize(spark, changes, output)
     finally:
         spark.stop()
     for table, count in sorted(counts.items()):

@@ -7,8 +7,10 @@ Python workers come back as the pgtail error they were (`translate_spark_error`)
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,32 @@ TABLE_OPS = ("insert", "update", "delete")
 PARTITION_COLUMNS = ("schema", "table")
 
 _ERROR_LINE = re.compile(r"pgtail\.errors\.(\w+): (.+)")
+# "SomeError: message" / "org.apache.spark.SparkException: message" lines of a Spark error
+_EXCEPTION_LINE = re.compile(r"^\s*(?::\s*)?([A-Za-z_][\w.$]*(?:Error|Exception|Exit)): (.*\S)")
+_PYTHON_TRACEBACK = "Traceback (most recent call last):"
+SPARK_ERROR_HINT = "rerun with --debug for Spark's traceback"
+WORKER_PYTHON_VARIABLES = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+
+
+def use_own_python(
+    environ: MutableMapping[str, str] | None = None, executable: str | None = None
+) -> dict[str, str]:
+    """Make Spark's Python workers run this interpreter unless the user chose one.
+
+    Without ``PYSPARK_PYTHON`` Spark starts workers with ``python3`` from the PATH, which
+    in a virtualenv install is another interpreter without pgtail's dependencies (or with
+    older ones). Returns the variables it set. Call before the SparkContext starts.
+    """
+    env = os.environ if environ is None else environ
+    python = executable or sys.executable
+    chosen: dict[str, str] = {}
+    for name in WORKER_PYTHON_VARIABLES:
+        if not env.get(name) and python:
+            env[name] = python
+            chosen[name] = python
+    return chosen
+
+
 _TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)\s*$")
 
 
@@ -29,6 +57,7 @@ def session(
 ) -> Any:
     """A SparkSession with the ``pgoutput`` format registered (speculation off)."""
     require_pyspark()
+    use_own_python()
     from pyspark.sql import SparkSession
 
     builder = (
@@ -67,6 +96,40 @@ def translate_spark_error(exc: BaseException) -> PgtailError | None:
         cls = PgtailError
     message = match.group(2).strip()
     return cls(message)
+
+
+def spark_failure(exc: BaseException) -> PgtailError:
+    """Any failure of a Spark job as one `PgtailError` line: the pgtail error it carries,
+    or the exception Spark (or its Python worker) reported, without the traceback."""
+    translated = translate_spark_error(exc)
+    if translated is not None:
+        return translated
+    text = str(exc)
+    lines = text.splitlines()
+    found: list[tuple[str, str]] = []
+    python_error: tuple[str, str] | None = None
+    in_traceback = False
+    for line in lines:
+        if line.strip() == _PYTHON_TRACEBACK:
+            in_traceback = True
+            continue
+        match = _EXCEPTION_LINE.match(line)
+        if match:
+            found.append((match.group(1), match.group(2)))
+            if in_traceback and not line.startswith(" "):
+                python_error = found[-1]  # the last line of a Python worker's traceback
+                in_traceback = False
+    if python_error is not None:
+        name, message = python_error
+    elif found:
+        name, message = found[0]
+    else:
+        first = next((line.strip() for line in lines if line.strip()), "")
+        name, message = type(exc).__name__, first or "failed"
+    name = name.rsplit(".", 1)[-1]
+    if len(message) > 300:
+        message = message[:297] + "..."
+    return PgtailError(f"Spark failed: {name}: {message}", hint=SPARK_ERROR_HINT)
 
 
 def parse_trigger(text: str) -> dict[str, Any]:

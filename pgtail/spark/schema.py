@@ -8,6 +8,7 @@ typed values of the foundation survive: numbers stay numbers, json stays nested.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from pgtail.values import dumps
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from pgtail.catalog.spark import ColumnType
     from pgtail.changes import Change, Message, Table, Truncate
 
 MESSAGE_TYPE = StructType(
@@ -58,6 +60,7 @@ SCHEMA = StructType(
 )
 
 COLUMNS = tuple(field.name for field in SCHEMA.fields)
+_NO_COLUMNS: list[str] = []  # shared by every row without unchanged TOAST (never mutated)
 
 
 def arrow_schema() -> pa.Schema:
@@ -119,18 +122,19 @@ class RowBuffer:
         return found[1]
 
     def add_change(self, change: Change) -> None:
-        # The hot path (one call per row): direct appends, no keyword call.
+        # The hot path (one call per row): direct appends, no keyword call. JSON stays
+        # bytes: Arrow takes UTF-8 bytes for a string column without a decode per value.
         tx = change.tx
         table = change.table
         old = change.old
         new = change.new
         names = self._key_columns(table)
         # As `Change.key`, but only the replica identity columns, whatever the old tuple held.
-        key: str | None = None
+        key: bytes | None = None
         if names:
             source = old if old is not None else new
             if source is not None:
-                key = dumps({n: source[n] for n in names if n in source}).decode()
+                key = dumps({n: source[n] for n in names if n in source})
         c = self._columns
         c["op"].append(change.op)
         c["schema"].append(table.schema)
@@ -141,9 +145,10 @@ class RowBuffer:
         c["seq"].append(change.seq)
         c["commit_ts"].append(tx.commit_time)
         c["key"].append(key)
-        c["before"].append(None if old is None else dumps(old).decode())
-        c["after"].append(None if new is None else dumps(new).decode())
-        c["unchanged_toast"].append(list(change.unchanged_toast))
+        c["before"].append(None if old is None else dumps(old))
+        c["after"].append(None if new is None else dumps(new))
+        unchanged = change.unchanged_toast
+        c["unchanged_toast"].append(list(unchanged) if unchanged else _NO_COLUMNS)
         c["origin"].append(tx.origin)
         c["message"].append(None)
         self.rows += 1
@@ -189,5 +194,123 @@ class RowBuffer:
         arrays = [pa.array(self._columns[field.name], type=field.type) for field in self._schema]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
         self._columns = {name: [] for name in COLUMNS}
+        self.rows = 0
+        return batch
+
+
+# --- the typed per-table read: the table's columns, then these ------------------------
+
+METADATA = (
+    StructField("op", StringType(), False),  # insert update delete truncate
+    StructField("commit_lsn", LongType(), False),
+    StructField("commit_time", TimestampType(), False),
+    StructField("xid", LongType(), False),
+    StructField("seq", IntegerType(), False),  # position in the transaction
+    StructField("unchanged_toast", ArrayType(StringType(), False), False),
+)
+
+
+def table_schema(columns: Sequence[ColumnType]) -> StructType:
+    """The Spark schema of a typed per-table read (see `pgtail.spark.types`)."""
+    from pgtail.errors import ConfigurationError
+    from pgtail.spark.types import spark_field
+
+    fields = [spark_field(column)[0] for column in columns]
+    clash = {f.name for f in fields} & {f.name for f in METADATA}
+    if clash:
+        raise ConfigurationError(
+            f"column {sorted(clash)[0]!r} has the name of a metadata column of the typed read",
+            hint="read the table without option table (JSON rows), or rename the column",
+        )
+    return StructType([*fields, *METADATA])
+
+
+class TypedRowBuffer:
+    """One table's changes as rows of its own columns, typed, plus `METADATA`.
+
+    A Relation message that changes the table's columns (a column added, dropped,
+    renamed or retyped mid-stream) stops the read with a `ConfigurationError`: the
+    schema of a Spark query is fixed when it starts.
+    """
+
+    def __init__(self, schema_name: str, table_name: str, columns: Sequence[ColumnType]):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from pgtail.spark.types import spark_field
+
+        self.schema_name = schema_name
+        self.table_name = table_name
+        self._names = tuple(c.name for c in columns)
+        self._types = tuple(c.type_oid for c in columns)
+        self._converters = tuple(spark_field(c)[1] for c in columns)
+        self._arrow = to_arrow_schema(table_schema(columns), timezone="UTC")
+        self._width = len(self._arrow)
+        self._columns: list[list[Any]] = [[] for _ in range(self._width)]
+        self._checked: Table | None = None
+        self.rows = 0
+
+    def wanted(self, table: Table) -> bool:
+        return table.name == self.table_name and table.schema == self.schema_name
+
+    def _check(self, table: Table) -> None:
+        if table is self._checked:
+            return
+        names = tuple(c.name for c in table.columns)
+        types = tuple(c.type_oid for c in table.columns)
+        if names != self._names or types != self._types:
+            from pgtail.errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"table {table.qualified_name} changed while it was read: columns "
+                f"{list(self._names)} are now {list(names)} (or their types changed)",
+                hint="a typed read keeps the schema its query started with: start a new "
+                "query (new checkpoint) from this position with startingLsn",
+            )
+        self._checked = table
+
+    def add_change(self, change: Change) -> None:
+        table = change.table
+        self._check(table)
+        row = change.new if change.new is not None else change.old
+        tx = change.tx
+        columns = self._columns
+        i = 0
+        for name, convert in zip(self._names, self._converters, strict=True):
+            columns[i].append(None if row is None else convert(row.get(name)))
+            i += 1
+        columns[i].append(change.op)
+        columns[i + 1].append(tx.commit_lsn)
+        columns[i + 2].append(tx.commit_time)
+        columns[i + 3].append(tx.xid)
+        columns[i + 4].append(change.seq)
+        columns[i + 5].append(list(change.unchanged_toast))
+        self.rows += 1
+
+    def add_truncate(self, truncate: Truncate) -> None:
+        tx = truncate.tx
+        for table in truncate.tables:
+            if not self.wanted(table):
+                continue
+            columns = self._columns
+            n = len(self._names)
+            for i in range(n):
+                columns[i].append(None)
+            columns[n].append("truncate")
+            columns[n + 1].append(tx.commit_lsn)
+            columns[n + 2].append(tx.commit_time)
+            columns[n + 3].append(tx.xid)
+            columns[n + 4].append(truncate.seq)
+            columns[n + 5].append([])
+            self.rows += 1
+
+    def take(self) -> pa.RecordBatch:
+        import pyarrow as pa
+
+        arrays = [
+            pa.array(values, type=field.type)
+            for values, field in zip(self._columns, self._arrow, strict=True)
+        ]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
+        self._columns = [[] for _ in range(self._width)]
         self.rows = 0
         return batch

@@ -1,11 +1,15 @@
 """The ``pgoutput`` PySpark data source: a replication slot as a Structured Streaming
-source with exactly-once replay, and as a batch source that peeks pending changes.
+source with exactly-once replay, and as a batch source that reads pending changes.
 
 Offsets are LSNs: ``{"slots": {"<slot>": <lsn int>}}``, where an LSN ``L`` means "every
-transaction whose commit record starts before ``L`` has been delivered". A micro-batch
-``[start, end)`` is replayed on an executor by peeking the slot up to ``end`` and keeping
-the transactions whose commit LSN lies in the range; ``commit(end)`` on the driver then
-advances the slot. Decoding is `pgtail.changes.Assembler`'s; this module only adapts it.
+transaction whose commit record starts before ``L`` has been delivered". The driver plans
+offsets without decoding anything: the end of a micro-batch is the server's flushed WAL
+position (``maxBytesPerTrigger`` caps the distance from the start, in WAL bytes). An
+executor reads ``[start, end)`` through the replication protocol with
+`pgtail.stream.bounded.read_range` -- the session code of ``pgtail stream``, the same
+protocol version, streaming of large transactions (14+) and binary choices -- and never
+moves the slot; ``commit(end)`` on the driver then advances it. Decoding is
+`pgtail.changes.Assembler`'s; this module only adapts it.
 
 Spark speculation must stay off (``spark.speculation=false``): two tasks cannot read one
 slot at the same time, and a second one fails with a clear error instead. Spark reports a
@@ -34,6 +38,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pgtail.catalog.spark import ColumnType
 from pgtail.errors import ConfigurationError, DataLossError, redact
 from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.spark.schema import SCHEMA
@@ -46,20 +51,19 @@ log = logging.getLogger("pgtail.spark")
 
 NAME = "pgoutput"
 DEFAULT_BATCH_ROWS = 10_000
-# With no new changes, the offset still moves on once this much WAL has gone by, so the
-# slot releases WAL written for other tables without an empty micro-batch per trigger.
-IDLE_ADVANCE_BYTES = 16 * 1024 * 1024
 
 OPTIONS = {
     "dsn": "libpq connection string or URI (default: DATABASE_URL, then PG* variables)",
     "slot": "the replication slot (pgoutput plugin) to read",
     "slots": "several slots, one partition each: 'slot_a:pub_a,slot_b:pub_b1+pub_b2'",
     "publication": "publication name(s), comma-separated, for slots without their own",
+    "table": "schema.table: only its changes, as its own columns with Spark types",
     "startinglsn": "first LSN of a new query / a batch read (default: slot position)",
     "endinglsn": "batch reads only: stop at this LSN (default: what is flushed now)",
     "failondataloss": "true (default) / false: fail when the slot moved past a batch start",
     "maxbytespertrigger": "WAL bytes per micro-batch and slot (rounded to transactions)",
     "binary": "true / false (default): binary transfer of column values (PostgreSQL 14+)",
+    "streaming": "true (default) / false: large transactions sent while in progress (14+)",
     "messages": "true (default) / false: include pg_logical_emit_message messages",
     "batchrows": f"rows per Arrow batch (default {DEFAULT_BATCH_ROWS})",
     "slotbusytimeout": "seconds to wait for a slot held by another reader (default 10)",
@@ -83,9 +87,11 @@ class Settings:
     fail_on_data_loss: bool = True
     max_bytes_per_trigger: int | None = None
     binary: bool = False
+    streaming: bool = True
     messages: bool = True
     batch_rows: int = DEFAULT_BATCH_ROWS
     busy_timeout: float = 10.0
+    table: tuple[str, str] | None = None  # (schema, name): the typed per-table read
 
 
 def _bool(name: str, text: str) -> bool:
@@ -148,6 +154,12 @@ def parse_options(options: Mapping[str, str]) -> Settings:
                 f"no publication for slot {spec.name!r}",
                 hint='.option("publication", "<name>") (pgoutput needs publication names)',
             )
+    table = None
+    if opts.get("table", "").strip():
+        from pgtail.catalog import parse_table_spec
+
+        spec_ = parse_table_spec(opts["table"].strip(), allow_columns=False)
+        table = (spec_.schema or "public", spec_.name)
     starting = parse_lsn(opts["startinglsn"]) if opts.get("startinglsn") else None
     ending = parse_lsn(opts["endinglsn"]) if opts.get("endinglsn") else None
     return Settings(
@@ -162,6 +174,7 @@ def parse_options(options: Mapping[str, str]) -> Settings:
             else None
         ),
         binary=_bool("binary", opts.get("binary", "false")),
+        streaming=_bool("streaming", opts.get("streaming", "true")),
         messages=_bool("messages", opts.get("messages", "true")),
         batch_rows=(
             _positive_int("batchRows", opts["batchrows"])
@@ -173,6 +186,7 @@ def parse_options(options: Mapping[str, str]) -> Settings:
             if "slotbusytimeout" in opts
             else 10.0
         ),
+        table=table,
     )
 
 
@@ -183,13 +197,16 @@ class SlotPartition(InputPartition):
     dsn: str
     slot: str
     start: int  # first commit LSN to keep
-    end: int  # peek up to here; commit LSNs < end are kept
-    plugin_options: tuple[str, ...]
+    end: int  # commit LSNs < end are kept
+    proto_version: int
+    replication_options: tuple[tuple[str, str], ...]  # START_REPLICATION's
     binary: bool
     fail_on_data_loss: bool
     batch_rows: int
     busy_timeout: float = 10.0
     check_data_loss: bool = True
+    table: tuple[str, str] | None = None  # the typed per-table read
+    columns: tuple[ColumnType, ...] = ()
 
     def __repr__(self) -> str:  # never show a password in Spark's logs or UI
         return (
@@ -217,66 +234,68 @@ def check_data_loss(slot: str, confirmed: int, start: int, fail: bool) -> None:
 
 def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
     """Replay one slot between two offsets as Arrow batches (runs on an executor)."""
-    from pgtail import catalog
-    from pgtail.changes import Assembler, Change, Message, Truncate
+    from pgtail.changes import Change, Message
     from pgtail.spark import sql
-    from pgtail.spark.schema import RowBuffer
+    from pgtail.spark.schema import RowBuffer, TypedRowBuffer
+    from pgtail.stream.bounded import RangeRead, read_range
 
-    start, end = partition.start, partition.end
-    if partition.check_data_loss:
-        check_data_loss(partition.slot, _confirmed(partition), start, partition.fail_on_data_loss)
-    assembler = Assembler(1, binary=partition.binary)
-    rows = RowBuffer()
-    options = list(partition.plugin_options)
-    for _lsn, payload in catalog.peek_until(
-        partition.dsn,
-        partition.slot,
-        end,
-        options,
-        partition.busy_timeout,
+    start = partition.start
+
+    def check(confirmed: int) -> None:
+        if partition.check_data_loss:
+            check_data_loss(partition.slot, confirmed, start, partition.fail_on_data_loss)
+
+    read = RangeRead(
+        proto_version=partition.proto_version,
+        options=dict(partition.replication_options),
+        binary=partition.binary,
         application_name=sql.APPLICATION_NAME,
-    ):
-        wanted = assembler.user_types_wanted(payload)
-        if wanted:  # a Relation using types that are not built in: ask pg_type first
-            assembler.add_user_types(catalog.lookup_user_types(partition.dsn, wanted), wanted)
-        for event in assembler.feed(payload):
-            if isinstance(event, Change):
-                if start <= event.tx.commit_lsn < end:
-                    rows.add_change(event)
-            elif isinstance(event, Truncate):
-                if start <= event.tx.commit_lsn < end:
-                    rows.add_truncate(event)
-            elif isinstance(event, Message):
-                if event.tx is not None:
-                    if start <= event.tx.commit_lsn < end:
-                        rows.add_message(event)
-                # A non-transactional message's LSN is the end of its record; offsets never
-                # fall inside one, so "record starts in [start, end)" is "lsn in (start, end]".
-                elif start < event.lsn <= end:
-                    rows.add_message(event)
-        if rows.rows >= partition.batch_rows:
+        busy_timeout=partition.busy_timeout,
+        missing_hint=sql.missing_slot_hint(partition.slot),
+    )
+    batch_rows = partition.batch_rows
+    events = read_range(
+        partition.dsn, partition.slot, start, partition.end, read, on_position=check
+    )
+    if partition.table is not None:
+        yield from _read_table(
+            partition, events, TypedRowBuffer(*partition.table, partition.columns)
+        )
+        return
+    rows = RowBuffer()
+    add_change, add_truncate, add_message = rows.add_change, rows.add_truncate, rows.add_message
+    for event in events:
+        cls = type(event)
+        if cls is Change:
+            add_change(event)  # type: ignore[arg-type]
+        elif cls is Message:
+            add_message(event)  # type: ignore[arg-type]
+        else:
+            add_truncate(event)  # type: ignore[arg-type]
+        if rows.rows >= batch_rows:
             yield rows.take()
-    if partition.check_data_loss:
-        # The peek held the slot; if it was not past `start` afterwards, it was not before.
-        check_data_loss(partition.slot, _confirmed(partition), start, partition.fail_on_data_loss)
     if rows.rows:
         yield rows.take()
 
 
-def _confirmed(partition: SlotPartition) -> int:
-    """The slot's confirmed position, on a connection of its own (executor side)."""
-    from pgtail import catalog
-    from pgtail.spark import sql
+def _read_table(
+    partition: SlotPartition, events: Iterator[Any], rows: Any
+) -> Iterator[pa.RecordBatch]:
+    """The typed per-table read: that table's changes and truncates, nothing else."""
+    from pgtail.changes import Change, Truncate
 
-    conn = catalog.open_connection(partition.dsn, application_name=sql.APPLICATION_NAME)
-    try:
-        state = catalog.require_slot(
-            conn, partition.slot, missing_hint=sql.missing_slot_hint(partition.slot)
-        )
-    finally:
-        conn.close()
-    assert state.confirmed_flush_lsn is not None
-    return state.confirmed_flush_lsn
+    wanted = rows.wanted
+    for event in events:
+        cls = type(event)
+        if cls is Change:
+            if wanted(event.table):
+                rows.add_change(event)
+        elif cls is Truncate:
+            rows.add_truncate(event)
+        if rows.rows >= partition.batch_rows:
+            yield rows.take()
+    if rows.rows:
+        yield rows.take()
 
 
 @dataclass
@@ -287,7 +306,9 @@ class _Driver:
     conn: psycopg2.extensions.connection | None = None
     checked_publications: bool = False
     server_version: int = 0
-    plugin_options: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    proto_version: int = 1
+    replication_options: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    columns: tuple[ColumnType, ...] = ()
 
     def connection(self) -> psycopg2.extensions.connection:
         from pgtail import catalog
@@ -297,18 +318,19 @@ class _Driver:
             self.conn = catalog.open_connection(
                 self.settings.dsn, application_name=sql.APPLICATION_NAME
             )
-            self.server_version = catalog.server_version_num(self.conn)
-            self.plugin_options = {
-                spec.name: tuple(
-                    sql.plugin_options(
-                        spec.publications,
-                        binary=self.settings.binary,
-                        messages=self.settings.messages,
-                        server_version=self.server_version,
-                    )
+            server = catalog.server_info(self.conn)
+            self.server_version = server.version_num
+            for spec in self.settings.slots:
+                self.proto_version, options = sql.replication_options(
+                    server,
+                    spec.publications,
+                    binary=self.settings.binary,
+                    messages=self.settings.messages,
+                    streaming=self.settings.streaming,
                 )
-                for spec in self.settings.slots
-            }
+                self.replication_options[spec.name] = tuple(sorted(options.items()))
+            if self.settings.table is not None:
+                self.columns = tuple(catalog.table_columns(self.conn, *self.settings.table))
         return self.conn
 
     def close(self) -> None:
@@ -373,19 +395,9 @@ class _Driver:
                 cap = min(cap, caps[spec.name])
             if max_bytes is not None:
                 cap = min(cap, begin + max_bytes)
-            if cap <= begin:
-                result[spec.name] = begin
-                continue
-            last = catalog.last_emitted_lsn(
-                conn, spec.name, cap, list(self.plugin_options[spec.name])
-            )
-            if last is not None and last > begin:
-                # A commit or message record straddling `cap` ends the batch at its end.
-                result[spec.name] = max(cap, last)
-            elif cap - begin >= IDLE_ADVANCE_BYTES:
-                result[spec.name] = cap
-            else:
-                result[spec.name] = begin
+            # No decoding: the batch ends where the WAL does (or the byte cap); the
+            # executor finds what commits in between, which may be nothing.
+            result[spec.name] = max(begin, cap)
         return result
 
     def partitions(
@@ -412,12 +424,15 @@ class _Driver:
                     slot=spec.name,
                     start=begin,
                     end=stop,
-                    plugin_options=self.plugin_options[spec.name],
+                    proto_version=self.proto_version,
+                    replication_options=self.replication_options[spec.name],
                     binary=self.settings.binary,
                     fail_on_data_loss=self.settings.fail_on_data_loss,
                     batch_rows=self.settings.batch_rows,
                     busy_timeout=self.settings.busy_timeout,
                     check_data_loss=check,
+                    table=self.settings.table,
+                    columns=self.columns,
                 )
             )
         return parts
@@ -509,11 +524,11 @@ class PgoutputBatchReader(DataSourceReader):
         driver = _Driver(self._settings)
         try:
             start = driver.initial()
+            caps = None
             if self._settings.ending_lsn is not None:
-                end = {name: self._settings.ending_lsn for name in start}
-            else:
-                end = driver.latest(start, None, None, wait=True)
-                # A batch read may stop anywhere flushed: no idle rule needed.
+                caps = {name: self._settings.ending_lsn for name in start}
+            # what is flushed now (up to endingLsn): an executor never waits for more WAL
+            end = driver.latest(start, None, caps, wait=True)
             return driver.partitions(start, end)
         finally:
             driver.close()
@@ -533,7 +548,17 @@ class PgoutputDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        return SCHEMA
+        settings = parse_options(self.options)
+        if settings.table is None:
+            return SCHEMA
+        from pgtail.spark.schema import table_schema
+
+        driver = _Driver(settings)
+        try:
+            driver.connection()
+            return table_schema(driver.columns)
+        finally:
+            driver.close()
 
     def reader(self, schema: StructType) -> PgoutputBatchReader:
         return PgoutputBatchReader(parse_options(self.options))

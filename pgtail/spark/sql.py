@@ -1,14 +1,15 @@
-"""The pgoutput options the Spark source reads a slot with.
+"""The pgoutput options the Spark source reads a slot with, and its hints.
 
-The statements themselves (slot state, WAL position, peeking a slot up to an LSN,
-advancing it) are `pgtail.catalog`'s (`pgtail.catalog.decoding`): the Spark source
-builds no SQL and opens connections only through the catalog, as ``pgtail-spark``.
+The statements themselves (slot state, WAL position, copying and advancing a slot) are
+`pgtail.catalog`'s, the replication connection is `pgtail.stream.bounded`'s: the Spark
+source builds no SQL and opens connections only through them, as ``pgtail-spark``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pgtail.catalog import ServerInfo
 from pgtail.errors import ServerCapabilityError
 from pgtail.sqlnames import publication_names_option
 
@@ -35,16 +36,27 @@ def quote_publication_names(names: Sequence[str]) -> str:
     return publication_names_option(names)
 
 
-def plugin_options(
-    publications: Sequence[str], *, binary: bool, messages: bool, server_version: int
-) -> list[str]:
-    options = ["proto_version", "1", "publication_names", quote_publication_names(publications)]
-    if server_version >= 140000:
-        options += ["messages", "true" if messages else "false"]
-        if binary:
-            options += ["binary", "true"]
-    elif binary:
+def replication_options(
+    server: ServerInfo,
+    publications: Sequence[str],
+    *,
+    binary: bool,
+    messages: bool,
+    streaming: bool,
+) -> tuple[int, dict[str, str]]:
+    """The protocol version and START_REPLICATION options an executor reads with: those
+    ``pgtail stream`` would choose (`pgtail.stream.options.replication_options`) -- the
+    highest protocol version, messages and streaming of large transactions from 14 on."""
+    from pgtail.stream.config import StreamConfig
+    from pgtail.stream.options import replication_options as stream_options
+
+    if binary and server.major < 14:
         raise ServerCapabilityError(
             "binary transfer needs PostgreSQL 14 or later", hint="set binary=false"
         )
-    return options
+    config = StreamConfig(
+        binary=binary,
+        messages=messages and server.major >= 14,
+        streaming="on" if streaming and server.major >= 14 else "off",
+    )
+    return stream_options(config, server, tuple(publications))

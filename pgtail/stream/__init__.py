@@ -10,7 +10,9 @@ the demo call it). The package's rooms:
   written, ``--max-changes`` and batching (beside the pure `pgtail.feedback.Feedback`);
 - ``options``: the pgoutput protocol version and START_REPLICATION options;
 - ``config``: `StreamConfig`, `ReconnectPolicy`, `StreamResult`;
-- ``publications``: which publications to read (every statement is the catalog's).
+- ``publications``: which publications to read (every statement is the catalog's);
+- ``bounded``: `read_range`, the changes committed between two LSNs, read through the
+  replication protocol without moving the slot (the Spark executors' read).
 """
 
 from __future__ import annotations

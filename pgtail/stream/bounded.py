@@ -1,0 +1,239 @@
+"""A bounded read of a slot through the replication protocol: the changes of the
+transactions that commit in ``[start, end)``, then stop. The Spark executors read a
+micro-batch with it; it never moves the slot.
+
+``read_range(dsn, slot, start, end, RangeRead(...))`` yields the assembler's `Change`,
+`Truncate` and `Message` events in commit order. On its replication connection it
+first copies the slot as a TEMPORARY slot (``pg_copy_logical_replication_slot``, which
+runs as SQL on a ``replication=database`` connection) and streams the copy: psycopg2
+answers keepalives itself and, before the first data message, moves its flush position
+to the keepalive's WAL end, so streaming the slot itself could confirm past ``start``
+(the slot must move only when Spark has committed the batch). The copy takes that
+feedback instead and goes away with the connection; the slot keeps its position.
+
+Where a range ends: a transaction belongs to it when its commit record starts in
+``[start, end)``; a non-transactional message when its record ends in ``(start, end]``,
+or when its record starts before ``end`` and ends after it (`_starts_before`: the next
+range's server would skip it). The read stops at the first Begin at or past ``end``, or
+once the server reports WAL at or past ``end`` with no transaction open -- it never
+waits for WAL that is not there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import struct
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg2
+import psycopg2.extras
+
+from pgtail import catalog
+from pgtail import changes as ch
+from pgtail import pgoutput as po
+from pgtail.catalog import decoding_options, translate_connect_error
+
+# Begin: byte 'B', then the LSN of the commit record (int64)
+_BEGIN_FINAL_LSN = struct.Struct(">q").unpack_from
+# how often to ask the server for a keepalive while nothing comes (it tells where it is)
+_ASK_EVERY = 0.5
+
+
+@dataclass(frozen=True)
+class RangeRead:
+    """How to read a range: the START_REPLICATION options (`pgtail.stream.options`
+    chooses them as for ``pgtail stream``) and the connection's manners."""
+
+    proto_version: int
+    options: Mapping[str, str] = field(default_factory=dict)
+    binary: bool = False
+    application_name: str = "pgtail"
+    busy_timeout: float = 10.0
+    status_interval: float = 10.0
+    missing_hint: str | None = None
+
+
+def read_range(
+    dsn: str,
+    slot: str,
+    start: int,
+    end: int,
+    read: RangeRead,
+    *,
+    on_position: Callable[[int], None] | None = None,
+) -> Iterator[ch.Change | ch.Truncate | ch.Message]:
+    """The changes of ``slot`` whose transactions commit in ``[start, end)`` (and the
+    non-transactional messages of that stretch of WAL), without moving the slot.
+
+    ``on_position`` is called with the slot's confirmed position before anything is
+    read (the Spark source raises its data-loss error there). An empty range opens no
+    connection.
+    """
+    if end <= start:
+        return
+    with _Reader(dsn, slot, read) as reader:
+        confirmed = reader.open(start)
+        if on_position is not None:
+            on_position(confirmed)
+        yield from reader.events(start, end)
+
+
+class _Reader:
+    """One replication connection streaming a temporary copy of a slot."""
+
+    def __init__(self, dsn: str, slot: str, read: RangeRead) -> None:
+        self.dsn = dsn
+        self.slot = slot
+        self.read = read
+        self.conn: Any = None
+        self.cursor: Any = None
+        self.types_conn: Any = None
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in (self.conn, self.types_conn):
+            with contextlib.suppress(Exception):
+                if conn is not None:
+                    conn.close()  # the temporary copy goes with it
+        self.conn = self.cursor = self.types_conn = None
+
+    def open(self, start: int) -> int:
+        """Connect, copy the slot, START_REPLICATION of the copy at ``start``; return the
+        slot's confirmed position (the copy's)."""
+        try:
+            self.conn = psycopg2.connect(
+                self.dsn,
+                connection_factory=psycopg2.extras.LogicalReplicationConnection,
+                application_name=self.read.application_name,
+                options=decoding_options(self.dsn),
+            )
+        except psycopg2.Error as exc:
+            raise translate_connect_error(exc, self.dsn) from None
+        self.cursor = self.conn.cursor()
+        copy = f"pgtail_read_{os.getpid()}_{uuid.uuid4().hex[:12]}"
+        confirmed = catalog.copy_slot_for_reading(
+            self.cursor,
+            self.slot,
+            copy,
+            self.read.busy_timeout,
+            missing_hint=self.read.missing_hint,
+        )
+        try:
+            self.cursor.start_replication(
+                slot_name=copy,
+                slot_type=psycopg2.extras.REPLICATION_LOGICAL,
+                start_lsn=start,
+                options=dict(self.read.options),
+                decode=False,
+                status_interval=max(1, int(self.read.status_interval)),
+            )
+        except psycopg2.Error as exc:
+            raise catalog.translate_replication_error(exc, self.slot) from None
+        return confirmed
+
+    def _user_types(self, wanted: list[int]) -> Any:
+        if self.types_conn is None or self.types_conn.closed:
+            self.types_conn = catalog.open_connection(
+                self.dsn, application_name=self.read.application_name
+            )
+        return catalog.user_types(self.types_conn, wanted)
+
+    def messages(self, end: int) -> Iterator[bytes]:
+        """Every payload until the server is at ``end`` with no transaction open (the
+        caller stops earlier at a Begin past the end)."""
+        cursor = self.cursor
+        read_message = cursor.read_message
+        begin, commit = po.MSG_BEGIN, po.MSG_COMMIT
+        in_tx = False
+        asked = 0.0
+        while True:
+            try:
+                msg = read_message()
+            except psycopg2.Error as exc:
+                raise catalog.translate_replication_error(
+                    exc, self.slot, during="streaming"
+                ) from None
+            if msg is None:
+                if not in_tx and int(cursor.wal_end or 0) >= end:
+                    return
+                now = time.monotonic()
+                try:
+                    if now - asked >= _ASK_EVERY:
+                        # no flush position: only a keepalive with the server's position
+                        cursor.send_feedback(reply=True)
+                        asked = now
+                    select.select([cursor], [], [], _ASK_EVERY)
+                except (OSError, ValueError, psycopg2.Error) as exc:
+                    raise catalog.translate_replication_error(
+                        exc, self.slot, during="streaming"
+                    ) from None
+                continue
+            payload = msg.payload
+            kind = payload[0]
+            if kind == begin:
+                in_tx = True
+            elif kind == commit:
+                in_tx = False
+            yield payload
+
+    def events(self, start: int, end: int) -> Iterator[ch.Change | ch.Truncate | ch.Message]:
+        assembler = ch.Assembler(self.read.proto_version, binary=self.read.binary)
+        feed = assembler.feed
+        relation, begin = po.MSG_RELATION, po.MSG_BEGIN
+        Change, Truncate, Message = ch.Change, ch.Truncate, ch.Message
+        for payload in self.messages(end):
+            kind = payload[0]
+            if kind == begin and _BEGIN_FINAL_LSN(payload, 1)[0] >= end:
+                return  # commits from here on belong to later ranges
+            if kind == relation:  # look up the types it uses first
+                wanted = assembler.user_types_wanted(payload)
+                if wanted:
+                    assembler.add_user_types(self._user_types(wanted), wanted)
+            for event in feed(payload):
+                cls = type(event)
+                if cls is Change or cls is Truncate:
+                    yield event  # type: ignore[misc]
+                elif cls is Message:
+                    message: ch.Message = event  # type: ignore[assignment]
+                    if message.tx is not None:
+                        yield message
+                    elif message.lsn <= end:
+                        if message.lsn > start:
+                            yield message
+                    else:
+                        if _starts_before(self.dsn, self.slot, self.read, end, message.lsn):
+                            yield message
+                        return
+                elif isinstance(event, ch.TxBegin) and event.tx.commit_lsn >= end:
+                    return  # a streamed transaction committing past the end
+
+
+def _starts_before(dsn: str, slot: str, read: RangeRead, end: int, message_end: int) -> bool:
+    """Whether the non-transactional message whose record ends at ``message_end`` (past
+    ``end``) starts before ``end``: a stream started at ``end`` does not send it then.
+
+    Its first event tells: this message (it starts at or past ``end``), or anything else
+    (it straddles ``end``, so it is this range's). Rare: only when ``end`` falls inside
+    or just before such a message.
+    """
+    with _Reader(dsn, slot, read) as probe:
+        probe.open(end)
+        assembler = ch.Assembler(read.proto_version, binary=read.binary)
+        for payload in probe.messages(message_end):
+            if payload[0] in (po.MSG_BEGIN, po.MSG_STREAM_COMMIT):
+                return True
+            for event in assembler.feed(payload):
+                if isinstance(event, ch.Message) and event.tx is None:
+                    return event.lsn != message_end
+        return True
