@@ -539,9 +539,11 @@ def test_cli_errors_are_one_clear_line(db15: Any, tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
-def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db15: Any) -> None:
+def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db: Any) -> None:
+    """The source's offsets and reads (no Spark session: cheap, so on every major)."""
     from pgtail.spark.source import IDLE_ADVANCE_BYTES, PgoutputStreamReader
 
+    db15 = db
     setup_source(db15)
     db15.execute("CREATE TABLE unpublished (id int, pad text)")
     reader = PgoutputStreamReader(parse_options(options(db15)))
@@ -551,7 +553,17 @@ def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db15: Any) -> Non
         # A little unpublished WAL: no reason for a batch.
         db15.execute("INSERT INTO unpublished SELECT g, 'x' FROM generate_series(1, 100) g")
         settle(db15)
-        assert reader.latestOffset(begin, reader.getDefaultReadLimit()) == begin
+        moved = reader.latestOffset(begin, reader.getDefaultReadLimit())
+        if db.major >= 15:
+            assert moved == begin
+        else:  # before 15 the server sends that transaction as an empty one: no rows
+            assert moved["slots"]["s"] > start
+            assert (
+                sum(b.num_rows for p in reader.partitions(begin, moved) for b in reader.read(p))
+                == 0
+            )
+            reader.commit(moved)
+            begin = moved
         # A published transaction: the batch ends at (or past) its commit record.
         db15.execute("INSERT INTO items VALUES (1, 'a', 1, true, NULL)")
         settle(db15)
@@ -574,11 +586,13 @@ def test_offsets_move_over_unpublished_wal_and_stop_at_commits(db15: Any) -> Non
         reader.stop()
 
 
-def test_tiny_byte_limits_cut_wal_anywhere_yet_deliver_everything_once(db15: Any) -> None:
+def test_tiny_byte_limits_cut_wal_anywhere_yet_deliver_everything_once(db: Any) -> None:
+    """No Spark session: on every major (logical messages only from 14)."""
     from pyspark.sql.streaming.datasource import ReadMaxBytes
 
     from pgtail.spark.source import PgoutputStreamReader
 
+    db15 = db
     setup_source(db15)
     for i in range(30):
         db15.execute("SELECT pg_logical_emit_message(false, 'n', %s)", (f"{i}:" + "m" * (i * 97),))
@@ -620,7 +634,8 @@ def test_tiny_byte_limits_cut_wal_anywhere_yet_deliver_everything_once(db15: Any
             offset = end
     finally:
         reader.stop()
-    expected = sorted([(kind, str(i)) for i in range(30) for kind in ("n", "items", "notes", "t")])
+    kinds = ("n", "items", "notes", "t") if db.major >= 14 else ("items", "notes")
+    expected = sorted([(kind, str(i)) for i in range(30) for kind in kinds])
     assert batches > 30
     assert sorted(seen) == expected
 

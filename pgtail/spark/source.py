@@ -371,6 +371,9 @@ class _Driver:
             cap = flushed
             if caps is not None and spec.name in caps:
                 cap = min(cap, caps[spec.name])
+            # a window cut short by max_bytes has more WAL behind it: it moves on even
+            # when it holds nothing to deliver, or the stream would stall there
+            limited = max_bytes is not None and begin + max_bytes < cap
             if max_bytes is not None:
                 cap = min(cap, begin + max_bytes)
             if cap <= begin:
@@ -382,7 +385,7 @@ class _Driver:
             if last is not None and last > begin:
                 # A commit or message record straddling `cap` ends the batch at its end.
                 result[spec.name] = max(cap, last)
-            elif cap - begin >= IDLE_ADVANCE_BYTES:
+            elif limited or cap - begin >= IDLE_ADVANCE_BYTES:
                 result[spec.name] = cap
             else:
                 result[spec.name] = begin
