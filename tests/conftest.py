@@ -6,7 +6,8 @@ e.g. ``12,15,18``; default: every supported major that is installed). 15 comes f
 the npm builds ``.ci/setup`` puts in ``.pg/<major>/`` (see `pgtail.server.bindir_for_major`).
 A requested major that is not installed skips its tests, or fails them under ``CI``; the
 terminal summary names the majors tested and those that could not be.
-``@pytest.mark.min_major(15)`` skips a test on servers older than it needs.
+``@pytest.mark.min_major(15)`` skips a test on servers older than it needs;
+``@pytest.mark.majors(13, 15, 18)`` runs a heavy test over ``pg`` on those majors only.
 Each server is session-scoped; each test that wants isolation takes ``db``, a fresh
 database on that server (dropped afterwards together with any slot left in it).
 """
@@ -89,16 +90,21 @@ def get_server(major: int | str) -> LocalServer:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # min_major applies to tests parametrized over ``pg``; the major is known at collection,
-    # so a skipped test never starts its server
+    # min_major and majors apply to tests parametrized over ``pg``; the major is known at
+    # collection, so a skipped test never starts its server
     for item in items:
-        marker = item.get_closest_marker("min_major")
         callspec = getattr(item, "callspec", None)
-        if marker is None or callspec is None or "pg" not in callspec.params:
+        if callspec is None or "pg" not in callspec.params:
             continue
-        needed = int(marker.args[0])
-        if int(callspec.params["pg"]) < needed:
-            item.add_marker(pytest.mark.skip(reason=f"needs PostgreSQL {needed}+"))
+        major = int(callspec.params["pg"])
+        marker = item.get_closest_marker("min_major")
+        if marker is not None and major < int(marker.args[0]):
+            item.add_marker(pytest.mark.skip(reason=f"needs PostgreSQL {marker.args[0]}+"))
+            continue
+        marker = item.get_closest_marker("majors")
+        if marker is not None and major not in marker.args:
+            listed = ", ".join(map(str, marker.args))
+            item.add_marker(pytest.mark.skip(reason=f"runs on PostgreSQL {listed} only"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -54,55 +54,73 @@ class Database:
             conn.close()
 
 
+def create_database(server: LocalServer, prefix: str = "t_") -> Database:
+    """A new, empty database on ``server`` (drop it with :func:`drop_database`)."""
+    name = prefix + uuid.uuid4().hex[:12]
+    admin = psycopg2.connect(server.dsn("postgres"))
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        admin.close()
+    return Database(server, name)
+
+
 def fresh_database(server: LocalServer) -> Iterator[Database]:
     """A new database on ``server``; dropped afterwards with its slots and prepared
     transactions (a generator: ``yield from`` it in a fixture)."""
-    name = "t_" + uuid.uuid4().hex[:12]
+    database = create_database(server)
+    try:
+        yield database
+    finally:
+        drop_database(server, database.name)
+
+
+def drop_database(server: LocalServer, name: str) -> None:
+    """Drop database ``name`` if it exists, with its slots and prepared transactions,
+    ending every session in it first (on every major: ``WITH (FORCE)`` is new in 13)."""
     admin = psycopg2.connect(server.dsn("postgres"))
     admin.autocommit = True
     with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield Database(server, name)
-    finally:
-        with admin.cursor() as cur:
+        cur.execute(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+            "WHERE database = %s AND active_pid IS NOT NULL",
+            (name,),
+        )
+        cur.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+        for _ in range(50):
             cur.execute(
-                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
-                "WHERE database = %s AND active_pid IS NOT NULL",
+                "SELECT count(*) FROM pg_replication_slots WHERE database = %s AND active",
                 (name,),
             )
-            cur.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()",
-                (name,),
-            )
-            for _ in range(50):
-                cur.execute(
-                    "SELECT count(*) FROM pg_replication_slots WHERE database = %s AND active",
-                    (name,),
-                )
-                row = cur.fetchone()
-                if row is None or row[0] == 0:
-                    break
-                time.sleep(0.1)
-            cur.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE database = %s",
-                (name,),
-            )
-            cur.execute("SELECT gid FROM pg_prepared_xacts WHERE database = %s", (name,))
-            prepared = [r[0] for r in cur.fetchall()]
-        if prepared:
-            conn = psycopg2.connect(server.dsn(name))
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                for gid in prepared:
-                    cur.execute("ROLLBACK PREPARED %s", (gid,))
-            conn.close()
-        with admin.cursor() as cur:
-            force = " WITH (FORCE)" if server.major >= 13 else ""  # 12: backends ended above
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}"{force}')
-        admin.close()
+            row = cur.fetchone()
+            if row is None or row[0] == 0:
+                break
+            time.sleep(0.1)
+        cur.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE database = %s",
+            (name,),
+        )
+        cur.execute("SELECT gid FROM pg_prepared_xacts WHERE database = %s", (name,))
+        prepared = [r[0] for r in cur.fetchall()]
+    if prepared:
+        conn = psycopg2.connect(server.dsn(name))
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            for gid in prepared:
+                cur.execute("ROLLBACK PREPARED %s", (gid,))
+        conn.close()
+    with admin.cursor() as cur:
+        # before 13, DROP DATABASE waits (up to 5 s) for the sessions ended above to exit
+        force = " WITH (FORCE)" if server.major >= 13 else ""
+        cur.execute(f'DROP DATABASE IF EXISTS "{name}"{force}')
+    admin.close()
 
 
 # --- the CLI in-process ---------------------------------------------------------------

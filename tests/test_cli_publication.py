@@ -199,6 +199,35 @@ def test_pg15_features_refused_before_15(shop: Database) -> None:
     assert state(shop)[1:] == before[1:]
 
 
+def test_several_tables_on_every_major(shop: Database) -> None:
+    """Two --table in create, remove and add (before 15 one TABLE keyword heads the list)."""
+    tables = ["--table", "orders", "--table", '"My Schema"."Tab.le"']
+    code, out, err = run_cli(["publication", "create", "two", *tables, "--dsn", shop.dsn])
+    assert code == 0, err
+    assert out == "created publication two: insert, update, delete, truncate on 2 table(s)\n"
+    code, out, err = run_cli(["publication", "remove", "two", *tables, "--dsn", shop.dsn])
+    assert code == 0, err
+    assert out == "altered publication two: insert, update, delete, truncate on 0 table(s)\n"
+    code, out, err = run_cli(["publication", "add", "two", *tables, "--dsn", shop.dsn])
+    assert code == 0, err
+    assert out == "altered publication two: insert, update, delete, truncate on 2 table(s)\n"
+    pub = orjson.loads(run_cli(["publication", "show", "two", "--json", "--dsn", shop.dsn])[1])
+    assert sorted(pub["published_tables"]) == ['"My Schema"."Tab.le"', "public.orders"]
+
+
+def test_via_partition_root_refused_before_13(shop: Database) -> None:
+    if shop.major >= 13:
+        pytest.skip("PostgreSQL 13+ has publish_via_partition_root")
+    before = state(shop)
+    code, _, err = run_cli(
+        ["publication", "create", "r", "--table", "orders", "--via-partition-root",
+         "--dsn", shop.dsn]
+    )  # fmt: skip
+    assert code == 1 and err.count("\n") == 1, err
+    assert "publish_via_partition_root needs PostgreSQL 13 or later (server is 12)" in err
+    assert state(shop) == before
+
+
 def test_usage_errors(shop: Database) -> None:
     code, _, err = run_cli(["publication", "create", "p", "--ops", "upsert", "--dsn", shop.dsn])
     assert code == 2 and "upsert" in err

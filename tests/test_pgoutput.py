@@ -476,7 +476,22 @@ def _peek(db: Database, slot: str, *options: str) -> list[tuple[int, bytes]]:
         f"%s, NULL, NULL, {placeholders})",
         (slot, *options),
     )
-    return [(int(str(xid)), bytes(data)) for xid, data in rows]  # type: ignore[call-overload]
+    found = [(int(str(xid)), bytes(data)) for xid, data in rows]  # type: ignore[call-overload]
+    if db.major < 15:
+        found = _without_empty_transactions(found)
+    return found
+
+
+def _without_empty_transactions(rows: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """Before PostgreSQL 15 pgoutput sends a transaction that changed no published table
+    (DDL, the flush above) as an empty Begin/Commit pair: leave those pairs out."""
+    out: list[tuple[int, bytes]] = []
+    for row in rows:
+        if row[1][:1] == b"C" and out and out[-1][1][:1] == b"B":
+            out.pop()
+        else:
+            out.append(row)
+    return out
 
 
 def test_real_server_protocol_1(db: Database) -> None:
@@ -499,7 +514,10 @@ def test_real_server_protocol_1(db: Database) -> None:
     oids = run("SELECT 'items'::regclass::oid::int8, 'audit'::regclass::oid::int8")[0]
     items_oid, audit_oid = int(str(oids[0])), int(str(oids[1]))
 
-    rows = _peek(db, "s1", "proto_version", "1", "publication_names", "pub", "messages", "true")
+    # logical decoding messages are sent from PostgreSQL 14 (the messages option)
+    with_messages = db.major >= 14
+    options = ("messages", "true") if with_messages else ()
+    rows = _peek(db, "s1", "proto_version", "1", "publication_names", "pub", *options)
     decoder = Decoder(1)
     messages = [decoder.decode(payload) for _, payload in rows]
 
@@ -528,14 +546,14 @@ def test_real_server_protocol_1(db: Database) -> None:
         *("Begin", "Update", "Commit"),
         *("Begin", "Delete", "Commit"),
         *("Begin", "Truncate", "Commit"),
-        *("Begin", "LogicalMessage", "Commit"),
-        "LogicalMessage",
+        *(("Begin", "LogicalMessage", "Commit", "LogicalMessage") if with_messages else ()),
     ]
 
     # Each transaction: Begin.xid equals the xid of its rows, final_lsn == commit_lsn.
     begins = [(i, m) for i, m in enumerate(messages) if isinstance(m, Begin)]
     commits = [m for m in messages if isinstance(m, Commit)]
-    assert len(begins) == len(commits) == 9
+    transactions = 9 if with_messages else 8
+    assert len(begins) == len(commits) == transactions
     now = datetime.now(UTC)
     for (index, begin_message), commit_message in zip(begins, commits, strict=True):
         assert rows[index][0] == begin_message.xid
@@ -543,7 +561,7 @@ def test_real_server_protocol_1(db: Database) -> None:
         assert commit_message.end_lsn > commit_message.commit_lsn
         assert begin_message.commit_time == commit_message.commit_time
         assert abs(now - commit_message.commit_time) < timedelta(minutes=5)
-    assert len({b.xid for _, b in begins}) == 9
+    assert len({b.xid for _, b in begins}) == transactions
 
     changes = [m for m in sequence if not isinstance(m, Begin | Commit)]
     assert changes[0] == Insert(None, items_oid, TupleData(b"ttn", (b"1", b"a", None)))
@@ -566,6 +584,8 @@ def test_real_server_protocol_1(db: Database) -> None:
     assert isinstance(changes[8], Truncate)
     assert changes[8].options == 3 and changes[8].cascade and changes[8].restart_identity
     assert sorted(changes[8].relation_ids) == sorted([items_oid, audit_oid])
+    if not with_messages:
+        return
     transactional, non_transactional = changes[9], changes[10]
     assert isinstance(transactional, LogicalMessage)
     assert isinstance(non_transactional, LogicalMessage)
@@ -631,6 +651,7 @@ def _check_streamed(messages: list[Message]) -> StreamAbort:
     return aborts[0]
 
 
+@pytest.mark.min_major(14)  # streaming
 def test_real_server_streamed_transaction(db: Database) -> None:
     """Protocol 2, streaming on: Stream Start/Stop blocks whose changes carry xids."""
     _streamed_workload(db)
@@ -641,9 +662,11 @@ def test_real_server_streamed_transaction(db: Database) -> None:
     assert decoder.in_stream is False
 
 
-def test_real_server_parallel_streaming_abort(db18: Database) -> None:
+@pytest.mark.min_major(16)  # protocol 4, streaming = parallel
+def test_real_server_parallel_streaming_abort(db: Database) -> None:
     """Protocol 4, streaming = parallel (PostgreSQL 16+): Stream Abort carries the abort
     LSN and time, told apart from the short form by its length alone."""
+    db18 = db  # every major from 16
     _streamed_workload(db18)
     rows = _peek(
         db18, "s2", "proto_version", "4", "publication_names", "pub", "streaming", "parallel"
@@ -664,6 +687,7 @@ def test_real_server_parallel_streaming_abort(db18: Database) -> None:
     assert (abort.abort_lsn, abort.abort_time) == (None, None)
 
 
+@pytest.mark.min_major(15)  # pgoutput's two_phase option
 def test_real_server_two_phase(db: Database) -> None:
     """Protocol 3 with two_phase: Begin Prepare / Prepare / Commit Prepared with a GID."""
     run = db.execute
@@ -762,6 +786,8 @@ def test_real_server_origin_and_type(db: Database) -> None:
 def test_real_server_unchanged_toast_and_binary(db: Database, binary: bool) -> None:
     """An UPDATE that leaves a TOASTed column alone sends it as 'u'; with binary = true
     the other values arrive in binary format ('b'), NULLs stay 'n'."""
+    if binary and db.major < 14:
+        pytest.skip("binary tuple data needs PostgreSQL 14+")
     run = db.execute
     run("CREATE TABLE docs (id int PRIMARY KEY, body text, n int, note text)")
     run("ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL")  # out of line, uncompressed

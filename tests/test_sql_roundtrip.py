@@ -30,7 +30,7 @@ from pgtail.render import RenderOptions
 from pgtail.render.sql import SqlRenderer, literal, quote_ident, quote_literal
 from pgtail.render.table import TableRenderer
 from pgtail.server import LocalServer, embedded_bindir
-from tests.helpers import Database
+from tests.helpers import Database, create_database, drop_database
 
 PAYLOAD_COLUMNS = """
     c_bool boolean, c_int2 smallint, c_int4 integer, c_int8 bigint, c_oid oid,
@@ -342,22 +342,13 @@ def target_factory(db: Database) -> Iterator[object]:
     server: LocalServer = db.server
 
     def make() -> Database:
-        name = "rt_" + uuid.uuid4().hex[:12]
-        admin = psycopg2.connect(server.dsn("postgres"))
-        admin.autocommit = True
-        with admin.cursor() as cur:
-            cur.execute(f'CREATE DATABASE "{name}"')
-        admin.close()
-        made.append(name)
-        return Database(server, name)
+        target = create_database(server, "rt_")
+        made.append(target.name)
+        return target
 
     yield make
-    admin = psycopg2.connect(server.dsn("postgres"))
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        for name in made:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+    for name in made:
+        drop_database(server, name)
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])

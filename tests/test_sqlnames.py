@@ -79,8 +79,11 @@ def test_quote_ident_agrees_with_the_server(db: Database) -> None:
                     # the server quotes any '$'; after the first character an unquoted
                     # '$' is part of the identifier all the same
                     assert ours == name
-                else:
-                    assert ours == row[0], name
+                elif ours != row[0]:
+                    # a key word only a newer major reserves (json was unreserved in 16):
+                    # quoted here all the same, which names the same column
+                    assert db.major < 18 and ours == f'"{name}"' == f'"{row[0]}"', name
+                    assert name in sqlnames.RESERVED_KEYWORDS, name
                 if name:  # what we write names the same column
                     cur.execute(f"SELECT 1 AS {ours}")
                     assert cur.description is not None

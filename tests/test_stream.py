@@ -23,7 +23,7 @@ from pgtail.filters import EventFilter
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions
 from pgtail.stream import ReconnectPolicy, StreamConfig, StreamResult, max_proto_version, run
-from tests.helpers import confirmed, insert_lsn, wait_inactive
+from tests.helpers import confirmed, create_database, drop_database, insert_lsn, wait_inactive
 from tests.helpers import streaming as hold_slot  # "streaming" names a loop variable here
 
 SCHEMA = """
@@ -717,10 +717,7 @@ def test_sql_format_replays_into_a_copy(db: Any) -> None:
     )
     script = out.getvalue().decode()
     assert "INSERT INTO" in script and "COMMIT;" in script
-    admin = psycopg2.connect(db.server.dsn("postgres"))
-    admin.autocommit = True
-    copy = db.name + "_copy"
-    admin.cursor().execute(f'CREATE DATABASE "{copy}"')
+    copy = create_database(db.server).name
     try:
         target = psycopg2.connect(db.server.dsn(copy))
         target.autocommit = True
@@ -733,8 +730,7 @@ def test_sql_format_replays_into_a_copy(db: Any) -> None:
         assert replayed == db.execute("SELECT * FROM items ORDER BY id")
         assert len(replayed) > 1000
     finally:
-        admin.cursor().execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
-        admin.close()
+        drop_database(db.server, copy)
 
 
 def test_table_format_renders(db: Any) -> None:

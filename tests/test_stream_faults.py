@@ -222,7 +222,11 @@ def test_temporary_slot_cannot_resume_after_a_cut(db: Any) -> None:
 
 @pytest.fixture(scope="module")
 def replica_server(pg18: LocalServer) -> Iterator[Any]:
-    """A server with wal_level = replica and a password-protected role."""
+    """A server with wal_level = replica and a password-protected role.
+
+    One major only: these tests check how pgtail words a refused connection (its own
+    wal_level check, the server's authentication failure), which does not depend on the
+    major; the reconnect and restart tests above run on every major."""
     server = start_server(pg18.bindir, settings={"wal_level": "replica"})
     try:
         admin = psycopg2.connect(server.dsn("postgres"))

@@ -6,6 +6,9 @@ own and no helper lives in two places."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,24 @@ def test_no_module_of_the_suite_imports_a_test_module_or_conftest() -> None:
         p.name: found for p in modules if (found := forbidden_imports(p.read_text("utf-8")))
     }
     assert offenders == {}
+
+
+def test_major_markers_skip_before_any_server_starts() -> None:
+    """``min_major`` and ``majors`` skip a test over ``pg`` at collection: no server of a
+    major the test does not run on is started (here 12, not even installed)."""
+    pytest.importorskip("pyspark")  # the majors-marked test below is a Spark test
+    tests = [
+        "tests/test_values.py::test_pgoutput_text_and_binary_captures_agree",  # min_major(14)
+        "tests/test_spark.py::test_batch_read_peeks_pending_changes_without_moving_the_slot",
+    ]
+    env = {**os.environ, "PGTAIL_TEST_MAJORS": "12", "PGTAIL_PG12_BINDIR": "/nonexistent"}
+    env.pop("CI", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *tests],
+        cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 skipped" in proc.stdout, proc.stdout
+    assert "needs PostgreSQL 14+" in proc.stdout
+    assert "runs on PostgreSQL 13, 15, 18 only" in proc.stdout
+    assert "could not be tested" not in proc.stdout  # no server was looked for

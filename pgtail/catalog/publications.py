@@ -281,8 +281,15 @@ class TableTarget:
 
 
 def table_clause(conn: PgConnection, target: TableTarget, version: int) -> sql.Composable:
+    """``TABLE name [(columns)] [WHERE (filter)]`` for one ``--table``."""
+    return sql.SQL("TABLE ") + table_reference(conn, target, version)
+
+
+def table_reference(conn: PgConnection, target: TableTarget, version: int) -> sql.Composable:
+    """One ``--table`` as a publication object without its keyword: the name, and the
+    column list and row filter a server of ``version`` must have (15+)."""
     ref = resolve_table(conn, target.spec)
-    parts: list[sql.Composable] = [sql.SQL("TABLE "), ref.identifier]
+    parts: list[sql.Composable] = [ref.identifier]
     if target.spec.columns is not None:
         if version < FILTERS_VERSION:
             raise ServerCapabilityError("column lists need PostgreSQL 15 or later")
@@ -302,7 +309,14 @@ def table_clause(conn: PgConnection, target: TableTarget, version: int) -> sql.C
 def object_clauses(
     conn: PgConnection, tables: Sequence[TableTarget], schemas: Sequence[str]
 ) -> sql.Composable:
+    """The objects of CREATE PUBLICATION ... FOR and ALTER PUBLICATION ... ADD/DROP."""
     version = server_version_num(conn)
+    if version < FILTERS_VERSION:
+        # before 15 the grammar has one TABLE keyword for the whole list: TABLE a, b
+        references = [table_reference(conn, t, version) for t in tables]
+        if schemas:
+            raise ServerCapabilityError("FOR TABLES IN SCHEMA needs PostgreSQL 15 or later")
+        return sql.SQL("TABLE ") + sql.SQL(", ").join(references)
     clauses = [table_clause(conn, t, version) for t in tables]
     if schemas:
         if version < FILTERS_VERSION:
