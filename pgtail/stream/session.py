@@ -523,7 +523,18 @@ class Session:
                         elif isinstance(event, TxCommit):
                             confirm = position = event.tx.end_lsn
                             txs += 1
-                            items.append(event)
+                            last = items[-1] if items else None
+                            if (
+                                type(last) is TxBegin
+                                and last.tx.xid == event.tx.xid
+                                and not event.tx.prepared
+                            ):
+                                # nothing of it to show (all filtered out, or, before
+                                # PostgreSQL 15, a transaction that changed no published
+                                # table): no empty begin/commit; its position still counts
+                                items.pop()
+                            else:
+                                items.append(event)
                             flush_items()  # batches end at transaction boundaries
                             continue
                         elif isinstance(event, ch.CommitPrepared | ch.RollbackPrepared):
