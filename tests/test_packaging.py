@@ -230,9 +230,15 @@ def test_layers_of_the_catalog() -> None:
     """doctor knows only catalog's fact types; the catalog never imports the doctor, the
     stream, spark or the CLI; the pure layers import no catalog (nor psycopg2)."""
     graph = _import_graph()
-    assert {m for m in graph["pgtail.doctor"] if m.startswith("pgtail.catalog")} == {
-        "pgtail.catalog.facts"
-    }
+    doctor = [m for m in graph if m == "pgtail.doctor" or m.startswith("pgtail.doctor.")]
+    assert {"pgtail.doctor", "pgtail.doctor.findings", "pgtail.doctor.tables"} <= set(doctor)
+    for module in doctor:
+        assert {m for m in graph[module] if m.startswith("pgtail.catalog")} <= {
+            "pgtail.catalog.facts"
+        }, module
+    assert "pgtail.catalog.facts" in set().union(*(graph[m] for m in doctor))
+    pure = {"pgtail.catalog.facts", "pgtail.errors", "pgtail.sqlnames", *doctor}
+    assert {m: graph[m] - pure for m in doctor if graph[m] - pure} == {}
     for module, edges in graph.items():
         if module.startswith("pgtail.catalog"):
             assert not {

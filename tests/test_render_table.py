@@ -20,7 +20,8 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.render import RenderOptions, make_renderer
-from pgtail.render.table import CHUNK_ROWS, TableRenderer, pg_interval, show_string
+from pgtail.render.psql_values import pg_interval
+from pgtail.render.table import CHUNK_ROWS, TableRenderer, show_string
 from tests.events import TIME, TX, USERS, change, col
 
 FULL = Table(
