@@ -9,12 +9,16 @@ readable and runnable on its own. ``conftest`` builds its ``db`` fixtures from
 
 from __future__ import annotations
 
+import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
 import psycopg2
 import psycopg2.extras
 from click.testing import CliRunner
@@ -214,3 +218,32 @@ def streaming(db: Database, slot: str, publication: str) -> Iterator[int]:
     finally:
         with suppress(Exception):
             conn.close()
+
+
+class JsonLines:
+    """A pgtail process's JSON lines on stdout, read in the background."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self._proc = proc
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self.lines.append(orjson.loads(line))
+
+    def wait_for(self, count: int, timeout: float = 60) -> None:
+        deadline = time.time() + timeout
+        while len(self.lines) < count and time.time() < deadline:
+            time.sleep(0.02)
+        assert len(self.lines) >= count, (len(self.lines), count)
+
+    def join(self) -> None:
+        self._thread.join(30)
+
+    def ids(self) -> list[int]:
+        """The ``new.id`` of every line, once the process's stdout has closed."""
+        self.join()
+        return [r["new"]["id"] for r in self.lines]

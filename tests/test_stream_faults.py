@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
 import psycopg2
 import pytest
 
 from pgtail.lsn import format_lsn
 from pgtail.server import LocalServer, start_server
-from tests.helpers import Database, confirmed, insert_lsn, wait_active
+from tests.helpers import Database, JsonLines, confirmed, insert_lsn, wait_active
 from tests.proxy import Proxy
 
 PY = sys.executable
@@ -26,30 +24,6 @@ def setup(db: Any) -> None:
     db.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
     db.execute("CREATE PUBLICATION pub FOR TABLE t")
     db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
-
-
-class LineCollector:
-    """Reads pgtail's stdout in the background."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.lines: list[dict[str, Any]] = []
-        self._proc = proc
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            self.lines.append(orjson.loads(line))
-
-    def wait_for(self, count: int, timeout: float = 60) -> None:
-        deadline = time.time() + timeout
-        while len(self.lines) < count and time.time() < deadline:
-            time.sleep(0.02)
-        assert len(self.lines) >= count, (len(self.lines), count)
-
-    def join(self) -> None:
-        self._thread.join(30)
 
 
 def test_connection_cut_mid_stream_reconnects_without_loss(db: Any) -> None:
@@ -79,7 +53,7 @@ def test_connection_cut_mid_stream_reconnects_without_loss(db: Any) -> None:
             stderr=subprocess.PIPE,
         )
         try:
-            collector = LineCollector(proc)
+            collector = JsonLines(proc)
             wait_active(db, timeout=60)
             total = 0
             conn = db.connect()
@@ -153,7 +127,7 @@ def test_server_restart_mid_stream(own_db: Database) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        collector = LineCollector(proc)
+        collector = JsonLines(proc)
         wait_active(db, timeout=60)
         db.execute("INSERT INTO t SELECT g, 'before' FROM generate_series(0, 199) g")
         for i in range(200, 400):
@@ -202,7 +176,7 @@ def test_temporary_slot_cannot_resume_after_a_cut(db: Any) -> None:
             stderr=subprocess.PIPE,
         )
         try:
-            collector = LineCollector(proc)
+            collector = JsonLines(proc)
             deadline = time.time() + 30
             while time.time() < deadline:
                 if db.execute("SELECT count(*) FROM pg_replication_slots WHERE active")[0][0]:

@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import orjson
 import psycopg2
@@ -24,7 +23,7 @@ import pytest
 from pgtail.catalog import describe_disconnect, is_transient, translate_connect_error
 from pgtail.errors import ConnectionFailed, ServerUnavailable
 from pgtail.server import LocalServer, start_server
-from tests.helpers import Database, confirmed, insert_lsn, wait_active
+from tests.helpers import Database, JsonLines, confirmed, insert_lsn, wait_active
 
 PY = sys.executable
 # psycopg2's and libpq's own words for a lost connection, never shown to users
@@ -44,31 +43,6 @@ def stream(dsn: str, *extra: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-
-
-class Lines:
-    """pgtail's stdout, read in the background."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.rows: list[dict[str, Any]] = []
-        self._proc = proc
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            self.rows.append(orjson.loads(line))
-
-    def wait_for(self, count: int, timeout: float = 60) -> None:
-        deadline = time.time() + timeout
-        while len(self.rows) < count and time.time() < deadline:
-            time.sleep(0.02)
-        assert len(self.rows) >= count, (len(self.rows), count)
-
-    def ids(self) -> list[int]:
-        self._thread.join(30)
-        return [r["new"]["id"] for r in self.rows]
 
 
 class RawLines:
@@ -108,12 +82,12 @@ def ended(proc: subprocess.Popen[bytes], within: float) -> tuple[int, list[str]]
 
 
 @pytest.fixture
-def streaming_db(db: Database) -> Iterator[tuple[Database, subprocess.Popen[bytes], Lines]]:
+def streaming_db(db: Database) -> Iterator[tuple[Database, subprocess.Popen[bytes], JsonLines]]:
     """A stream of slot ``s`` / publication ``pub`` that has written row 1."""
     setup(db)
     proc = stream(db.dsn)
     try:
-        lines = Lines(proc)
+        lines = JsonLines(proc)
         wait_active(db)
         db.execute("INSERT INTO t VALUES (1, 'a')")
         lines.wait_for(1)
@@ -128,7 +102,7 @@ def streaming_db(db: Database) -> Iterator[tuple[Database, subprocess.Popen[byte
 
 
 def test_slot_dropped_while_streaming_ends_the_run_at_once(
-    streaming_db: tuple[Database, subprocess.Popen[bytes], Lines],
+    streaming_db: tuple[Database, subprocess.Popen[bytes], JsonLines],
 ) -> None:
     db, proc, _ = streaming_db
     dropped = subprocess.run(
@@ -144,7 +118,7 @@ def test_slot_dropped_while_streaming_ends_the_run_at_once(
 
 
 def test_publication_dropped_while_streaming_ends_the_run(
-    streaming_db: tuple[Database, subprocess.Popen[bytes], Lines],
+    streaming_db: tuple[Database, subprocess.Popen[bytes], JsonLines],
 ) -> None:
     db, proc, _ = streaming_db
     db.execute("DROP PUBLICATION pub")
@@ -158,7 +132,7 @@ def test_publication_dropped_while_streaming_ends_the_run(
 
 
 def test_publication_dropped_while_decoding_ends_the_run(
-    streaming_db: tuple[Database, subprocess.Popen[bytes], Lines],
+    streaming_db: tuple[Database, subprocess.Popen[bytes], JsonLines],
 ) -> None:
     db, proc, _ = streaming_db
     if db.major >= 18:
@@ -178,7 +152,7 @@ def test_replication_revoked_ends_the_run(db: Database) -> None:
     try:
         proc = stream(db.server.dsn(db.name, user=role))
         try:
-            lines = Lines(proc)
+            lines = JsonLines(proc)
             wait_active(db)
             db.execute("INSERT INTO t VALUES (1, 'a')")
             lines.wait_for(1)
@@ -230,7 +204,7 @@ def test_started_before_the_server_retries_then_streams(own_server: LocalServer)
     own_server.stop()
     proc = stream(db.dsn, "--idle-exit", "20")
     try:
-        lines = Lines(proc)
+        lines = JsonLines(proc)
         time.sleep(2.5)  # a few attempts against a server that is not there
         assert proc.poll() is None, "pgtail gave up on a server that is starting"
         own_server.start()
@@ -322,7 +296,7 @@ def test_restart_and_terminate_are_told_in_postgresql_terms(own_server: LocalSer
     setup(db)
     proc = stream(db.dsn)
     try:
-        lines = Lines(proc)
+        lines = JsonLines(proc)
         wait_active(db)
         db.execute("INSERT INTO t VALUES (1, 'a')")
         lines.wait_for(1)
