@@ -269,7 +269,10 @@ def test_sighup_with_output_reopens_the_file(db: Any, tmp_path: Path) -> None:
         rotated = tmp_path / "out.jsonl.1"
         out.rename(rotated)
         proc.send_signal(signal.SIGHUP)
-        time.sleep(1)
+        deadline = time.monotonic() + 20  # the reopen creates the new file; a loaded
+        while not out.exists() and time.monotonic() < deadline:  # machine may take a while
+            time.sleep(0.05)
+        assert out.exists()
         write(db, "INSERT INTO t VALUES (3, 'x')")
         wait_for(out, [3])  # the new file, and the stream goes on
         assert proc.poll() is None
