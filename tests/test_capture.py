@@ -560,6 +560,53 @@ def test_insert_fast_paths_write_the_same_bytes(
     assert null_rows[0] > 0  # rows with NULLs took the fast path too
 
 
+def _spark_rows(events: list[Event]) -> list[dict[str, Any]]:
+    """The Spark source's rows of these events (``pgtail.spark.source.read_partition``'s
+    loop), as Python values."""
+    from pgtail.changes import Message, Truncate
+    from pgtail.spark.schema import RowBuffer
+
+    rows = RowBuffer()
+    for event in events:
+        if isinstance(event, EncodedRows):
+            rows.add_encoded(event)
+        elif isinstance(event, Change):
+            rows.add_change(event)
+        elif isinstance(event, Truncate):
+            rows.add_truncate(event)
+        elif isinstance(event, Message):
+            rows.add_message(event)
+    return rows.take().to_pylist()
+
+
+@pytest.mark.parametrize("generated", [True, False], ids=["generated", "plain"])
+def test_spark_rows_from_encoded_lines_equal_rows_from_changes(
+    capture: Capture, codegen: Callable[[bool], None], generated: bool
+) -> None:
+    """The Spark source's fast path (rows split out of `json_columns_encoder`'s lines)
+    gives exactly the rows the general path builds from Changes, in every text mode."""
+    pytest.importorskip("pyspark")
+    codegen(generated)
+    compared = 0
+    for mode in MODES:
+        if mode.min_major() > capture.major or mode.binary:
+            continue
+        payloads = capture.payloads[mode.name]
+        fast = Assembler(
+            mode.proto, encoder=jsonl.json_columns_encoder, user_types=capture.user_types
+        )
+        fast_events = [e for _lsn, payload in payloads for e in fast.feed(payload)]
+        encoded = [e for e in fast_events if isinstance(e, EncodedRows)]
+        assert {e.op for e in encoded} == {"insert", "update", "delete"}, mode.name
+        got = _spark_rows(fast_events)
+        expected = _spark_rows(_decode(mode, payloads, capture.user_types))
+        assert len(got) == len(expected) > 3500
+        for i, (a, b) in enumerate(zip(got, expected, strict=True)):
+            assert a == b, (mode.name, i)
+        compared += 1
+    assert compared >= 3
+
+
 def test_generated_and_plain_code_render_captured_changes_alike(
     capture: Capture, codegen: Callable[[bool], None]
 ) -> None:

@@ -109,6 +109,12 @@ def message_content(content: bytes) -> tuple[str, str]:
 _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled source)
 
 
+# Lays out one change's line from the pieces `row_encoders` templates: the replica
+# identity key, the old row, the old row's kind and the new row, each a JSON text with
+# bytes-format placeholders (or ``null``). The line starts with ``%d`` (the seq).
+LineLayout = Callable[[bytes, bytes, bytes, bytes], bytes]
+
+
 def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
     """The JSON lines fast path for changes whose tuple arrived all text (or NULL):
     inserts, updates that carry no old row (the same line after the head), and deletes.
@@ -123,6 +129,45 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     so no row dict, Change or Python value is built. They raise on anything unusual, and
     the assembler then takes the general path for that row.
     """
+    head = b'"seq":%d,"replica_identity":' + _percent(dumps(table.replica_identity))
+
+    def line(key: bytes, old: bytes, old_kind: bytes, new: bytes) -> bytes:
+        return (
+            head
+            + b',"key":'
+            + key
+            + b',"old":'
+            + old
+            + b',"old_kind":'
+            + old_kind
+            + b',"new":'
+            + new
+            + b',"unchanged_toast":[]}\n'
+        )
+
+    return row_encoders(table, text_converters, line, f"JSON lines of {table.qualified_name}")
+
+
+def json_columns_encoder(
+    table: Table, text_converters: Sequence[Converter]
+) -> InsertEncoders | None:
+    """`insert_encoder` for the Spark source's rows: per change one line
+    ``seq<TAB>key<TAB>old<TAB>new<LF>``, each of the three the JSON `change_line` writes
+    for it (``null`` when absent), for the same changes. JSON text never holds a raw tab
+    or newline, so the lines split back into columns without parsing any JSON.
+    """
+
+    def line(key: bytes, old: bytes, old_kind: bytes, new: bytes) -> bytes:
+        return b"%d\t" + key + b"\t" + old + b"\t" + new + b"\n"
+
+    return row_encoders(table, text_converters, line, f"JSON columns of {table.qualified_name}")
+
+
+def row_encoders(
+    table: Table, text_converters: Sequence[Converter], layout: LineLayout, title: str
+) -> InsertEncoders | None:
+    """The encoders of `insert_encoder`, with lines laid out by ``layout``: the one
+    generator of the JSON of a row straight from the server's text."""
     columns = table.columns
     if not columns or len(columns) > _ENCODE_MAX_COLUMNS or len(text_converters) != len(columns):
         return None
@@ -209,25 +254,12 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     key_values = [f"j{position[k]}" for k in keys]
     all_values = [f"j{i}" for i in range(len(columns))]
     nullable_pieces = {c.name: _percent(dumps(c.name)) + b":%b" for c in columns}
-    head = b'"seq":%d,"replica_identity":' + _percent(dumps(table.replica_identity))
 
     def obj(pieces: dict[str, bytes], names: Sequence[str]) -> bytes:
         return b"{" + b",".join(pieces[n] for n in names) + b"}"
 
     def line(pieces: dict[str, bytes], old: bytes, old_kind: bytes, new: bytes) -> bytes:
-        key = obj(pieces, keys) if keys else b"null"
-        return (
-            head
-            + b',"key":'
-            + key
-            + b',"old":'
-            + old
-            + b',"old_kind":'
-            + old_kind
-            + b',"new":'
-            + new
-            + b',"unchanged_toast":[]}\n'
-        )
+        return layout(obj(pieces, keys) if keys else b"null", old, old_kind, new)
 
     names = [c.name for c in columns]
     functions = []  # (name, body, template, the values after seq and the key)
@@ -259,7 +291,7 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     plain_encode, with_nulls, full_plain, full_with_nulls, key_delete = _codegen.define_all(
         "\n".join(source),
         ["plain", "with_nulls", "full_delete_plain", "full_delete_with_nulls", "key_delete"],
-        f"JSON lines of {table.qualified_name}",
+        title,
         namespace,
     )
     return InsertEncoders(

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from pgtail.catalog.spark import ColumnType
-    from pgtail.changes import Change, Message, Table, Truncate
+    from pgtail.changes import Change, EncodedRows, Message, Table, Truncate
 
 MESSAGE_TYPE = StructType(
     [
@@ -71,12 +71,19 @@ def arrow_schema() -> pa.Schema:
 
 
 class RowBuffer:
-    """Collects rows column by column and hands them out as Arrow record batches."""
+    """Collects rows column by column and hands them out as Arrow record batches.
+
+    Rows come one by one (`add_change`, ...) or as `EncodedRows` whose lines
+    `pgtail.render.jsonl.json_columns_encoder` wrote (`add_encoded`): those become Arrow
+    columns at once, the JSON split out of the lines without a Python object per value.
+    """
 
     def __init__(self) -> None:
         self._schema = arrow_schema()
         self._columns: dict[str, list[Any]] = {name: [] for name in COLUMNS}
         self._key_cache: dict[int, tuple[Table, tuple[str, ...]]] = {}
+        self._pending = 0  # rows in _columns
+        self._batches: list[pa.RecordBatch] = []  # before the rows in _columns
         self.rows = 0
 
     def _append(
@@ -113,6 +120,7 @@ class RowBuffer:
         c["origin"].append(origin)
         c["message"].append(message)
         self.rows += 1
+        self._pending += 1
 
     def _key_columns(self, table: Table) -> tuple[str, ...]:
         found = self._key_cache.get(id(table))
@@ -152,6 +160,52 @@ class RowBuffer:
         c["origin"].append(tx.origin)
         c["message"].append(None)
         self.rows += 1
+        self._pending += 1
+
+    def add_encoded(self, rows: EncodedRows) -> None:
+        """A run of changes to one table in one transaction, as encoded lines."""
+        import pyarrow as pa
+
+        self._flush()
+        count = rows.count
+        tx = rows.tx
+        table = rows.table
+        # seq TAB key TAB old TAB new, per line: one split into the four columns
+        fields = rows.lines[:-1].replace(b"\n", b"\t").split(b"\t")
+        if len(fields) != 4 * count:
+            raise ValueError(f"{count} encoded rows of {table.qualified_name} do not split")
+        schema = self._schema
+        string = pa.string()
+
+        def json_column(values: list[bytes]) -> pa.Array:
+            return pa.array([None if v == b"null" else v for v in values], string)
+
+        def constant(name: str, value: Any) -> pa.Array:
+            kind = schema.field(name).type
+            return pa.repeat(pa.scalar(value, kind), count)
+
+        arrays = [
+            constant("op", rows.op),
+            constant("schema", table.schema),
+            constant("table", table.name),
+            constant("xid", tx.xid),
+            constant("commit_lsn", tx.commit_lsn),
+            constant("end_lsn", tx.end_lsn),
+            pa.array(range(rows.first_seq, rows.first_seq + count), pa.int32()),
+            constant("commit_ts", tx.commit_time),
+            json_column(fields[1::4]),
+            json_column(fields[2::4]),
+            json_column(fields[3::4]),
+            pa.ListArray.from_arrays(
+                pa.repeat(pa.scalar(0, pa.int32()), count + 1),
+                pa.array([], string),
+                type=schema.field("unchanged_toast").type,
+            ),
+            constant("origin", tx.origin),
+            pa.nulls(count, schema.field("message").type),
+        ]
+        self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+        self.rows += count
 
     def add_truncate(self, truncate: Truncate) -> None:
         tx = truncate.tx
@@ -187,15 +241,30 @@ class RowBuffer:
             },
         )
 
+    def _flush(self) -> None:
+        """The rows added one by one so far become a record batch of their own."""
+        import pyarrow as pa
+
+        if not self._pending:
+            return
+        arrays = [pa.array(self._columns[field.name], type=field.type) for field in self._schema]
+        self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
+        self._columns = {name: [] for name in COLUMNS}
+        self._pending = 0
+
     def take(self) -> pa.RecordBatch:
         """The rows collected so far as one record batch; the buffer starts empty again."""
         import pyarrow as pa
 
-        arrays = [pa.array(self._columns[field.name], type=field.type) for field in self._schema]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
-        self._columns = {name: [] for name in COLUMNS}
+        self._flush()
+        batches = self._batches
+        self._batches = []
         self.rows = 0
-        return batch
+        if len(batches) == 1:
+            return batches[0]
+        if not batches:
+            return pa.RecordBatch.from_pylist([], schema=self._schema)
+        return pa.concat_batches(batches)
 
 
 # --- the typed per-table read: the table's columns, then these ------------------------

@@ -234,7 +234,7 @@ def check_data_loss(slot: str, confirmed: int, start: int, fail: bool) -> None:
 
 def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
     """Replay one slot between two offsets as Arrow batches (runs on an executor)."""
-    from pgtail.changes import Change, Message
+    from pgtail.changes import Change, EncodedRows, Message
     from pgtail.spark import sql
     from pgtail.spark.schema import RowBuffer, TypedRowBuffer
     from pgtail.stream.bounded import RangeRead, read_range
@@ -245,6 +245,9 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
         if partition.check_data_loss:
             check_data_loss(partition.slot, confirmed, start, partition.fail_on_data_loss)
 
+    from pgtail.render.jsonl import json_columns_encoder
+
+    typed = partition.table is not None
     read = RangeRead(
         proto_version=partition.proto_version,
         options=dict(partition.replication_options),
@@ -252,6 +255,8 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
         application_name=sql.APPLICATION_NAME,
         busy_timeout=partition.busy_timeout,
         missing_hint=sql.missing_slot_hint(partition.slot),
+        # the JSON of the rows straight from the server's text, as `pgtail stream` does
+        encoder=None if typed else json_columns_encoder,
     )
     batch_rows = partition.batch_rows
     events = read_range(
@@ -264,9 +269,12 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
         return
     rows = RowBuffer()
     add_change, add_truncate, add_message = rows.add_change, rows.add_truncate, rows.add_message
+    add_encoded = rows.add_encoded
     for event in events:
         cls = type(event)
-        if cls is Change:
+        if cls is EncodedRows:
+            add_encoded(event)  # type: ignore[arg-type]
+        elif cls is Change:
             add_change(event)  # type: ignore[arg-type]
         elif cls is Message:
             add_message(event)  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ import select
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
 from pgtail.catalog import decoding_options, translate_connect_error
+from pgtail.values import Converter
 
 # Begin: byte 'B', then the LSN of the commit record (int64)
 _BEGIN_FINAL_LSN = struct.Struct(">q").unpack_from
@@ -57,6 +58,9 @@ class RangeRead:
     busy_timeout: float = 10.0
     status_interval: float = 10.0
     missing_hint: str | None = None
+    # the assembler's fast path (`pgtail.changes.Assembler`'s ``encoder``): rows whose
+    # values all arrived as text come as `EncodedRows` of the encoder's lines
+    encoder: Callable[[ch.Table, Sequence[Converter]], ch.InsertEncoders | None] | None = None
 
 
 def read_range(
@@ -67,7 +71,7 @@ def read_range(
     read: RangeRead,
     *,
     on_position: Callable[[int], None] | None = None,
-) -> Iterator[ch.Change | ch.Truncate | ch.Message]:
+) -> Iterator[ch.Change | ch.EncodedRows | ch.Truncate | ch.Message]:
     """The changes of ``slot`` whose transactions commit in ``[start, end)`` (and the
     non-transactional messages of that stretch of WAL), without moving the slot.
 
@@ -187,11 +191,15 @@ class _Reader:
                 in_tx = False
             yield payload
 
-    def events(self, start: int, end: int) -> Iterator[ch.Change | ch.Truncate | ch.Message]:
-        assembler = ch.Assembler(self.read.proto_version, binary=self.read.binary)
+    def events(
+        self, start: int, end: int
+    ) -> Iterator[ch.Change | ch.EncodedRows | ch.Truncate | ch.Message]:
+        assembler = ch.Assembler(
+            self.read.proto_version, binary=self.read.binary, encoder=self.read.encoder
+        )
         feed = assembler.feed
         relation, begin = po.MSG_RELATION, po.MSG_BEGIN
-        Change, Truncate, Message = ch.Change, ch.Truncate, ch.Message
+        Change, Encoded, Truncate, Message = ch.Change, ch.EncodedRows, ch.Truncate, ch.Message
         for payload in self.messages(end):
             kind = payload[0]
             if kind == begin and _BEGIN_FINAL_LSN(payload, 1)[0] >= end:
@@ -202,7 +210,7 @@ class _Reader:
                     assembler.add_user_types(self._user_types(wanted), wanted)
             for event in feed(payload):
                 cls = type(event)
-                if cls is Change or cls is Truncate:
+                if cls is Change or cls is Encoded or cls is Truncate:
                     yield event  # type: ignore[misc]
                 elif cls is Message:
                     message: ch.Message = event  # type: ignore[assignment]
