@@ -927,3 +927,31 @@ def test_identity_cli_show_and_set(db: Database) -> None:
     assert db.execute("SELECT relreplident FROM pg_class WHERE relname = 'Tab.le'") == [("i",)]
     code, out, err = run_cli(["identity", "no_such_table", "--dsn", db.dsn])
     assert code == 1 and "does not exist" in err
+
+
+def test_a_publication_dropped_while_doctor_reads_makes_it_read_again(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catalog object dropped between doctor's statements (a run replacing its
+    publication) is read again, not reported as an error; an error that persists is."""
+    from pgtail.catalog import survey
+
+    db.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    db.execute("CREATE PUBLICATION pub FOR TABLE t")
+    read = survey._read_facts
+    failures = [1]
+
+    def racing(conn: psycopg2.extensions.connection, *args: object) -> object:
+        if failures[0]:
+            failures[0] -= 1
+            with conn.cursor() as cur:  # what a concurrent DROP makes a later statement do
+                cur.execute("SELECT 'public.dropped_meanwhile'::regclass")
+        return read(conn, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(survey, "_read_facts", racing)
+    facts = catalog.doctor_facts(db.dsn)
+    assert [p.name for p in facts.publications] == ["pub"]
+    failures[0] = 3  # every read fails: the error is the server's, after three reads
+    with pytest.raises(Exception, match="dropped_meanwhile"):
+        catalog.doctor_facts(db.dsn)
+    assert failures[0] == 0

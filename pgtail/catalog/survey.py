@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import psycopg2
+from psycopg2.extensions import connection as PgConnection
+
 from pgtail.catalog.connection import connect, fetchall, fetchone
 from pgtail.catalog.facts import (
     MANAGED_REPLICATION_ROLES,
@@ -44,89 +47,108 @@ _PUBNAMES = re.compile(r"\"?publication_names\"?\s+'((?:[^']|'')*)'", re.IGNOREC
 _SLOTNAME = re.compile(r'START_REPLICATION\s+SLOT\s+("(?:[^"]|"")*"|\S+)', re.IGNORECASE)
 
 
+# a catalog object dropped between two statements (or inside a view's function, as
+# pg_publication_tables' pg_get_publication_tables): undefined object / table
+_CATALOG_CHANGED = ("42704", "42P01")
+_READS = 3
+
+
 def doctor_facts(
     dsn: str | None, publications: Sequence[str] = (), slots: Sequence[str] = ()
 ) -> DoctorFacts:
-    """Everything `pgtail doctor` judges, read in one connection."""
+    """Everything `pgtail doctor` judges, read in one connection.
+
+    A publication or table dropped while doctor reads (a run replacing its publication,
+    a migration) makes it read everything again, up to three times, instead of failing.
+    """
     with connect(dsn) as conn:
-        version = server_version_num(conn)
-        server_settings = settings(conn)
-        in_recovery = bool(fetchone(conn, "SELECT pg_is_in_recovery()")[0])
-        slots_in_use = int(fetchone(conn, "SELECT count(*) FROM pg_replication_slots")[0])
-        senders_rows = fetchall(
-            conn,
-            "SELECT pid, datname, coalesce(query, '') FROM pg_stat_activity "
-            "WHERE backend_type = 'walsender'",
-        )
-        walsenders = []
-        for pid, datname, query in senders_rows:
-            slot_match = _SLOTNAME.search(query)
-            pub_match = _PUBNAMES.search(query)
-            slot_name = None
-            if slot_match:
-                raw = slot_match.group(1)
-                slot_name = parse_ident(raw, 0)[0] if raw.startswith('"') else raw
-            pubs = split_names(pub_match.group(1).replace("''", "'")) if pub_match else ()
-            walsenders.append(WalsenderFacts(int(pid), datname, slot_name, pubs))
-        server = ServerFacts(version, server_settings, slots_in_use, len(senders_rows), in_recovery)
+        for attempt in range(_READS):
+            try:
+                return _read_facts(conn, publications, slots)
+            except psycopg2.Error as exc:
+                if attempt == _READS - 1 or exc.pgcode not in _CATALOG_CHANGED:
+                    raise
+    raise AssertionError("unreachable")
 
-        role_row = fetchone(
-            conn,
-            "SELECT r.rolname, r.rolsuper, r.rolreplication, "
-            "has_database_privilege(current_database(), 'CREATE'), current_database() "
-            "FROM pg_roles r WHERE r.rolname = current_user",
-        )
-        managed = tuple(
-            r[0]
-            for r in fetchall(
-                conn,
-                "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s) "
-                "AND pg_has_role(current_user, oid, 'MEMBER') ORDER BY 1",
-                (list(MANAGED_REPLICATION_ROLES),),
-            )
-        )
-        owned = int(fetchone(conn, "SELECT count(*) " + _OWNED)[0])
-        owners = fetchall(
-            conn,
-            "SELECT o.rolname, o.rolsuper, count(*) " + _NOT_OWNED + "GROUP BY 1, 2 ORDER BY 1",
-        )
-        examples = fetchall(
-            conn,
-            "SELECT n.nspname, c.relname, o.rolname " + _NOT_OWNED + "ORDER BY 1, 2 LIMIT 10",
-        )
-        role = RoleFacts(
-            role_row[0],
-            bool(role_row[1]),
-            bool(role_row[2]),
-            managed,
-            bool(role_row[3]),
-            role_row[4],
-            tables_owned=owned,
-            tables_not_owned=sum(int(r[2]) for r in owners),
-            owners_not_held=tuple(r[0] for r in owners),
-            examples_not_owned=tuple(
-                (f"{quote_ident(r[0])}.{quote_ident(r[1])}", r[2]) for r in examples
-            ),
-            superuser_owners=tuple(r[0] for r in owners if r[1]),
-            superuser_owned=sum(int(r[2]) for r in owners if r[1]),
-        )
 
-        all_pubs = tuple(
-            r[0] for r in fetchall(conn, "SELECT pubname FROM pg_publication ORDER BY 1")
+def _read_facts(
+    conn: PgConnection, publications: Sequence[str], slots: Sequence[str]
+) -> DoctorFacts:
+    version = server_version_num(conn)
+    server_settings = settings(conn)
+    in_recovery = bool(fetchone(conn, "SELECT pg_is_in_recovery()")[0])
+    slots_in_use = int(fetchone(conn, "SELECT count(*) FROM pg_replication_slots")[0])
+    senders_rows = fetchall(
+        conn,
+        "SELECT pid, datname, coalesce(query, '') FROM pg_stat_activity "
+        "WHERE backend_type = 'walsender'",
+    )
+    walsenders = []
+    for pid, datname, query in senders_rows:
+        slot_match = _SLOTNAME.search(query)
+        pub_match = _PUBNAMES.search(query)
+        slot_name = None
+        if slot_match:
+            raw = slot_match.group(1)
+            slot_name = parse_ident(raw, 0)[0] if raw.startswith('"') else raw
+        pubs = split_names(pub_match.group(1).replace("''", "'")) if pub_match else ()
+        walsenders.append(WalsenderFacts(int(pid), datname, slot_name, pubs))
+    server = ServerFacts(version, server_settings, slots_in_use, len(senders_rows), in_recovery)
+
+    role_row = fetchone(
+        conn,
+        "SELECT r.rolname, r.rolsuper, r.rolreplication, "
+        "has_database_privilege(current_database(), 'CREATE'), current_database() "
+        "FROM pg_roles r WHERE r.rolname = current_user",
+    )
+    managed = tuple(
+        r[0]
+        for r in fetchall(
+            conn,
+            "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s) "
+            "AND pg_has_role(current_user, oid, 'MEMBER') ORDER BY 1",
+            (list(MANAGED_REPLICATION_ROLES),),
         )
-        wanted = list(publications) if publications else list(all_pubs)
-        found_pubs = tuple(p for name in wanted for p in read_publications(conn, name))
-        pub_rows = tuple(publication_table_rows(conn, [p.name for p in found_pubs]))
-        oids = sorted({r.table_oid for r in pub_rows})
-        tables = table_facts(conn, oids, sample_toast=True)
-        # leaf partitions of published partitioned tables: UPDATE/DELETE checks happen there
-        leaves = sorted(
-            {leaf for t in tables if t.relkind == "p" for leaf in leaf_oids(conn, t.oid)}
-            - set(oids)
-        )
-        tables += table_facts(conn, leaves, sample_toast=True)
-        listing = slot_listing(conn)
-        run_pubs = tuple(run_publications(conn))
+    )
+    owned = int(fetchone(conn, "SELECT count(*) " + _OWNED)[0])
+    owners = fetchall(
+        conn,
+        "SELECT o.rolname, o.rolsuper, count(*) " + _NOT_OWNED + "GROUP BY 1, 2 ORDER BY 1",
+    )
+    examples = fetchall(
+        conn,
+        "SELECT n.nspname, c.relname, o.rolname " + _NOT_OWNED + "ORDER BY 1, 2 LIMIT 10",
+    )
+    role = RoleFacts(
+        role_row[0],
+        bool(role_row[1]),
+        bool(role_row[2]),
+        managed,
+        bool(role_row[3]),
+        role_row[4],
+        tables_owned=owned,
+        tables_not_owned=sum(int(r[2]) for r in owners),
+        owners_not_held=tuple(r[0] for r in owners),
+        examples_not_owned=tuple(
+            (f"{quote_ident(r[0])}.{quote_ident(r[1])}", r[2]) for r in examples
+        ),
+        superuser_owners=tuple(r[0] for r in owners if r[1]),
+        superuser_owned=sum(int(r[2]) for r in owners if r[1]),
+    )
+
+    all_pubs = tuple(r[0] for r in fetchall(conn, "SELECT pubname FROM pg_publication ORDER BY 1"))
+    wanted = list(publications) if publications else list(all_pubs)
+    found_pubs = tuple(p for name in wanted for p in read_publications(conn, name))
+    pub_rows = tuple(publication_table_rows(conn, [p.name for p in found_pubs]))
+    oids = sorted({r.table_oid for r in pub_rows})
+    tables = table_facts(conn, oids, sample_toast=True)
+    # leaf partitions of published partitioned tables: UPDATE/DELETE checks happen there
+    leaves = sorted(
+        {leaf for t in tables if t.relkind == "p" for leaf in leaf_oids(conn, t.oid)} - set(oids)
+    )
+    tables += table_facts(conn, leaves, sample_toast=True)
+    listing = slot_listing(conn)
+    run_pubs = tuple(run_publications(conn))
     return DoctorFacts(
         server=server,
         role=role,
