@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pgtail import errors
+from pgtail.catalog.spark import ColumnType
 from pgtail.errors import ConfigurationError, PgtailError
 from pgtail.spark import register, require_pyspark
 
@@ -227,6 +228,237 @@ def commit_checkpoint(options: Mapping[str, str], checkpoint: str | Path) -> dic
     return positions
 
 
+# --- the typed change log -------------------------------------------------------------
+
+METADATA_PREFIX = "_pg_"  # the change log's own columns; a table column may not start so
+BATCH_COLUMN = "_pg_batch"  # the partition directory of a micro-batch: _pg_batch=<id>
+MESSAGES_DIR = "_messages"  # logical decoding messages, untyped (the source's columns)
+
+# The metadata columns after a table's own, each from the source's column of that name.
+LOG_METADATA: tuple[tuple[str, str], ...] = (
+    ("_pg_op", "op"),
+    ("_pg_commit_lsn", "commit_lsn"),
+    ("_pg_end_lsn", "end_lsn"),
+    ("_pg_commit_time", "commit_ts"),
+    ("_pg_xid", "xid"),
+    ("_pg_seq", "seq"),
+    ("_pg_unchanged_toast", "unchanged_toast"),
+    ("_pg_origin", "origin"),
+    ("_pg_schema", "schema"),
+    ("_pg_table", "table"),
+    ("_pg_key", "key"),
+    ("_pg_before", "before"),
+    ("_pg_after", "after"),
+)
+
+
+def metadata_fields() -> list[Any]:
+    """The change log's metadata fields (StructFields, all nullable), in order."""
+    from pyspark.sql.types import StructField
+
+    from pgtail.spark.schema import SCHEMA
+
+    return [StructField(name, SCHEMA[source].dataType, True) for name, source in LOG_METADATA]
+
+
+def log_schema(table: str, columns: Sequence[ColumnType]) -> Any:
+    """The Spark schema of a table's change log: its columns typed by
+    `pgtail.spark.types.spark_field` (each field's metadata records the PostgreSQL type),
+    then `LOG_METADATA`. A column named ``_pg_...`` is refused."""
+    from pyspark.sql.types import StructField, StructType
+
+    from pgtail.spark.types import field_metadata, spark_field
+
+    for column in columns:
+        if column.name.startswith(METADATA_PREFIX):
+            raise ConfigurationError(
+                f"column {column.name!r} of {table} starts with {METADATA_PREFIX!r}, which "
+                "the change log keeps for its metadata columns",
+                hint="rename the column, or read the slot with format pgoutput in your own job",
+            )
+    fields = [
+        StructField(c.name, spark_field(c)[0].dataType, True, field_metadata(c)) for c in columns
+    ]
+    return StructType([*fields, *metadata_fields()])
+
+
+def table_dir(root: str | Path, schema_name: str, table_name: str) -> str:
+    """Where a table's change log (or snapshot) lives: ``<root>/<schema>.<table>``."""
+    return f"{str(root).rstrip('/')}/{schema_name}.{table_name}"
+
+
+def typed_columns(frame: Any, columns: Sequence[ColumnType], schema: Any, json: Any) -> list[Any]:
+    """The typed values of ``columns`` from the row JSON ``json`` (a Column) of each row
+    of ``frame``, as Columns named and typed as in ``schema`` (its first fields), by the
+    converters of the typed read (`pgtail.spark.types.row_reader`)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    columns = tuple(columns)
+    fields = schema.fields[: len(columns)]
+    struct = StructType(fields)
+    readers: list[Callable[[str | None], list[Any]]] = []
+
+    def convert(text: str | None) -> list[Any]:
+        # built once per Python worker (the closure is pickled without it)
+        if not readers:
+            from pgtail.spark.types import row_reader
+
+            readers.append(row_reader(columns))
+        return readers[0](text)
+
+    # A plain (pickled) Python UDF: no pandas needed on the executors.
+    values = F.udf(convert, struct, useArrow=False)(json)
+    return [values.getField(f.name).alias(f.name, metadata=f.metadata) for f in fields]
+
+
+def _list_dirs(spark: Any, path: str) -> list[str]:
+    """The names of the directories in ``path`` (any Hadoop file system), sorted."""
+    context = spark.sparkContext
+    hadoop_path = context._jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(context._jsc.hadoopConfiguration())
+    if not fs.exists(hadoop_path):
+        return []
+    return sorted(
+        str(status.getPath().getName())
+        for status in fs.listStatus(hadoop_path)
+        if status.isDirectory()
+    )
+
+
+def _batch_ids(spark: Any, directory: str) -> list[int]:
+    prefix = BATCH_COLUMN + "="
+    return sorted(
+        int(name[len(prefix) :])
+        for name in _list_dirs(spark, directory)
+        if name.startswith(prefix) and name[len(prefix) :].isdigit()
+    )
+
+
+def recorded_columns(spark: Any, directory: str) -> tuple[ColumnType, ...] | None:
+    """The columns (with their PostgreSQL types) of the latest batch of a table's change
+    log, as its Parquet schema records them; None when it has no readable batch."""
+    from pgtail.spark.types import column_of
+
+    for batch_id in reversed(_batch_ids(spark, directory)):
+        try:
+            fields = spark.read.parquet(f"{directory}/{BATCH_COLUMN}={batch_id}").schema.fields
+        except Exception:  # a batch cut short (no data file yet): an earlier one says
+            continue
+        found = [column_of(f) for f in fields]
+        return tuple(c for c in found if c is not None)
+    return None
+
+
+def _retyped(table: str, known: Sequence[ColumnType], current: Sequence[ColumnType]) -> None:
+    from pgtail.spark.types import spark_field
+
+    before = {c.name: c for c in known}
+    for column in current:
+        old = before.get(column.name)
+        if old is None:
+            continue
+        if spark_field(old)[0].dataType != spark_field(column)[0].dataType:
+            raise ConfigurationError(
+                f"column {column.name!r} of {table} changed type from {old.type_name} to "
+                f"{column.type_name}: a typed change log keeps one type per column",
+                hint="materialize the change log as it is, then go on with a new --output "
+                "and a new --checkpoint (the slot still holds every change of this batch)",
+            )
+
+
+class ChangeLogWriter:
+    """The ``foreachBatch`` function of `run`: writes one micro-batch of the source's rows
+    as typed per-table change logs, ``<output>/<schema>.<table>/_pg_batch=<id>/``, and
+    the messages under ``<output>/_messages/_pg_batch=<id>/``.
+
+    Each directory is overwritten, so a batch Spark replays after a failure (same id,
+    same offsets, same changes) replaces what its first attempt wrote. A batch's columns
+    are the table's columns in the catalog when it is written (looked up on the driver
+    each batch): a column added mid-stream appears from then on (read the log with
+    ``mergeSchema``; earlier rows are null there); a column whose Spark type changes
+    stops the run with a `ConfigurationError`.
+    """
+
+    def __init__(self, output: str | Path, dsn: str) -> None:
+        self.output = str(output).rstrip("/")
+        self.dsn = dsn
+        self.columns: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
+        self._conn: Any = None
+
+    def connection(self) -> Any:
+        from pgtail import catalog
+        from pgtail.spark import sql
+
+        if self._conn is None or self._conn.closed:
+            self._conn = catalog.open_connection(self.dsn, application_name=sql.APPLICATION_NAME)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+        self._conn = None
+
+    def table_columns(
+        self, spark: Any, schema_name: str, table_name: str
+    ) -> tuple[ColumnType, ...]:
+        """The columns a batch of the table is written with (see the class doc)."""
+        from pgtail import catalog
+
+        key = (schema_name, table_name)
+        qualified = f"{schema_name}.{table_name}"
+        known = self.columns.get(key)
+        if known is None:
+            known = recorded_columns(spark, table_dir(self.output, schema_name, table_name))
+        try:
+            current = tuple(catalog.table_columns(self.connection(), schema_name, table_name))
+        except ConfigurationError:
+            # dropped since these changes: the types last seen (the JSON keeps the rest)
+            current = known or ()
+        if known is not None:
+            _retyped(qualified, known, current)
+        self.columns[key] = current
+        return current
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        from pgtail.spark.schema import COLUMNS
+
+        frame = frame.persist()  # each write below would read the slot again
+        try:
+            present = frame.select("schema", "table").distinct().collect()
+            spark = frame.sparkSession
+            messages = False
+            for row in sorted(present, key=lambda r: (r[0] or "", r[1] or "")):
+                schema_name, table_name = row[0], row[1]
+                if schema_name is None or table_name is None:
+                    messages = True
+                    continue
+                columns = self.table_columns(spark, schema_name, table_name)
+                schema = log_schema(f"{schema_name}.{table_name}", columns)
+                mine = frame.where(
+                    (F.col("schema") == schema_name)
+                    & (F.col("table") == table_name)
+                    & (F.col("op") != "message")
+                )
+                typed = mine.select(
+                    *typed_columns(mine, columns, schema, F.coalesce("after", "before")),
+                    *[F.col(source).alias(name) for name, source in LOG_METADATA],
+                )
+                target = (
+                    f"{table_dir(self.output, schema_name, table_name)}/{BATCH_COLUMN}={batch_id}"
+                )
+                typed.write.mode("overwrite").parquet(target)
+            if messages:
+                target = f"{self.output}/{MESSAGES_DIR}/{BATCH_COLUMN}={batch_id}"
+                frame.where(F.col("op") == "message").select(*COLUMNS).write.mode(
+                    "overwrite"
+                ).parquet(target)
+        finally:
+            frame.unpersist()
+
+
 def run(
     spark: Any,
     *,
@@ -236,32 +468,46 @@ def run(
     trigger: str = "available-now",
     on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
-    """Stream the slot into a Parquet change log partitioned by schema and table.
+    """Stream the slot into typed per-table change logs under ``output`` (see
+    `ChangeLogWriter`): one streaming query, one read of the slot per micro-batch.
 
     Returns when the query ends (``once`` / ``available-now``); with an interval trigger
     it runs until interrupted (KeyboardInterrupt stops the query cleanly).
     """
+    from pgtail.spark.source import parse_options
+
     trigger_args = parse_trigger(trigger)
     validate_source(options)
+    writer = ChangeLogWriter(output, parse_options(options).dsn)
     reader = spark.readStream.format("pgoutput")
     for key, value in options.items():
         reader = reader.option(key, value)
-    writer = (
+    stream = (
         reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(output))
+        .writeStream.foreachBatch(writer)
         .option("checkpointLocation", str(checkpoint))
-        .partitionBy(*PARTITION_COLUMNS)
         .outputMode("append")
         .trigger(**trigger_args)
     )
     try:
-        query = writer.start()
-    except Exception as exc:
-        translated = translate_spark_error(exc)
-        if translated is not None:
-            raise translated from None
-        raise
+        try:
+            query = stream.start()
+        except Exception as exc:
+            translated = translate_spark_error(exc)
+            if translated is not None:
+                raise translated from None
+            raise
+        return _await(query, options, checkpoint, on_progress)
+    finally:
+        writer.close()
+
+
+def _await(
+    query: Any,
+    options: Mapping[str, str],
+    checkpoint: str | Path,
+    on_progress: Callable[[dict[str, Any]], None] | None,
+) -> RunResult:
     batches = rows = 0
     seen: set[int] = set()
     try:
@@ -293,14 +539,42 @@ def run(
 
 
 def read_changes(spark: Any, changes: str | Path) -> Any:
-    """The change log as a DataFrame with the source schema (committed files only)."""
-    from pgtail.spark.schema import SCHEMA
+    """The change log of every table (and the messages) as one DataFrame with the
+    source's untyped columns (`pgtail.spark.schema.SCHEMA`)."""
+    from functools import reduce
 
-    if is_local(changes) and not Path(changes).exists():
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from pgtail.spark.schema import COLUMNS, MESSAGE_TYPE, SCHEMA
+
+    if is_local(changes) and not Path(str(changes).removeprefix("file://")).exists():
         raise ConfigurationError(
             f"change log {str(changes)!r} does not exist", hint="run pgtail spark run first"
         )
-    return spark.read.schema(SCHEMA).parquet(str(changes))
+    root = str(changes).rstrip("/")
+    frames = []
+    metadata = StructType(metadata_fields())
+    source_of = dict(LOG_METADATA)
+    for name in _list_dirs(spark, root):
+        if name == MESSAGES_DIR:
+            frames.append(spark.read.schema(SCHEMA).parquet(f"{root}/{name}").select(*COLUMNS))
+        elif not name.startswith((".", "_")):
+            log = spark.read.schema(metadata).parquet(f"{root}/{name}")
+            renamed = {source: F.col(column) for column, source in source_of.items()}
+            frames.append(
+                log.select(
+                    *[
+                        (
+                            renamed[column] if column in renamed else F.lit(None).cast(MESSAGE_TYPE)
+                        ).alias(column)
+                        for column in COLUMNS
+                    ]
+                )
+            )
+    if not frames:
+        return spark.createDataFrame([], SCHEMA)
+    return reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def is_local(path: str | Path) -> bool:
@@ -358,13 +632,17 @@ def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
     """
     import orjson
 
-    state: dict[str, Any] | None = None
+    from pgtail.spark.types import raw_members, raw_object
+
+    # Values stay the JSON text they were written as (a json/jsonb value keeps the
+    # server's text): rows are merged, never parsed.
+    state: dict[str, str] | None = None
     hole: dict[str, Any] | None = None
     for change in history:
         if change["kind"] == "delete":
             state = hole = None
             continue
-        row = orjson.loads(change["after"]) if change["after"] is not None else {}
+        row = raw_members(change["after"]) if change["after"] is not None else {}
         toast = change["unchanged_toast"] or ()
         if state is None:
             origin = change["origin"]
@@ -389,7 +667,7 @@ def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
     if state is None:
         return None, None
     missing = hole is not None and hole["columns"]
-    return orjson.dumps(state).decode(), orjson.dumps(hole).decode() if missing else None
+    return raw_object(state), orjson.dumps(hole).decode() if missing else None
 
 
 def fill(
@@ -404,14 +682,16 @@ def fill(
     """
     import orjson
 
+    from pgtail.spark.types import raw_members, raw_object
+
     wanted = orjson.loads(hole)
     at = (wanted["lsn"], wanted["seq"])
     before = [c for c in origin_history or () if (c["commit_lsn"], c["seq"]) < at]
     source_row, source_hole = fold(before)
     if source_row is None:
         return row, None
-    source = orjson.loads(source_row)
-    filled = orjson.loads(row)
+    source = raw_members(source_row)
+    filled = raw_members(row)
     still = []
     for name in wanted["columns"]:
         if name in source:
@@ -424,7 +704,7 @@ def fill(
         back["columns"] = [name for name in still if name in back["columns"]]
         if back["columns"]:
             further = orjson.dumps(back).decode()
-    return orjson.dumps(filled).decode(), further
+    return raw_object(filled), further
 
 
 _KEY_CHAIN_ROUNDS = 8  # key changes in a row, each leaving TOAST unchanged, that fill follows
@@ -528,8 +808,9 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
 
 def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str, int]:
     """Write the current state of every table in the change log under ``output``
-    (one Parquet directory per table, ``<schema>.<table>``); return the row counts."""
-    import orjson
+    (one Parquet directory per table, ``<schema>.<table>``): the table's columns in order,
+    with the Spark types its change log records (those of its latest batch), as a
+    ``SELECT *`` of it gives them. Return the row counts. Needs no database."""
     from pyspark.sql import functions as F
 
     log = read_changes(spark, changes).cache()
@@ -545,20 +826,17 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
         state = state.cache()
         counts: dict[str, int] = {}
         for schema_name, table_name in sorted(tables):
-            mine = (F.col("schema") == schema_name) & (F.col("table") == table_name)
-            rows_json = log.where(mine & F.col("after").isNotNull()).select("after")
-            first = rows_json.first()
-            if first is None:
+            columns = recorded_columns(spark, table_dir(changes, schema_name, table_name))
+            if columns is None:
                 continue
-            # Column types from every version of the row seen, in table order.
-            inferred = spark.read.json(rows_json.rdd.map(lambda r: r[0])).schema
-            order = list(orjson.loads(first[0]).keys())
-            names = order + [f.name for f in inferred.fields if f.name not in order]
-            table_state = state.where(mine).select(F.from_json("row", inferred).alias("r"))
-            frame = table_state.select(*[F.col("r").getField(n).alias(n) for n in names])
-            target = f"{str(output).rstrip('/')}/{schema_name}.{table_name}"
-            frame.write.mode("overwrite").parquet(str(target))
-            counts[f"{schema_name}.{table_name}"] = spark.read.parquet(str(target)).count()
+            qualified = f"{schema_name}.{table_name}"
+            schema = log_schema(qualified, columns)
+            mine = (F.col("schema") == schema_name) & (F.col("table") == table_name)
+            rows = state.where(mine).select("row")
+            frame = rows.select(*typed_columns(rows, columns, schema, F.col("row")))
+            target = table_dir(output, schema_name, table_name)
+            frame.write.mode("overwrite").parquet(target)
+            counts[qualified] = spark.read.parquet(target).count()
         state.unpersist()
         for frame in cached:
             frame.unpersist()

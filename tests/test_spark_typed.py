@@ -1,0 +1,270 @@
+"""`pgtail spark run`'s typed per-table change logs and `materialize`'s typed snapshots:
+real PostgreSQL, real local Spark.
+
+The oracles: the typed per-table read of the source (``option("table", ...)``) for the
+change log, and ``SELECT`` of each table converted by the same rule
+(`pgtail.values` text converters, then `pgtail.spark.types.spark_field`) for snapshots.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+import orjson  # noqa: E402
+import pytest  # noqa: E402
+
+from pgtail.errors import ConfigurationError  # noqa: E402
+from pgtail.lsn import parse_lsn  # noqa: E402
+from tests.helpers import confirmed  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+pyspark = pytest.importorskip("pyspark")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from pgtail.spark.pipeline import session
+
+    s = session(
+        "local[2]",
+        "pgtail-tests-typed",
+        {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "1g",
+        },
+    )
+    yield s
+    s.stop()
+
+
+def settle(db: Any) -> None:
+    """Wait until WAL written so far is flushed (the test servers commit asynchronously)."""
+    target = parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
+    for _ in range(200):
+        if parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0])) >= target:
+            return
+        time.sleep(0.02)
+    raise AssertionError("WAL not flushed")
+
+
+TYPED_TABLE = """
+CREATE TABLE typed (
+    id bigint PRIMARY KEY, small smallint, n int, price numeric(12, 2), huge numeric,
+    ratio real, score double precision, ok boolean, name varchar(20), at timestamptz,
+    local timestamp, day date, raw bytea, doc jsonb, uid uuid, tags text[], nums int[],
+    span interval, note text, docs json[]
+)
+"""
+
+ROWS = """
+INSERT INTO typed VALUES
+ (1, 2, 3, 1234567890.12, 123456789012345678901234567890123456789.5, 1.5, 2.25, true,
+  'café', '2024-05-06 07:08:09.123456+02', '2024-05-06 07:08:09', '2024-05-06', '\\x00ff',
+  '{"a": [1.50, 2], "b": "x"}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+  ARRAY['x', NULL, 'y'], ARRAY[1, 2], '1 day 2 hours', 'short',
+  ARRAY['{"k": 1}', '"s"']::json[]),
+ (2, NULL, NULL, 'NaN', 'NaN', 'NaN', '-Infinity', NULL, NULL, 'infinity', '-infinity',
+  'infinity', NULL, '"just a string"', NULL, '{}', NULL, NULL, NULL, NULL),
+ (3, -32768, 2147483647, -0.01, '-1e-30', '-Infinity', 'NaN', false, '', '1999-12-31 23:59:59+00',
+  NULL, '0044-03-15 BC', '\\x', '[]', NULL, ARRAY[NULL]::text[], '{}', '-3 mons', NULL, '{}')
+"""
+
+BIG = "".join(f"{i:08x}" for i in range(2000))  # 16 kB: TOASTed out of line
+
+
+def setup(db: Any) -> None:
+    db.execute(TYPED_TABLE)
+    db.execute("CREATE TABLE pairs (a int, b text, PRIMARY KEY (a, b))")
+    db.execute("CREATE PUBLICATION p FOR TABLE typed, pairs")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+
+
+def first_changes(db: Any) -> None:
+    db.execute(ROWS)
+    db.execute("UPDATE typed SET n = 4, note = %s WHERE id = 1", (BIG,))
+    db.execute("INSERT INTO pairs VALUES (1, 'x'), (2, 'y')")
+    db.execute("SELECT pg_logical_emit_message(true, 'pfx', 'hello')")
+
+
+def second_changes(db: Any) -> None:
+    db.execute("UPDATE typed SET score = 9.5 WHERE id = 1")  # note: unchanged TOAST
+    db.execute("UPDATE typed SET id = 10 WHERE id = 1")  # key change, note unchanged
+    db.execute("DELETE FROM typed WHERE id = 2")
+    db.execute("TRUNCATE pairs")
+    db.execute("INSERT INTO pairs VALUES (3, 'z')")
+    db.execute("INSERT INTO typed (id, name) VALUES (4, 'new')")
+
+
+def options(db: Any, **extra: str) -> dict[str, str]:
+    return {"dsn": db.dsn, "slot": "s", "publication": "p", **extra}
+
+
+def same(value: Any) -> Any:
+    """A value comparable with ==: NaN equals NaN, lists compare element-wise."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, list):
+        return [same(v) for v in value]
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def as_dicts(rows: list[Any]) -> list[dict[str, Any]]:
+    return [{k: same(v) for k, v in r.asDict().items()} for r in rows]
+
+
+def typed_read(spark: Any, db: Any, table: str) -> list[dict[str, Any]]:
+    """The typed per-table read of what is pending on the slot (peeks: the slot stays)."""
+    df = spark.read.format("pgoutput").options(**options(db, table=table)).load()
+    return as_dicts(df.orderBy("commit_lsn", "seq").collect())
+
+
+def typed_log(spark: Any, out: Path, table: str) -> Any:
+    return spark.read.option("mergeSchema", "true").parquet(str(out / table))
+
+
+READ_METADATA = {
+    "op": "_pg_op",
+    "commit_lsn": "_pg_commit_lsn",
+    "commit_time": "_pg_commit_time",
+    "xid": "_pg_xid",
+    "seq": "_pg_seq",
+    "unchanged_toast": "_pg_unchanged_toast",
+}
+
+
+def as_read(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
+    """Change log rows with the typed read's columns (its metadata names)."""
+    back = {log: read for read, log in READ_METADATA.items()}
+    return [{back.get(k, k): v for k, v in r.items() if k in names or k in back} for r in rows]
+
+
+def select_typed(spark: Any, db: Any, table: str, schema: Any) -> list[dict[str, Any]]:
+    """SELECT * of a table as the typed rule makes it: each value's text through pgtail's
+    text converter (as decoding gives it), then the Spark converter; collected by Spark."""
+    from pgtail import catalog
+    from pgtail.catalog.connection import decoding_set_statement
+    from pgtail.spark.types import spark_field
+    from pgtail.values import converters
+
+    import psycopg2.extensions
+
+    with catalog.connect(db.dsn) as conn:
+        columns = catalog.table_columns(conn, "public", table)
+        # every value as the text the server sends (its output function's), unparsed
+        raw = psycopg2.extensions.new_type(
+            tuple({c.type_oid for c in columns}), "RAW", lambda value, cur: value
+        )
+        psycopg2.extensions.register_type(raw, conn)
+        with conn.cursor() as cur:
+            cur.execute(decoding_set_statement())
+            cur.execute(f"SELECT * FROM {table}")
+            texts = cur.fetchall()
+    convert = [
+        (converters(c.type_oid, c.typmod)[0], spark_field(c)[1]) for c in columns
+    ]  # fmt: skip
+    rows = [
+        tuple(
+            None if text is None else to_spark(to_json(text.encode()))
+            for text, (to_json, to_spark) in zip(row, convert, strict=True)
+        )
+        for row in texts
+    ]
+    return as_dicts(spark.createDataFrame(rows, schema).collect())
+
+
+def by(rows: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
+
+
+@pytest.mark.majors(15, 18)
+def test_run_writes_typed_logs_and_materialize_equals_select(
+    spark: Any, db: Any, tmp_path: Path
+) -> None:
+    from pyspark.sql import types as T
+
+    from pgtail.spark.pipeline import materialize, read_changes, run
+
+    setup(db)
+    out, chk, current = tmp_path / "changes", tmp_path / "chk", tmp_path / "current"
+    first_changes(db)
+    settle(db)
+    expected_first = typed_read(spark, db, "public.typed")
+    result = run(spark, options=options(db), output=out, checkpoint=chk)
+    assert result.rows == len(expected_first) + 2 + (1 if db.major >= 14 else 0)
+    second_changes(db)
+    settle(db)
+    expected_second = typed_read(spark, db, "public.typed")
+    run(spark, options=options(db), output=out, checkpoint=chk)
+    # nothing new: nothing added
+    run(spark, options=options(db), output=out, checkpoint=chk)
+
+    log = typed_log(spark, out, "public.typed")
+    read_schema = (
+        spark.read.format("pgoutput").options(**options(db, table="public.typed")).load().schema
+    )
+    columns = [f.name for f in read_schema.fields][:-6]
+    # the table's columns with the typed read's types, in order, then the metadata
+    assert [(f.name, f.dataType) for f in log.schema.fields][: len(columns)] == [
+        (f.name, f.dataType) for f in read_schema.fields[: len(columns)]
+    ]
+    assert [f.name for f in log.schema.fields][len(columns) :] == [
+        "_pg_op", "_pg_commit_lsn", "_pg_end_lsn", "_pg_commit_time", "_pg_xid", "_pg_seq",
+        "_pg_unchanged_toast", "_pg_origin", "_pg_schema", "_pg_table", "_pg_key",
+        "_pg_before", "_pg_after", "_pg_batch",
+    ]  # fmt: skip
+    assert log.schema["_pg_batch"].dataType == T.IntegerType()
+    assert log.schema["price"].dataType == T.DecimalType(12, 2)
+    rows = as_dicts(log.orderBy("_pg_commit_lsn", "_pg_seq").collect())
+    # the same values as the typed read of the same changes, every type
+    assert as_read(rows, columns) == expected_first + expected_second
+    ops = [(r["_pg_op"], r["id"]) for r in rows]
+    assert ops == [
+        ("insert", 1), ("insert", 2), ("insert", 3), ("update", 1),
+        ("update", 1), ("update", 10), ("delete", 2), ("insert", 4),
+    ]  # fmt: skip
+    assert rows[4]["_pg_unchanged_toast"] == ["note"] and rows[4]["note"] is None
+    assert orjson.loads(rows[5]["_pg_key"]) == {"id": 1}  # the old key of a key change
+    assert rows[1]["doc"] == '"just a string"'  # json text, not the string inside
+    assert rows[0]["doc"] == '{"a": [1.50, 2], "b": "x"}'  # the server's text
+    assert rows[0]["docs"] == ['{"k": 1}', '"s"']
+    assert orjson.loads(rows[0]["_pg_after"])["id"] == 1  # the JSON row is kept
+    pairs = as_dicts(typed_log(spark, out, "public.pairs").orderBy("_pg_commit_lsn").collect())
+    assert [(r["_pg_op"], r["a"], r["b"]) for r in pairs] == [
+        ("insert", 1, "x"), ("insert", 2, "y"), ("truncate", None, None), ("insert", 3, "z")
+    ]  # fmt: skip
+    # read_changes: every table and the messages, untyped, as the source gives them
+    untyped = read_changes(spark, out).collect()
+    assert len(untyped) == len(rows) + len(pairs) + (1 if db.major >= 14 else 0)
+    if db.major >= 14:
+        (message,) = [r for r in untyped if r["op"] == "message"]
+        assert bytes(message["message"]["content"]) == b"hello"
+
+    counts = materialize(spark, out, current)
+    assert counts == {"public.typed": 3, "public.pairs": 1}
+    snapshot = spark.read.parquet(str(current / "public.typed"))
+    # SELECT *: the same columns in the same order with the typed read's types
+    assert [(f.name, f.dataType) for f in snapshot.schema.fields] == [
+        (f.name, f.dataType) for f in read_schema.fields[: len(columns)]
+    ]
+    assert by(as_dicts(snapshot.collect()), "id") == by(
+        select_typed(spark, db, "typed", snapshot.schema), "id"
+    )
+    moved = next(r for r in as_dicts(snapshot.collect()) if r["id"] == 10)
+    assert moved["note"] == BIG  # unchanged TOAST across the key change, from the old key
+    pairs_now = spark.read.parquet(str(current / "public.pairs"))
+    assert as_dicts(pairs_now.collect()) == select_typed(spark, db, "pairs", pairs_now.schema)
