@@ -156,12 +156,12 @@ def as_read(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]
 def select_typed(spark: Any, db: Any, table: str, schema: Any) -> list[dict[str, Any]]:
     """SELECT * of a table as the typed rule makes it: each value's text through pgtail's
     text converter (as decoding gives it), then the Spark converter; collected by Spark."""
+    import psycopg2.extensions
+
     from pgtail import catalog
     from pgtail.catalog.connection import decoding_set_statement
     from pgtail.spark.types import spark_field
     from pgtail.values import converters
-
-    import psycopg2.extensions
 
     with catalog.connect(db.dsn) as conn:
         columns = catalog.table_columns(conn, "public", table)
@@ -268,3 +268,127 @@ def test_run_writes_typed_logs_and_materialize_equals_select(
     assert moved["note"] == BIG  # unchanged TOAST across the key change, from the old key
     pairs_now = spark.read.parquet(str(current / "public.pairs"))
     assert as_dicts(pairs_now.collect()) == select_typed(spark, db, "pairs", pairs_now.schema)
+
+
+def test_a_replayed_batch_rewrites_its_directories(spark: Any, db15: Any, tmp_path: Path) -> None:
+    from pgtail.spark.pipeline import ChangeLogWriter, read_changes
+
+    setup(db15)
+    first_changes(db15)
+    settle(db15)
+    out = tmp_path / "changes"
+    batch = spark.read.format("pgoutput").options(**options(db15)).load()
+    expected = batch.count()
+    writer = ChangeLogWriter(out, db15.dsn)
+    try:
+        writer(batch, 7)
+        once = sorted(map(tuple, read_changes(spark, out).collect()))
+        writer(batch, 7)  # Spark replays a batch it did not commit with the same id
+        assert sorted(map(tuple, read_changes(spark, out).collect())) == once
+        assert len(once) == expected
+        assert sorted(p.name for p in (out / "public.typed").iterdir()) == ["_pg_batch=7"]
+        writer(batch.where("op = 'insert'"), 8)  # another batch adds
+        assert read_changes(spark, out).count() == expected + 5
+    finally:
+        writer.close()
+
+
+def test_a_column_added_mid_stream_appears_from_then_on(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    from pgtail.spark.pipeline import materialize, run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, a text)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    out, chk, current = tmp_path / "changes", tmp_path / "chk", tmp_path / "current"
+    db15.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y')")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("ALTER TABLE t ADD COLUMN b numeric(5, 1)")
+    db15.execute("INSERT INTO t VALUES (3, 'z', 1.5)")
+    db15.execute("UPDATE t SET b = 2 WHERE id = 1")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    batches = sorted(p.name for p in (out / "public.t").iterdir() if p.name.startswith("_pg"))
+    first = spark.read.parquet(str(out / "public.t" / batches[0]))
+    assert [f.name for f in first.schema.fields][:2] == ["id", "a"]
+    assert "b" not in first.columns
+    log = typed_log(spark, out, "public.t")  # mergeSchema: earlier rows are null in b
+    from pyspark.sql import types as T
+
+    assert log.schema["b"].dataType == T.DecimalType(5, 1)
+    rows = [(r["id"], r["b"]) for r in log.orderBy("_pg_commit_lsn", "_pg_seq").collect()]
+    from decimal import Decimal
+
+    assert rows == [(1, None), (2, None), (3, Decimal("1.5")), (1, Decimal("2.0"))]
+    materialize(spark, out, current)
+    snapshot = spark.read.parquet(str(current / "public.t"))
+    assert snapshot.columns == ["id", "a", "b"]
+    assert by(as_dicts(snapshot.collect()), "id") == by(
+        select_typed(spark, db15, "t", snapshot.schema), "id"
+    )
+
+
+def test_a_retyped_column_stops_the_run_with_one_clear_line(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    from pgtail.spark.pipeline import run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    db15.execute("INSERT INTO t VALUES (1, 2)")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("ALTER TABLE t ALTER COLUMN a TYPE text")
+    db15.execute("INSERT INTO t VALUES (2, 'two')")
+    settle(db15)
+    kept = confirmed(db15)
+    with pytest.raises(ConfigurationError) as info:
+        run(spark, options=options(db15), output=out, checkpoint=chk)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "column 'a' of public.t changed type from integer to text" in message
+    assert "new --output" in message
+    assert confirmed(db15) == kept  # the batch was not committed: the slot kept it
+    # the way out the message gives: a new log from the slot's position has the change
+    run(spark, options=options(db15), output=tmp_path / "new", checkpoint=tmp_path / "chk2")
+    rows = typed_log(spark, tmp_path / "new", "public.t").collect()
+    assert [(r["id"], r["a"]) for r in rows] == [(2, "two")]
+
+
+def test_column_names_of_the_metadata_kind(spark: Any, db15: Any, tmp_path: Path) -> None:
+    from pgtail.spark.pipeline import materialize, run
+
+    # users' own key/op/seq columns sit beside the _pg_ metadata columns
+    db15.execute("CREATE TABLE t (key text PRIMARY KEY, op int, seq bigint, after text)")
+    db15.execute("CREATE TABLE bad (id int PRIMARY KEY, _pg_op text)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("CREATE PUBLICATION pb FOR TABLE bad")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db15.execute("SELECT pg_create_logical_replication_slot('sb', 'pgoutput')")
+    db15.execute("INSERT INTO t VALUES ('k1', 1, 2, 'a'), ('k2', 3, 4, NULL)")
+    db15.execute("UPDATE t SET op = 5 WHERE key = 'k1'")
+    db15.execute("INSERT INTO bad VALUES (1, 'x')")
+    settle(db15)
+    out = tmp_path / "changes"
+    run(spark, options=options(db15), output=out, checkpoint=tmp_path / "chk")
+    log = typed_log(spark, out, "public.t")
+    assert log.columns[:5] == ["key", "op", "seq", "after", "_pg_op"]
+    assert [(r["key"], r["op"], r["_pg_op"]) for r in log.orderBy("_pg_commit_lsn").collect()] == [
+        ("k1", 1, "insert"), ("k2", 3, "insert"), ("k1", 5, "update")
+    ]  # fmt: skip
+    materialize(spark, out, tmp_path / "current")
+    snapshot = spark.read.parquet(str(tmp_path / "current" / "public.t"))
+    assert by(as_dicts(snapshot.collect()), "key") == by(
+        select_typed(spark, db15, "t", snapshot.schema), "key"
+    )
+    with pytest.raises(ConfigurationError, match=r"column '_pg_op' of public\.bad starts with"):
+        run(
+            spark,
+            options={"dsn": db15.dsn, "slot": "sb", "publication": "pb"},
+            output=tmp_path / "bad",
+            checkpoint=tmp_path / "chkb",
+        )
