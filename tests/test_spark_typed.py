@@ -243,6 +243,14 @@ def test_run_writes_typed_logs_and_materialize_equals_select(
     assert rows[0]["doc"] == '{"a": [1.50, 2], "b": "x"}'  # the server's text
     assert rows[0]["docs"] == ['{"k": 1}', '"s"']
     assert orjson.loads(rows[0]["_pg_after"])["id"] == 1  # the JSON row is kept
+    # Parquet's own timestamp types, readable outside Spark
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = pq.read_schema(next((out / "public.typed").glob("_pg_batch=0/*.parquet")))
+    assert arrow.field("at").type == pa.timestamp("us", tz="UTC")
+    assert arrow.field("local").type == pa.timestamp("us")
+    assert arrow.field("_pg_commit_time").type == pa.timestamp("us", tz="UTC")
     pairs = as_dicts(typed_log(spark, out, "public.pairs").orderBy("_pg_commit_lsn").collect())
     assert [(r["_pg_op"], r["a"], r["b"]) for r in pairs] == [
         ("insert", 1, "x"), ("insert", 2, "y"), ("truncate", None, None), ("insert", 3, "z")
@@ -392,3 +400,17 @@ def test_column_names_of_the_metadata_kind(spark: Any, db15: Any, tmp_path: Path
             output=tmp_path / "bad",
             checkpoint=tmp_path / "chkb",
         )
+
+
+def test_an_untyped_log_of_an_earlier_version_is_refused(spark: Any, tmp_path: Path) -> None:
+    from pgtail.spark.pipeline import read_changes
+
+    old = tmp_path / "changes"
+    (old / "_spark_metadata").mkdir(parents=True)
+    (old / "schema=public" / "table=items").mkdir(parents=True)
+    with pytest.raises(ConfigurationError, match="holds an untyped change log"):
+        read_changes(spark, old)
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        read_changes(spark, tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    assert read_changes(spark, tmp_path / "empty").count() == 0

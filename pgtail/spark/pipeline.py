@@ -67,6 +67,9 @@ def session(
         .config("spark.speculation", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
+        # Parquet's own timestamp type (UTC-adjusted for timestamp, local for
+        # timestamp_ntz), which other readers understand, rather than legacy INT96
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
@@ -367,6 +370,18 @@ def _retyped(table: str, known: Sequence[ColumnType], current: Sequence[ColumnTy
             )
 
 
+def refuse_untyped_log(root: str, names: Sequence[str]) -> None:
+    """`ConfigurationError` when ``root`` holds the single untyped change log of earlier
+    versions (Spark's file sink, partitioned ``schema=.../table=...``)."""
+    if "_spark_metadata" in names or any(name.startswith("schema=") for name in names):
+        raise ConfigurationError(
+            f"{root} holds an untyped change log of an earlier pgtail (one log partitioned "
+            "by schema and table), not typed change logs",
+            hint="read it with spark.read.parquet; write typed logs to a new --output with "
+            "a new --checkpoint",
+        )
+
+
 class ChangeLogWriter:
     """The ``foreachBatch`` function of `run`: writes one micro-batch of the source's rows
     as typed per-table change logs, ``<output>/<schema>.<table>/_pg_batch=<id>/``, and
@@ -478,6 +493,7 @@ def run(
 
     trigger_args = parse_trigger(trigger)
     validate_source(options)
+    refuse_untyped_log(str(output).rstrip("/"), _list_dirs(spark, str(output).rstrip("/")))
     writer = ChangeLogWriter(output, parse_options(options).dsn)
     reader = spark.readStream.format("pgoutput")
     for key, value in options.items():
@@ -553,10 +569,12 @@ def read_changes(spark: Any, changes: str | Path) -> Any:
             f"change log {str(changes)!r} does not exist", hint="run pgtail spark run first"
         )
     root = str(changes).rstrip("/")
+    names = _list_dirs(spark, root)
+    refuse_untyped_log(root, names)
     frames = []
     metadata = StructType(metadata_fields())
     source_of = dict(LOG_METADATA)
-    for name in _list_dirs(spark, root):
+    for name in names:
         if name == MESSAGES_DIR:
             frames.append(spark.read.schema(SCHEMA).parquet(f"{root}/{name}").select(*COLUMNS))
         elif not name.startswith((".", "_")):
