@@ -290,28 +290,43 @@ def table_dir(root: str | Path, schema_name: str, table_name: str) -> str:
     return f"{str(root).rstrip('/')}/{schema_name}.{table_name}"
 
 
-def typed_columns(frame: Any, columns: Sequence[ColumnType], schema: Any, json: Any) -> list[Any]:
-    """The typed values of ``columns`` from the row JSON ``json`` (a Column) of each row
-    of ``frame``, as Columns named and typed as in ``schema`` (its first fields), by the
-    converters of the typed read (`pgtail.spark.types.row_reader`)."""
-    from pyspark.sql import functions as F
+def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list[Any]:
+    """The typed values of ``columns`` from the row JSON ``json`` (a Column), as Columns
+    named and typed as the first fields of ``schema``, by the typed read's rule: its
+    converters (`pgtail.spark.types.row_reader`) and its Arrow conversion."""
     from pyspark.sql.types import StructType
 
     columns = tuple(columns)
     fields = schema.fields[: len(columns)]
+    if not fields:
+        return []
     struct = StructType(fields)
-    readers: list[Callable[[str | None], list[Any]]] = []
+    width = len(fields)
+    built: list[tuple[Any, Any]] = []  # (row reader, Arrow type): once per Python worker
 
-    def convert(text: str | None) -> list[Any]:
-        # built once per Python worker (the closure is pickled without it)
-        if not readers:
+    def convert(texts: Any) -> Any:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        if not built:
             from pgtail.spark.types import row_reader
 
-            readers.append(row_reader(columns))
-        return readers[0](text)
+            built.append((row_reader(columns), to_arrow_type(struct, timezone="UTC")))
+        read, arrow = built[0]
+        typed: list[list[Any]] = [[] for _ in range(width)]
+        appends = [values.append for values in typed]
+        for text in texts.to_pylist():
+            for append, value in zip(appends, read(text), strict=True):
+                append(value)
+        arrays = [pa.array(values, type=arrow.field(i).type) for i, values in enumerate(typed)]
+        return pa.StructArray.from_arrays(arrays, fields=list(arrow))
 
-    # A plain (pickled) Python UDF: no pandas needed on the executors.
-    values = F.udf(convert, struct, useArrow=False)(json)
+    from pyspark.sql.pandas.functions import arrow_udf
+
+    # A scalar Arrow UDF (a batch of rows per call; no pandas needed on the executors);
+    # the lambda has no type hints for Spark to read the UDF's kind from: scalar it is
+    make_udf: Any = arrow_udf  # (its stubs know the kinds given by type hints only)
+    values = make_udf(lambda texts: convert(texts), struct)(json)
     return [values.getField(f.name).alias(f.name, metadata=f.metadata) for f in fields]
 
 
@@ -458,7 +473,7 @@ class ChangeLogWriter:
                     & (F.col("op") != "message")
                 )
                 typed = mine.select(
-                    *typed_columns(mine, columns, schema, F.coalesce("after", "before")),
+                    *typed_columns(columns, schema, F.coalesce("after", "before")),
                     *[F.col(source).alias(name) for name, source in LOG_METADATA],
                 )
                 target = (
@@ -851,7 +866,7 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
             schema = log_schema(qualified, columns)
             mine = (F.col("schema") == schema_name) & (F.col("table") == table_name)
             rows = state.where(mine).select("row")
-            frame = rows.select(*typed_columns(rows, columns, schema, F.col("row")))
+            frame = rows.select(*typed_columns(columns, schema, F.col("row")))
             target = table_dir(output, schema_name, table_name)
             frame.write.mode("overwrite").parquet(target)
             counts[qualified] = spark.read.parquet(target).count()
