@@ -414,3 +414,58 @@ def test_an_untyped_log_of_an_earlier_version_is_refused(spark: Any, tmp_path: P
         read_changes(spark, tmp_path / "nothing")
     (tmp_path / "empty").mkdir()
     assert read_changes(spark, tmp_path / "empty").count() == 0
+
+
+def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -> None:
+    """No server: the JSON-ready values pgtail's converters give, written as a row by
+    `pgtail.values.dumps`, read back by `row_reader`/`columns_reader`, equal the typed
+    read's converters applied to the values themselves, for every type of the rule."""
+    from pgtail.catalog.spark import ColumnType
+    from pgtail.spark.types import columns_reader, raw_items, row_reader, spark_field
+    from pgtail.values import dumps
+
+    def column(name: str, oid: int, typmod: int = -1, element: int = 0) -> ColumnType:
+        return ColumnType(name, oid, name, typmod, element, 1 if element else 0)
+
+    columns = [
+        column("i2", 21), column("i4", 23), column("i8", 20), column("f4", 700),
+        column("f8", 701), column("dec", 1700, (12 << 16 | 2) + 4), column("num", 1700),
+        column("b", 16), column("t", 25), column("vc", 1043), column("tz", 1184),
+        column("ts", 1114), column("d", 1082), column("by", 17), column("j", 114),
+        column("jb", 3802), column("u", 2950), column("iv", 1186),
+        column("ta", 1009, element=25), column("ia", 1007, element=23),
+        column("jba", 3807, element=3802), ColumnType("multi", 1007, "int[]", -1, 23, 2),
+    ]  # fmt: skip
+    values: list[dict[str, Any]] = [
+        {
+            "i2": -32768, "i4": 2147483647, "i8": -(2**63), "f4": 1.5, "f8": 0.1 + 0.2,
+            "dec": "1234567890.12", "num": "123456789012345678901234567890123456789.5",
+            "b": True, "t": 'é"\\\n\u2028', "vc": "", "tz": "2024-05-06T05:08:09.123456+00:00",
+            "ts": "2024-05-06T07:08:09", "d": "2024-05-06", "by": "\\x00ff",
+            "j": orjson.Fragment(b'{"a":  [1.50, 2], "a": "dup"}'),
+            "jb": orjson.Fragment(b'"just a string"'), "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "iv": "P1DT2H", "ta": ["x", None, "y"], "ia": [1, None],
+            "jba": [orjson.Fragment(b'{"k": 1}'), None], "multi": [[1, 2], [3, 4]],
+        },
+        {
+            "i2": None, "f4": "NaN", "f8": "-Infinity", "dec": "NaN", "num": "Infinity",
+            "tz": "infinity", "ts": "-infinity", "d": "0044-03-15 BC", "by": "\\x",
+            "jb": orjson.Fragment(b"[]"), "ta": [], "ia": [], "jba": [],
+        },
+        {},
+    ]  # fmt: skip
+    expected = [[spark_field(c)[1](row.get(c.name)) for c in columns] for row in values]
+    texts = [dumps(row).decode() for row in values]
+    assert [same(row_reader(columns)(text)) for text in texts] == [same(e) for e in expected]
+    by_column = columns_reader(columns)([*texts, None])
+    assert [same(list(row)) for row in zip(*by_column, strict=True)] == [
+        same(e) for e in [*expected, [None] * len(columns)]
+    ]
+    # the general scanner (rows not written by orjson) gives the same
+    spaced = [" " + text for text in texts]
+    assert [same(row_reader(columns)(text)) for text in spaced] == [same(e) for e in expected]
+    # json keeps its text, even a duplicate key
+    assert row_reader(columns)(texts[0])[14] == '{"a":  [1.50, 2], "a": "dup"}'
+    assert raw_items('[1, {"a": [2]} ,"x"]') == [(None, "1"), (None, '{"a": [2]}'), (None, '"x"')]
+    with pytest.raises(ValueError):
+        raw_items('{"a" 1}')

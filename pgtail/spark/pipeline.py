@@ -301,7 +301,6 @@ def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list
     if not fields:
         return []
     struct = StructType(fields)
-    width = len(fields)
     built: list[tuple[Any, Any]] = []  # (row reader, Arrow type): once per Python worker
 
     def convert(texts: Any) -> Any:
@@ -309,15 +308,11 @@ def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list
         from pyspark.sql.pandas.types import to_arrow_type
 
         if not built:
-            from pgtail.spark.types import row_reader
+            from pgtail.spark.types import columns_reader
 
-            built.append((row_reader(columns), to_arrow_type(struct, timezone="UTC")))
+            built.append((columns_reader(columns), to_arrow_type(struct, timezone="UTC")))
         read, arrow = built[0]
-        typed: list[list[Any]] = [[] for _ in range(width)]
-        appends = [values.append for values in typed]
-        for text in texts.to_pylist():
-            for append, value in zip(appends, read(text), strict=True):
-                append(value)
+        typed = read(texts.to_pylist())
         arrays = [pa.array(values, type=arrow.field(i).type) for i, values in enumerate(typed)]
         return pa.StructArray.from_arrays(arrays, fields=list(arrow))
 

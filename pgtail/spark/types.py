@@ -238,45 +238,97 @@ def is_json_column(column: ColumnType) -> bool:
     return (column.element_oid or column.type_oid) in JSON_TYPES
 
 
-def row_reader(columns: Sequence[ColumnType]) -> Callable[[str | bytes | None], list[Any]]:
-    """A function from a row stored as JSON (``pgtail.values.dumps`` of the row) to the
-    Spark values of ``columns``, in order, by the converters of `spark_field`; a column
-    the row lacks (or no row: None) is null."""
-    names = [c.name for c in columns]
-    converters = [spark_field(c)[1] for c in columns]
-    pairs = list(zip(names, converters, strict=True))
+def _row_parser(columns: Sequence[ColumnType]) -> Callable[[str | bytes], dict[str, Any]]:
+    """Row JSON -> the JSON-ready values by column name, as pgtail's converters gave them:
+    orjson.loads, except json/jsonb columns, which get a Fragment of their text."""
     raw = {
         c.name: (_json_array if c.element_oid else _json_value)
         for c in columns
         if is_json_column(c)
     }
-    nulls = [None] * len(columns)
     loads = orjson.loads
-
-    def plain(text: str | bytes | None) -> list[Any]:
-        if text is None:
-            return list(nulls)
-        values = loads(text)
-        get = values.get
-        return [convert(get(name)) for name, convert in pairs]
-
     if not raw:
-        return plain
+        return loads
 
-    def with_json(text: str | bytes | None) -> list[Any]:
-        if text is None:
-            return list(nulls)
-        if isinstance(text, bytes):
-            text = text.decode()
+    dumps = orjson.dumps
+    decode = _DECODER.raw_decode
+
+    def slow(text: str) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for name, value in raw_items(text):
             assert name is not None
             as_json = raw.get(name)
             values[name] = loads(value) if as_json is None else as_json(value)
-        get = values.get
-        return [convert(get(name)) for name, convert in pairs]
+        return values
+
+    def with_json(text: str | bytes) -> dict[str, Any]:
+        if isinstance(text, bytes):
+            text = text.decode()
+        # Fast: orjson parses the row; the text of each json value is found by walking
+        # the members, a value orjson wrote being exactly orjson.dumps of what it parsed
+        # (pgtail writes rows with orjson, compact). Anything else: the general scanner.
+        values = loads(text)
+        if text[:1] != "{":
+            return slow(text)
+        pos = 1
+        for name, value in values.items():
+            key = dumps(name).decode()
+            if not text.startswith(key, pos) or text[pos + len(key) : pos + len(key) + 1] != ":":
+                return slow(text)
+            pos += len(key) + 1
+            as_json = raw.get(name)
+            if as_json is None:
+                piece = dumps(value).decode()
+                if not text.startswith(piece, pos):
+                    return slow(text)
+                pos += len(piece)
+            else:
+                _, end = decode(text, pos)
+                values[name] = as_json(text[pos:end])
+                pos = end
+            if text[pos : pos + 1] == ",":
+                pos += 1
+        return values if text[pos:] == "}" else slow(text)
 
     return with_json
+
+
+def row_reader(columns: Sequence[ColumnType]) -> Callable[[str | bytes | None], list[Any]]:
+    """A function from a row stored as JSON (``pgtail.values.dumps`` of the row) to the
+    Spark values of ``columns``, in order, by the converters of `spark_field`; a column
+    the row lacks (or no row: None) is null."""
+    parse = _row_parser(columns)
+    pairs = [(c.name, spark_field(c)[1]) for c in columns]
+    nulls = [None] * len(columns)
+
+    def read(text: str | bytes | None) -> list[Any]:
+        if text is None:
+            return list(nulls)
+        get = parse(text).get
+        return [convert(get(name)) for name, convert in pairs]
+
+    return read
+
+
+def columns_reader(
+    columns: Sequence[ColumnType],
+) -> Callable[[Sequence[str | bytes | None]], list[list[Any]]]:
+    """`row_reader` for many rows at once, column by column: the values of each column."""
+    parse = _row_parser(columns)
+    pairs = [(c.name, spark_field(c)[1]) for c in columns]
+
+    def read(texts: Sequence[str | bytes | None]) -> list[list[Any]]:
+        empty: dict[str, Any] = {}
+        rows = [empty if text is None else parse(text) for text in texts]
+        result = []
+        for name, convert in pairs:
+            if convert is _same:  # ints, booleans: as JSON gave them
+                result.append([row.get(name) for row in rows])
+            else:
+                result.append([convert(row.get(name)) for row in rows])
+        return result
+
+    return read
 
 
 # --- a column's PostgreSQL type kept in its Spark field -----------------------------------
