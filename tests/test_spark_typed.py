@@ -469,3 +469,14 @@ def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -
     assert raw_items('[1, {"a": [2]} ,"x"]') == [(None, "1"), (None, '{"a": [2]}'), (None, '"x"')]
     with pytest.raises(ValueError):
         raw_items('{"a" 1}')
+    # what fold merges: each member's text as written, compact or not, past orjson or not
+    from pgtail.spark.types import raw_members, raw_object
+
+    for text in [
+        '{"a":1,"b":{"x": 1.50},"c":"é","d":[1, 2],"e":null}', ' {"a" : 1.50 }',
+        '{"a":1.50,"b":2}', '{"a":{"b": 123456789012345678901234567890}}', "{}",
+        '{"a":"x","b":1e2}', *texts,
+    ]:  # fmt: skip
+        assert raw_members(text) == {str(k): v for k, v in raw_items(text)}
+        assert raw_object(raw_members(text)) == raw_object(list(raw_members(text).items()))
+    assert raw_object(raw_members(texts[0])) == texts[0]

@@ -207,10 +207,46 @@ def raw_items(text: str) -> list[tuple[str | None, str]]:
         i = space(text, i + 1)
 
 
+def _walk(text: str, values: dict[str, Any]) -> dict[str, str] | None:
+    """The JSON text of each member of the object ``text``, given its members as orjson
+    parsed them, when ``text`` is compact (no space between members, as orjson writes):
+    a value orjson wrote is exactly ``orjson.dumps`` of what it parsed; a value that is
+    not (a json column's own text) is found by the scanner. None otherwise."""
+    if text[:1] != "{":
+        return None
+    dumps = orjson.dumps
+    decode = _DECODER.raw_decode
+    raws: dict[str, str] = {}
+    pos = 1
+    for name, value in values.items():
+        key = dumps(name).decode()
+        pos += len(key)
+        if not text.startswith(key, pos - len(key)) or text[pos : pos + 1] != ":":
+            return None
+        pos += 1
+        piece = dumps(value).decode()
+        end = pos + len(piece)
+        if not (text.startswith(piece, pos) and text[end : end + 1] in (",", "}")):
+            try:
+                _, end = decode(text, pos)
+            except ValueError:
+                return None
+            piece = text[pos:end]
+        raws[name] = piece
+        pos = end + 1 if text[end : end + 1] == "," else end
+    return raws if text[pos:] == "}" else None
+
+
 def raw_members(text: str | bytes) -> dict[str, str]:
     """The members of a JSON object: name -> the JSON text of its value (see `raw_items`)."""
     if isinstance(text, bytes):
         text = text.decode()
+    try:
+        found = _walk(text, orjson.loads(text))
+    except (orjson.JSONDecodeError, AttributeError):  # not an object, or past orjson
+        found = None
+    if found is not None:
+        return found
     return {str(name): value for name, value in raw_items(text)}
 
 
@@ -250,9 +286,6 @@ def _row_parser(columns: Sequence[ColumnType]) -> Callable[[str | bytes], dict[s
     if not raw:
         return loads
 
-    dumps = orjson.dumps
-    decode = _DECODER.raw_decode
-
     def slow(text: str) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for name, value in raw_items(text):
@@ -264,31 +297,18 @@ def _row_parser(columns: Sequence[ColumnType]) -> Callable[[str | bytes], dict[s
     def with_json(text: str | bytes) -> dict[str, Any]:
         if isinstance(text, bytes):
             text = text.decode()
-        # Fast: orjson parses the row; the text of each json value is found by walking
-        # the members, a value orjson wrote being exactly orjson.dumps of what it parsed
-        # (pgtail writes rows with orjson, compact). Anything else: the general scanner.
-        values = loads(text)
-        if text[:1] != "{":
+        # orjson parses the row; the text of the json values is found by walking it
+        try:
+            values: dict[str, Any] = loads(text)
+            raws = _walk(text, values)
+        except (orjson.JSONDecodeError, AttributeError):
+            raws = None
+        if raws is None:
             return slow(text)
-        pos = 1
-        for name, value in values.items():
-            key = dumps(name).decode()
-            if not text.startswith(key, pos) or text[pos + len(key) : pos + len(key) + 1] != ":":
-                return slow(text)
-            pos += len(key) + 1
-            as_json = raw.get(name)
-            if as_json is None:
-                piece = dumps(value).decode()
-                if not text.startswith(piece, pos):
-                    return slow(text)
-                pos += len(piece)
-            else:
-                _, end = decode(text, pos)
-                values[name] = as_json(text[pos:end])
-                pos = end
-            if text[pos : pos + 1] == ",":
-                pos += 1
-        return values if text[pos:] == "}" else slow(text)
+        for name, as_json in raw.items():
+            if name in raws:
+                values[name] = as_json(raws[name])
+        return values
 
     return with_json
 
