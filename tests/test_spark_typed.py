@@ -338,10 +338,10 @@ def test_a_column_added_mid_stream_appears_from_then_on(
     )
 
 
-def test_a_retyped_column_stops_the_run_with_one_clear_line(
+def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
     spark: Any, db15: Any, tmp_path: Path
 ) -> None:
-    from pgtail.spark.pipeline import run
+    from pgtail.spark.pipeline import materialize, run
 
     db15.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
     db15.execute("CREATE PUBLICATION p FOR TABLE t")
@@ -350,6 +350,17 @@ def test_a_retyped_column_stops_the_run_with_one_clear_line(
     db15.execute("INSERT INTO t VALUES (1, 2)")
     settle(db15)
     run(spark, options=options(db15), output=out, checkpoint=chk)
+    # a table dropped before its changes are written: the JSON keeps them
+    db15.execute("CREATE TABLE gone (id int PRIMARY KEY, v text)")
+    db15.execute("ALTER PUBLICATION p ADD TABLE gone")
+    db15.execute("INSERT INTO gone VALUES (1, 'v')")
+    db15.execute("DROP TABLE gone")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    (gone,) = typed_log(spark, out, "public.gone").collect()
+    assert gone["_pg_op"] == "insert" and orjson.loads(gone["_pg_after"]) == {"id": 1, "v": "v"}
+    assert not [c for c in gone.asDict() if not c.startswith("_pg_")]
+    assert materialize(spark, out, tmp_path / "current") == {"public.t": 1}
     db15.execute("ALTER TABLE t ALTER COLUMN a TYPE text")
     db15.execute("INSERT INTO t VALUES (2, 'two')")
     settle(db15)

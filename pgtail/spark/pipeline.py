@@ -855,7 +855,9 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
         counts: dict[str, int] = {}
         for schema_name, table_name in sorted(tables):
             columns = recorded_columns(spark, table_dir(changes, schema_name, table_name))
-            if columns is None:
+            if not columns:
+                # no typed columns: the table was gone before its first batch was written
+                # (its rows are in the log's JSON only)
                 continue
             qualified = f"{schema_name}.{table_name}"
             schema = log_schema(qualified, columns)
