@@ -58,6 +58,11 @@ def _session(master: str, conf: dict[str, str], app_name: str) -> Any:
 
     spark = session(master, app_name, conf)
     spark.sparkContext.setLogLevel("ERROR")
+    state = click.get_current_context().obj
+    if not getattr(state, "debug", False):
+        from pgtail.spark.pipeline import quiet_query_errors
+
+        quiet_query_errors(spark)  # the error is shown once, as one line
     return spark
 
 

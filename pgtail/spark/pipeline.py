@@ -83,6 +83,20 @@ def session(
     return spark
 
 
+def quiet_query_errors(spark: Any) -> None:
+    """Stop Spark logging a failed streaming query's error with its traceback (the caller
+    reports the error itself, in one line)."""
+    import contextlib
+
+    # with another logging backend, Spark's own logs stay as they are
+    with contextlib.suppress(Exception):
+        jvm = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            "org.apache.spark.sql.execution.streaming", level
+        )
+
+
 def translate_spark_error(exc: BaseException) -> PgtailError | None:
     """The pgtail error inside a Spark/Py4J exception, rebuilt, or None."""
     if isinstance(exc, PgtailError):
@@ -376,7 +390,7 @@ def _retyped(table: str, known: Sequence[ColumnType], current: Sequence[ColumnTy
                 f"column {column.name!r} of {table} changed type from {old.type_name} to "
                 f"{column.type_name}: a typed change log keeps one type per column",
                 hint="materialize the change log as it is, then go on with a new --output "
-                "and a new --checkpoint (the slot still holds every change of this batch)",
+                "and a new --checkpoint: the slot still holds every change of this batch",
             )
 
 
