@@ -491,3 +491,47 @@ def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -
         assert raw_members(text) == {str(k): v for k, v in raw_items(text)}
         assert raw_object(raw_members(text)) == raw_object(list(raw_members(text).items()))
     assert raw_object(raw_members(texts[0])) == texts[0]
+
+
+def test_cli_run_error_is_one_line_and_materialize_prints_counts(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    import subprocess
+
+    from pgtail.spark.pipeline import run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db15.execute("INSERT INTO t VALUES (1, 2), (3, 4)")
+    settle(db15)
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("ALTER TABLE t ALTER COLUMN a TYPE bigint")
+    db15.execute("INSERT INTO t VALUES (5, 6)")
+    settle(db15)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    spark_args = ["--master", "local[1]", "--conf", "spark.ui.enabled=false"]
+
+    def pgtail(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pgtail", "spark", *args, *spark_args],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    failed = pgtail(
+        "run", "--dsn", db15.dsn, "--slot", "s", "--publication", "p", "--output", str(out),
+        "--checkpoint", str(chk), "--trigger", "available-now",
+    )  # fmt: skip
+    assert failed.returncode == 1
+    errors = [line for line in failed.stderr.splitlines() if "error" in line.lower()]
+    assert errors == [
+        "pgtail: error: column 'a' of public.t changed type from integer to bigint: a typed "
+        "change log keeps one type per column (materialize the change log as it is, then go "
+        "on with a new --output and a new --checkpoint: the slot still holds every change of "
+        "this batch)"
+    ], failed.stderr[-3000:]
+    assert "Traceback" not in failed.stderr
+    done = pgtail("materialize", "--changes", str(out), "--output", str(tmp_path / "current"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "public.t: 2 rows\n"
