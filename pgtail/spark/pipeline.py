@@ -307,7 +307,7 @@ def table_dir(root: str | Path, schema_name: str, table_name: str) -> str:
 def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list[Any]:
     """The typed values of ``columns`` from the row JSON ``json`` (a Column), as Columns
     named and typed as the first fields of ``schema``, by the typed read's rule: its
-    converters (`pgtail.spark.types.row_reader`) and its Arrow conversion."""
+    converters (`pgtail.spark.types.columns_reader`) and its Arrow conversion."""
     from pyspark.sql.types import StructType
 
     columns = tuple(columns)
