@@ -1,5 +1,6 @@
-"""The standard pipeline behind ``pgtail spark``: slot -> Spark -> Parquet change log
-(`run`), and change log -> current state of every table (`materialize`).
+"""The standard pipeline behind ``pgtail spark``: slot -> Spark -> typed Parquet change
+log per table (`run`, `ChangeLogWriter`), and change logs -> typed current state of every
+table (`materialize`, no database needed: each log records its PostgreSQL types).
 
 Both take a SparkSession (`session()` builds a local one); errors raised inside Spark's
 Python workers come back as the pgtail error they were (`translate_spark_error`).
