@@ -279,7 +279,7 @@ def test_run_writes_typed_logs_and_materialize_equals_select(
 
 
 def test_a_replayed_batch_rewrites_its_directories(spark: Any, db15: Any, tmp_path: Path) -> None:
-    from pgtail.spark.pipeline import ChangeLogWriter, read_changes
+    from pgtail.spark.changelog import ChangeLogWriter, read_changes
 
     setup(db15)
     first_changes(db15)

@@ -241,7 +241,8 @@ def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, .
     from pgtail.spark import require_pyspark
 
     require_pyspark()
-    from pgtail.spark.pipeline import is_local, materialize
+    from pgtail.spark.changelog import is_local
+    from pgtail.spark.pipeline import materialize
 
     if is_local(changes) and not Path(changes).exists():
         raise ConfigurationError(
