@@ -291,7 +291,11 @@ Give a table without a primary key full old rows:
     },
     "spark": {
         "DESCRIPTION": """
-`pgtail spark run` runs the standard change-data pipeline with a local (or given) Spark session: slot to Spark Structured Streaming to a Parquet change log partitioned by table, with Spark checkpoints. The slot advances only after Spark commits a micro-batch, so a crash replays, never skips. `pgtail spark materialize` computes the current state of every table from the change log (the latest change per key by commit LSN and position; deletes remove; truncates reset; a column an update left out as unchanged TOAST keeps its earlier value, across key changes too) as Parquet.
+`pgtail spark run` runs the standard change-data pipeline with a local (or given) Spark session: slot to Spark Structured Streaming to typed Parquet change logs, one per table, with Spark checkpoints. The slot advances only after Spark commits a micro-batch, so a crash replays, never skips. `pgtail spark materialize` computes the current state of every table from the change logs (the latest change per key by commit LSN and position; deletes remove; truncates reset; a column an update left out as unchanged TOAST keeps its earlier value, across key changes too) as typed Parquet equal to SELECT * of each table: the same columns in order, with the Spark types of the rule below. It needs no database connection.
+
+Each micro-batch of `spark run` goes to OUTPUT/<schema>.<table>/_pg_batch=<id>/: the table's own columns with Spark types (the new row of an insert or update, the key or old row of a delete, nulls for a truncate), then the metadata columns, prefixed so that they never meet a column called op or key: _pg_op, _pg_commit_lsn, _pg_end_lsn, _pg_commit_time, _pg_xid, _pg_seq, _pg_unchanged_toast, _pg_origin, _pg_schema, _pg_table, and _pg_key, _pg_before, _pg_after (the rows as JSON, as the untyped source gives them). Messages go to OUTPUT/_messages/_pg_batch=<id>/, untyped. A table with a column named _pg_... stops the run with an error. Each batch directory is overwritten when written, so a batch replayed after a crash replaces its first attempt.
+
+A batch has the table's columns as the catalog lists them when it is written (each field records its PostgreSQL type in the Parquet schema, which materialize reads). A column added mid-stream is in every batch written after it was added: read a log with spark.read.option("mergeSchema", "true"), and earlier rows are null in it. A column whose Spark type changes stops the run with one line saying which: materialize what is there, then go on with a new --output and --checkpoint.
 
 The same source is available to your own Spark jobs (PySpark 4.2 or later, `pip install 'pgtail[spark]'`):
 
@@ -303,16 +307,21 @@ One row per change: op, schema, table, xid, commit_lsn, end_lsn, seq, commit_ts,
 
 The driver plans each micro-batch without decoding: it ends at the server's flushed WAL position (maxBytesPerTrigger caps it in WAL bytes). Executors read a batch through the replication protocol with the session code of `pgtail stream` (the highest protocol version; streaming of large transactions from PostgreSQL 14 on unless streaming=false), from a temporary copy of the slot, which needs one free max_replication_slots entry per slot being read; the slot itself advances only after Spark commits the batch.
 
-With option table ("schema.table") a read keeps that table's changes only, as rows of its own columns with Spark types (numeric(p,s) up to 38 digits as decimal, larger or unconstrained numeric as string; timestamptz as timestamp, timestamp as timestamp_ntz; bytea as binary; json, jsonb and uuid as string; one-dimensional arrays as arrays; integers, floats, boolean, text and date as themselves; any other type as its text), followed by op, commit_lsn, commit_time, xid, seq and unchanged_toast. A column added or retyped while a query reads stops it with a clear error.
+With option table ("schema.table") a read keeps that table's changes only, as rows of its own columns with Spark types (numeric(p,s) up to 38 digits as decimal, larger or unconstrained numeric as string; timestamptz as timestamp, timestamp as timestamp_ntz; bytea as binary; json and jsonb (the server's text) and uuid as string; one-dimensional arrays as arrays; integers, floats, boolean, text and date as themselves; any other type as its text), followed by op, commit_lsn, commit_time, xid, seq and unchanged_toast. A column added or retyped while a query reads stops it with a clear error.
 
 Spark's Python workers run pgtail's own interpreter: `pgtail spark` sets PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON unless they are set. A Spark failure is one `pgtail: error:` line; `--debug` shows Spark's traceback.
 """,
         "EXAMPLES": """
-Stream a slot into a Parquet change log, then materialize current tables:
+Stream a slot into typed change logs, then materialize current tables:
 
     pgtail spark run --slot app --publication app_pub \\
       --output /data/changes --checkpoint /data/chk --trigger available-now
     pgtail spark materialize --changes /data/changes --output /data/tables
+
+Read one table's change log in your own job:
+
+    spark.read.option("mergeSchema", "true") \\
+        .parquet("/data/changes/public.orders").where("_pg_op = 'delete'")
 """,
     },
     "demo": {

@@ -58,6 +58,11 @@ def _session(master: str, conf: dict[str, str], app_name: str) -> Any:
 
     spark = session(master, app_name, conf)
     spark.sparkContext.setLogLevel("ERROR")
+    state = click.get_current_context().obj
+    if not getattr(state, "debug", False):
+        from pgtail.spark.pipeline import quiet_query_errors
+
+        quiet_query_errors(spark)  # the error is shown once, as one line
     return spark
 
 
@@ -112,7 +117,9 @@ def _trigger(text: str) -> str:
     help="Replication slot (pgoutput plugin) to read.",
 )
 @publication_option(f"Publication to read through {PUBLICATION_FORM}.", required=True)
-@click.option("--output", required=True, metavar="DIR", help="Parquet change log directory.")
+@click.option(
+    "--output", required=True, metavar="DIR", help="Change log directory (one per table inside)."
+)
 @click.option("--checkpoint", required=True, metavar="DIR", help="Spark checkpoint directory.")
 @master_option
 @click.option(
@@ -151,12 +158,21 @@ def spark_run(
     binary: bool,
     conf: tuple[str, ...],
 ) -> None:
-    """Stream a slot into a Parquet change log partitioned by schema and table.
+    """Stream a slot into typed Parquet change logs, one per table.
 
-    One row per change (op, schema, table, xid, commit_lsn, end_lsn, seq,
-    commit_ts, key, before, after, unchanged_toast, origin, message); key,
-    before and after are JSON objects. Restarting with the same --checkpoint
-    continues exactly where the last committed batch ended.
+    Each micro-batch goes to OUTPUT/<schema>.<table>/_pg_batch=<id>/: one
+    row per change, the table's own columns with Spark types (the new row of
+    an insert or update, the key or old row of a delete, nulls for a
+    truncate), then the metadata columns _pg_op, _pg_commit_lsn,
+    _pg_end_lsn, _pg_commit_time, _pg_xid, _pg_seq, _pg_unchanged_toast,
+    _pg_origin, _pg_schema, _pg_table and _pg_key, _pg_before, _pg_after
+    (the rows as JSON). Logical decoding messages go to
+    OUTPUT/_messages/_pg_batch=<id>/. A column added mid-stream appears in the
+    batches written after it was added (read a log with mergeSchema: earlier
+    rows are null there); a column whose type changes stops the run with an error. Columns
+    may not start with _pg_. Restarting with the same --checkpoint continues
+    exactly where the last committed batch ended; a batch replayed after a
+    crash rewrites its own directories.
 
     \b
     Examples:
@@ -210,7 +226,9 @@ def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, .
 
     The latest change per replica identity key wins (ordered by commit_lsn, then
     seq); deletes remove a row; a truncate empties the table as of its position.
-    Each table goes to OUTPUT/<schema>.<table>/.
+    Each table goes to OUTPUT/<schema>.<table>/ with the table's columns in
+    order and the Spark types of its change log, as SELECT * gives them. No
+    database connection is needed.
 
     \b
     Examples:
@@ -223,7 +241,8 @@ def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, .
     from pgtail.spark import require_pyspark
 
     require_pyspark()
-    from pgtail.spark.pipeline import is_local, materialize
+    from pgtail.spark.changelog import is_local
+    from pgtail.spark.pipeline import materialize
 
     if is_local(changes) and not Path(changes).exists():
         raise ConfigurationError(

@@ -1,5 +1,6 @@
-"""The standard pipeline behind ``pgtail spark``: slot -> Spark -> Parquet change log
-(`run`), and change log -> current state of every table (`materialize`).
+"""The standard pipeline behind ``pgtail spark``: slot -> Spark -> typed Parquet change
+log per table (`run`, `ChangeLogWriter`), and change logs -> typed current state of every
+table (`materialize`, no database needed: each log records its PostgreSQL types).
 
 Both take a SparkSession (`session()` builds a local one); errors raised inside Spark's
 Python workers come back as the pgtail error they were (`translate_spark_error`).
@@ -18,6 +19,17 @@ from typing import Any
 from pgtail import errors
 from pgtail.errors import ConfigurationError, PgtailError
 from pgtail.spark import register, require_pyspark
+from pgtail.spark.changelog import (
+    ChangeLogWriter,
+    is_local,
+    list_dirs,
+    log_schema,
+    read_changes,
+    recorded_columns,
+    refuse_untyped_log,
+    table_dir,
+    typed_columns,
+)
 
 TABLE_OPS = ("insert", "update", "delete")
 PARTITION_COLUMNS = ("schema", "table")
@@ -66,6 +78,9 @@ def session(
         .config("spark.speculation", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
+        # Parquet's own timestamp type (UTC-adjusted for timestamp, local for
+        # timestamp_ntz), which other readers understand, rather than legacy INT96
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
@@ -77,6 +92,20 @@ def session(
         )
     register(spark)
     return spark
+
+
+def quiet_query_errors(spark: Any) -> None:
+    """Stop Spark logging a failed streaming query's error with its traceback (the caller
+    reports the error itself, in one line)."""
+    import contextlib
+
+    # with another logging backend, Spark's own logs stay as they are
+    with contextlib.suppress(Exception):
+        jvm = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            "org.apache.spark.sql.execution.streaming", level
+        )
 
 
 def translate_spark_error(exc: BaseException) -> PgtailError | None:
@@ -236,32 +265,47 @@ def run(
     trigger: str = "available-now",
     on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
-    """Stream the slot into a Parquet change log partitioned by schema and table.
+    """Stream the slot into typed per-table change logs under ``output`` (see
+    `ChangeLogWriter`): one streaming query, one read of the slot per micro-batch.
 
     Returns when the query ends (``once`` / ``available-now``); with an interval trigger
     it runs until interrupted (KeyboardInterrupt stops the query cleanly).
     """
+    from pgtail.spark.source import parse_options
+
     trigger_args = parse_trigger(trigger)
     validate_source(options)
+    refuse_untyped_log(str(output).rstrip("/"), list_dirs(spark, str(output).rstrip("/")))
+    writer = ChangeLogWriter(output, parse_options(options).dsn)
     reader = spark.readStream.format("pgoutput")
     for key, value in options.items():
         reader = reader.option(key, value)
-    writer = (
+    stream = (
         reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(output))
+        .writeStream.foreachBatch(writer)
         .option("checkpointLocation", str(checkpoint))
-        .partitionBy(*PARTITION_COLUMNS)
         .outputMode("append")
         .trigger(**trigger_args)
     )
     try:
-        query = writer.start()
-    except Exception as exc:
-        translated = translate_spark_error(exc)
-        if translated is not None:
-            raise translated from None
-        raise
+        try:
+            query = stream.start()
+        except Exception as exc:
+            translated = translate_spark_error(exc)
+            if translated is not None:
+                raise translated from None
+            raise
+        return _await(query, options, checkpoint, on_progress)
+    finally:
+        writer.close()
+
+
+def _await(
+    query: Any,
+    options: Mapping[str, str],
+    checkpoint: str | Path,
+    on_progress: Callable[[dict[str, Any]], None] | None,
+) -> RunResult:
     batches = rows = 0
     seen: set[int] = set()
     try:
@@ -290,23 +334,6 @@ def run(
         raise
     commit_checkpoint(options, checkpoint)
     return RunResult(batches=batches, rows=rows)
-
-
-def read_changes(spark: Any, changes: str | Path) -> Any:
-    """The change log as a DataFrame with the source schema (committed files only)."""
-    from pgtail.spark.schema import SCHEMA
-
-    if is_local(changes) and not Path(changes).exists():
-        raise ConfigurationError(
-            f"change log {str(changes)!r} does not exist", hint="run pgtail spark run first"
-        )
-    return spark.read.schema(SCHEMA).parquet(str(changes))
-
-
-def is_local(path: str | Path) -> bool:
-    """A plain local path (not s3a://, hdfs://, ...), which this process can look at."""
-    text = str(path)
-    return "://" not in text or text.startswith("file://")
 
 
 # --- materialize ---------------------------------------------------------------------
@@ -358,13 +385,17 @@ def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
     """
     import orjson
 
-    state: dict[str, Any] | None = None
+    from pgtail.spark.types import raw_members, raw_object
+
+    # Values stay the JSON text they were written as (a json/jsonb value keeps the
+    # server's text): rows are merged, never parsed.
+    state: dict[str, str] | None = None
     hole: dict[str, Any] | None = None
     for change in history:
         if change["kind"] == "delete":
             state = hole = None
             continue
-        row = orjson.loads(change["after"]) if change["after"] is not None else {}
+        row = raw_members(change["after"]) if change["after"] is not None else {}
         toast = change["unchanged_toast"] or ()
         if state is None:
             origin = change["origin"]
@@ -389,7 +420,7 @@ def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
     if state is None:
         return None, None
     missing = hole is not None and hole["columns"]
-    return orjson.dumps(state).decode(), orjson.dumps(hole).decode() if missing else None
+    return raw_object(state), orjson.dumps(hole).decode() if missing else None
 
 
 def fill(
@@ -404,14 +435,16 @@ def fill(
     """
     import orjson
 
+    from pgtail.spark.types import raw_members, raw_object
+
     wanted = orjson.loads(hole)
     at = (wanted["lsn"], wanted["seq"])
     before = [c for c in origin_history or () if (c["commit_lsn"], c["seq"]) < at]
     source_row, source_hole = fold(before)
     if source_row is None:
         return row, None
-    source = orjson.loads(source_row)
-    filled = orjson.loads(row)
+    source = raw_members(source_row)
+    filled = raw_members(row)
     still = []
     for name in wanted["columns"]:
         if name in source:
@@ -424,7 +457,7 @@ def fill(
         back["columns"] = [name for name in still if name in back["columns"]]
         if back["columns"]:
             further = orjson.dumps(back).decode()
-    return orjson.dumps(filled).decode(), further
+    return raw_object(filled), further
 
 
 _KEY_CHAIN_ROUNDS = 8  # key changes in a row, each leaving TOAST unchanged, that fill follows
@@ -528,8 +561,9 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
 
 def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str, int]:
     """Write the current state of every table in the change log under ``output``
-    (one Parquet directory per table, ``<schema>.<table>``); return the row counts."""
-    import orjson
+    (one Parquet directory per table, ``<schema>.<table>``): the table's columns in order,
+    with the Spark types its change log records (those of its latest batch), as a
+    ``SELECT *`` of it gives them. Return the row counts. Needs no database."""
     from pyspark.sql import functions as F
 
     log = read_changes(spark, changes).cache()
@@ -545,20 +579,19 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
         state = state.cache()
         counts: dict[str, int] = {}
         for schema_name, table_name in sorted(tables):
-            mine = (F.col("schema") == schema_name) & (F.col("table") == table_name)
-            rows_json = log.where(mine & F.col("after").isNotNull()).select("after")
-            first = rows_json.first()
-            if first is None:
+            columns = recorded_columns(spark, table_dir(changes, schema_name, table_name))
+            if not columns:
+                # no typed columns: the table was gone before its first batch was written
+                # (its rows are in the log's JSON only)
                 continue
-            # Column types from every version of the row seen, in table order.
-            inferred = spark.read.json(rows_json.rdd.map(lambda r: r[0])).schema
-            order = list(orjson.loads(first[0]).keys())
-            names = order + [f.name for f in inferred.fields if f.name not in order]
-            table_state = state.where(mine).select(F.from_json("row", inferred).alias("r"))
-            frame = table_state.select(*[F.col("r").getField(n).alias(n) for n in names])
-            target = f"{str(output).rstrip('/')}/{schema_name}.{table_name}"
-            frame.write.mode("overwrite").parquet(str(target))
-            counts[f"{schema_name}.{table_name}"] = spark.read.parquet(str(target)).count()
+            qualified = f"{schema_name}.{table_name}"
+            schema = log_schema(qualified, columns)
+            mine = (F.col("schema") == schema_name) & (F.col("table") == table_name)
+            rows = state.where(mine).select("row")
+            frame = rows.select(*typed_columns(columns, schema, F.col("row")))
+            target = table_dir(output, schema_name, table_name)
+            frame.write.mode("overwrite").parquet(target)
+            counts[qualified] = spark.read.parquet(target).count()
         state.unpersist()
         for frame in cached:
             frame.unpersist()

@@ -1,0 +1,315 @@
+"""The typed change log of ``pgtail spark run``: one Parquet log per table.
+
+``<output>/<schema>.<table>/_pg_batch=<id>/`` holds a micro-batch of a table's changes:
+its columns with Spark types (`pgtail.spark.types`; each field records its PostgreSQL
+type), then the `LOG_METADATA` columns, prefixed ``_pg_``; ``<output>/_messages/`` the
+logical decoding messages, untyped. `ChangeLogWriter` writes a batch (the ``foreachBatch``
+function of `pgtail.spark.pipeline.run`), `read_changes` reads every log back as the
+source's untyped rows, `recorded_columns` gives the types a log was written with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pgtail.catalog.spark import ColumnType
+from pgtail.errors import ConfigurationError
+
+METADATA_PREFIX = "_pg_"  # the change log's own columns; a table column may not start so
+BATCH_COLUMN = "_pg_batch"  # the partition directory of a micro-batch: _pg_batch=<id>
+MESSAGES_DIR = "_messages"  # logical decoding messages, untyped (the source's columns)
+
+# The metadata columns after a table's own, each from the source's column of that name.
+LOG_METADATA: tuple[tuple[str, str], ...] = (
+    ("_pg_op", "op"),
+    ("_pg_commit_lsn", "commit_lsn"),
+    ("_pg_end_lsn", "end_lsn"),
+    ("_pg_commit_time", "commit_ts"),
+    ("_pg_xid", "xid"),
+    ("_pg_seq", "seq"),
+    ("_pg_unchanged_toast", "unchanged_toast"),
+    ("_pg_origin", "origin"),
+    ("_pg_schema", "schema"),
+    ("_pg_table", "table"),
+    ("_pg_key", "key"),
+    ("_pg_before", "before"),
+    ("_pg_after", "after"),
+)
+
+
+def metadata_fields() -> list[Any]:
+    """The change log's metadata fields (StructFields, all nullable), in order."""
+    from pyspark.sql.types import StructField
+
+    from pgtail.spark.schema import SCHEMA
+
+    return [StructField(name, SCHEMA[source].dataType, True) for name, source in LOG_METADATA]
+
+
+def log_schema(table: str, columns: Sequence[ColumnType]) -> Any:
+    """The Spark schema of a table's change log: its columns typed by
+    `pgtail.spark.types.spark_field` (each field's metadata records the PostgreSQL type),
+    then `LOG_METADATA`. A column named ``_pg_...`` is refused."""
+    from pyspark.sql.types import StructField, StructType
+
+    from pgtail.spark.types import field_metadata, spark_field
+
+    for column in columns:
+        if column.name.startswith(METADATA_PREFIX):
+            raise ConfigurationError(
+                f"column {column.name!r} of {table} starts with {METADATA_PREFIX!r}, which "
+                "the change log keeps for its metadata columns",
+                hint="rename the column, or read the slot with format pgoutput in your own job",
+            )
+    fields = [
+        StructField(c.name, spark_field(c)[0].dataType, True, field_metadata(c)) for c in columns
+    ]
+    return StructType([*fields, *metadata_fields()])
+
+
+def table_dir(root: str | Path, schema_name: str, table_name: str) -> str:
+    """Where a table's change log (or snapshot) lives: ``<root>/<schema>.<table>``."""
+    return f"{str(root).rstrip('/')}/{schema_name}.{table_name}"
+
+
+def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list[Any]:
+    """The typed values of ``columns`` from the row JSON ``json`` (a Column), as Columns
+    named and typed as the first fields of ``schema``, by the typed read's rule: its
+    converters (`pgtail.spark.types.columns_reader`) and its Arrow conversion."""
+    from pyspark.sql.types import StructType
+
+    columns = tuple(columns)
+    fields = schema.fields[: len(columns)]
+    if not fields:
+        return []
+    struct = StructType(fields)
+    built: list[tuple[Any, Any]] = []  # (row reader, Arrow type): once per Python worker
+
+    def convert(texts: Any) -> Any:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        if not built:
+            from pgtail.spark.types import columns_reader
+
+            built.append((columns_reader(columns), to_arrow_type(struct, timezone="UTC")))
+        read, arrow = built[0]
+        typed = read(texts.to_pylist())
+        arrays = [pa.array(values, type=arrow.field(i).type) for i, values in enumerate(typed)]
+        return pa.StructArray.from_arrays(arrays, fields=list(arrow))
+
+    from pyspark.sql.pandas.functions import arrow_udf
+
+    # A scalar Arrow UDF (a batch of rows per call; no pandas needed on the executors);
+    # the lambda has no type hints for Spark to read the UDF's kind from: scalar it is
+    make_udf: Any = arrow_udf  # (its stubs know the kinds given by type hints only)
+    values = make_udf(lambda texts: convert(texts), struct)(json)
+    return [values.getField(f.name).alias(f.name, metadata=f.metadata) for f in fields]
+
+
+def list_dirs(spark: Any, path: str) -> list[str]:
+    """The names of the directories in ``path`` (any Hadoop file system), sorted."""
+    context = spark.sparkContext
+    hadoop_path = context._jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(context._jsc.hadoopConfiguration())
+    if not fs.exists(hadoop_path):
+        return []
+    return sorted(
+        str(status.getPath().getName())
+        for status in fs.listStatus(hadoop_path)
+        if status.isDirectory()
+    )
+
+
+def _batch_ids(spark: Any, directory: str) -> list[int]:
+    prefix = BATCH_COLUMN + "="
+    return sorted(
+        int(name[len(prefix) :])
+        for name in list_dirs(spark, directory)
+        if name.startswith(prefix) and name[len(prefix) :].isdigit()
+    )
+
+
+def recorded_columns(spark: Any, directory: str) -> tuple[ColumnType, ...] | None:
+    """The columns (with their PostgreSQL types) of the latest batch of a table's change
+    log, as its Parquet schema records them; None when it has no readable batch."""
+    from pgtail.spark.types import column_of
+
+    for batch_id in reversed(_batch_ids(spark, directory)):
+        try:
+            fields = spark.read.parquet(f"{directory}/{BATCH_COLUMN}={batch_id}").schema.fields
+        except Exception:  # a batch cut short (no data file yet): an earlier one says
+            continue
+        found = [column_of(f) for f in fields]
+        return tuple(c for c in found if c is not None)
+    return None
+
+
+def _retyped(table: str, known: Sequence[ColumnType], current: Sequence[ColumnType]) -> None:
+    from pgtail.spark.types import spark_field
+
+    before = {c.name: c for c in known}
+    for column in current:
+        old = before.get(column.name)
+        if old is None:
+            continue
+        if spark_field(old)[0].dataType != spark_field(column)[0].dataType:
+            raise ConfigurationError(
+                f"column {column.name!r} of {table} changed type from {old.type_name} to "
+                f"{column.type_name}: a typed change log keeps one type per column",
+                hint="materialize the change log as it is, then go on with a new --output "
+                "and a new --checkpoint: the slot still holds every change of this batch",
+            )
+
+
+def refuse_untyped_log(root: str, names: Sequence[str]) -> None:
+    """`ConfigurationError` when ``root`` holds the single untyped change log of earlier
+    versions (Spark's file sink, partitioned ``schema=.../table=...``)."""
+    if "_spark_metadata" in names or any(name.startswith("schema=") for name in names):
+        raise ConfigurationError(
+            f"{root} holds an untyped change log of an earlier pgtail (one log partitioned "
+            "by schema and table), not typed change logs",
+            hint="read it with spark.read.parquet; write typed logs to a new --output with "
+            "a new --checkpoint",
+        )
+
+
+class ChangeLogWriter:
+    """The ``foreachBatch`` function of `run`: writes one micro-batch of the source's rows
+    as typed per-table change logs, ``<output>/<schema>.<table>/_pg_batch=<id>/``, and
+    the messages under ``<output>/_messages/_pg_batch=<id>/``.
+
+    Each directory is overwritten, so a batch Spark replays after a failure (same id,
+    same offsets, same changes) replaces what its first attempt wrote. A batch's columns
+    are the table's columns in the catalog when it is written (looked up on the driver
+    each batch): a column added mid-stream appears from then on (read the log with
+    ``mergeSchema``; earlier rows are null there); a column whose Spark type changes
+    stops the run with a `ConfigurationError`.
+    """
+
+    def __init__(self, output: str | Path, dsn: str) -> None:
+        self.output = str(output).rstrip("/")
+        self.dsn = dsn
+        self.columns: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
+        self._conn: Any = None
+
+    def connection(self) -> Any:
+        from pgtail import catalog
+        from pgtail.spark import sql
+
+        if self._conn is None or self._conn.closed:
+            self._conn = catalog.open_connection(self.dsn, application_name=sql.APPLICATION_NAME)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+        self._conn = None
+
+    def table_columns(
+        self, spark: Any, schema_name: str, table_name: str
+    ) -> tuple[ColumnType, ...]:
+        """The columns a batch of the table is written with (see the class doc)."""
+        from pgtail import catalog
+
+        key = (schema_name, table_name)
+        qualified = f"{schema_name}.{table_name}"
+        known = self.columns.get(key)
+        if known is None:
+            known = recorded_columns(spark, table_dir(self.output, schema_name, table_name))
+        try:
+            current = tuple(catalog.table_columns(self.connection(), schema_name, table_name))
+        except ConfigurationError:
+            # dropped since these changes: the types last seen (the JSON keeps the rest)
+            current = known or ()
+        if known is not None:
+            _retyped(qualified, known, current)
+        self.columns[key] = current
+        return current
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        from pgtail.spark.schema import COLUMNS
+
+        frame = frame.persist()  # each write below would read the slot again
+        try:
+            present = frame.select("schema", "table").distinct().collect()
+            spark = frame.sparkSession
+            messages = False
+            for row in sorted(present, key=lambda r: (r[0] or "", r[1] or "")):
+                schema_name, table_name = row[0], row[1]
+                if schema_name is None or table_name is None:
+                    messages = True
+                    continue
+                columns = self.table_columns(spark, schema_name, table_name)
+                schema = log_schema(f"{schema_name}.{table_name}", columns)
+                mine = frame.where(
+                    (F.col("schema") == schema_name)
+                    & (F.col("table") == table_name)
+                    & (F.col("op") != "message")
+                )
+                typed = mine.select(
+                    *typed_columns(columns, schema, F.coalesce("after", "before")),
+                    *[F.col(source).alias(name) for name, source in LOG_METADATA],
+                )
+                target = (
+                    f"{table_dir(self.output, schema_name, table_name)}/{BATCH_COLUMN}={batch_id}"
+                )
+                typed.write.mode("overwrite").parquet(target)
+            if messages:
+                target = f"{self.output}/{MESSAGES_DIR}/{BATCH_COLUMN}={batch_id}"
+                frame.where(F.col("op") == "message").select(*COLUMNS).write.mode(
+                    "overwrite"
+                ).parquet(target)
+        finally:
+            frame.unpersist()
+
+
+def read_changes(spark: Any, changes: str | Path) -> Any:
+    """The change log of every table (and the messages) as one DataFrame with the
+    source's untyped columns (`pgtail.spark.schema.SCHEMA`)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from pgtail.spark.schema import COLUMNS, MESSAGE_TYPE, SCHEMA
+
+    if is_local(changes) and not Path(str(changes).removeprefix("file://")).exists():
+        raise ConfigurationError(
+            f"change log {str(changes)!r} does not exist", hint="run pgtail spark run first"
+        )
+    root = str(changes).rstrip("/")
+    names = list_dirs(spark, root)
+    refuse_untyped_log(root, names)
+    frames = []
+    metadata = StructType(metadata_fields())
+    source_of = dict(LOG_METADATA)
+    for name in names:
+        if name == MESSAGES_DIR:
+            frames.append(spark.read.schema(SCHEMA).parquet(f"{root}/{name}").select(*COLUMNS))
+        elif not name.startswith((".", "_")):
+            log = spark.read.schema(metadata).parquet(f"{root}/{name}")
+            renamed = {source: F.col(column) for column, source in source_of.items()}
+            frames.append(
+                log.select(
+                    *[
+                        (
+                            renamed[column] if column in renamed else F.lit(None).cast(MESSAGE_TYPE)
+                        ).alias(column)
+                        for column in COLUMNS
+                    ]
+                )
+            )
+    if not frames:
+        return spark.createDataFrame([], SCHEMA)
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def is_local(path: str | Path) -> bool:
+    """A plain local path (not s3a://, hdfs://, ...), which this process can look at."""
+    text = str(path)
+    return "://" not in text or text.startswith("file://")

@@ -1,0 +1,537 @@
+"""`pgtail spark run`'s typed per-table change logs and `materialize`'s typed snapshots:
+real PostgreSQL, real local Spark.
+
+The oracles: the typed per-table read of the source (``option("table", ...)``) for the
+change log, and ``SELECT`` of each table converted by the same rule
+(`pgtail.values` text converters, then `pgtail.spark.types.spark_field`) for snapshots.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+import orjson  # noqa: E402
+import pytest  # noqa: E402
+
+from pgtail.errors import ConfigurationError  # noqa: E402
+from pgtail.lsn import parse_lsn  # noqa: E402
+from tests.helpers import confirmed  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+pyspark = pytest.importorskip("pyspark")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from pgtail.spark.pipeline import session
+
+    s = session(
+        "local[2]",
+        "pgtail-tests-typed",
+        {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "1g",
+        },
+    )
+    yield s
+    s.stop()
+
+
+def settle(db: Any) -> None:
+    """Wait until WAL written so far is flushed (the test servers commit asynchronously)."""
+    target = parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
+    for _ in range(200):
+        if parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0])) >= target:
+            return
+        time.sleep(0.02)
+    raise AssertionError("WAL not flushed")
+
+
+TYPED_TABLE = """
+CREATE TABLE typed (
+    id bigint PRIMARY KEY, small smallint, n int, price numeric(12, 2), huge numeric,
+    ratio real, score double precision, ok boolean, name varchar(20), at timestamptz,
+    local timestamp, day date, raw bytea, doc jsonb, uid uuid, tags text[], nums int[],
+    span interval, note text, docs json[]
+)
+"""
+
+ROWS = """
+INSERT INTO typed VALUES
+ (1, 2, 3, 1234567890.12, 123456789012345678901234567890123456789.5, 1.5, 2.25, true,
+  'café', '2024-05-06 07:08:09.123456+02', '2024-05-06 07:08:09', '2024-05-06', '\\x00ff',
+  '{"a": [1.50, 2], "b": "x"}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+  ARRAY['x', NULL, 'y'], ARRAY[1, 2], '1 day 2 hours', 'short',
+  ARRAY['{"k": 1}', '"s"']::json[]),
+ (2, NULL, NULL, 'NaN', 'NaN', 'NaN', '-Infinity', NULL, NULL, 'infinity', '-infinity',
+  'infinity', NULL, '"just a string"', NULL, '{}', NULL, NULL, NULL, NULL),
+ (3, -32768, 2147483647, -0.01, '-1e-30', '-Infinity', 'NaN', false, '', '1999-12-31 23:59:59+00',
+  NULL, '0044-03-15 BC', '\\x', '[]', NULL, ARRAY[NULL]::text[], '{}', '-3 mons', NULL, '{}')
+"""
+
+BIG = "".join(f"{i:08x}" for i in range(2000))  # 16 kB: TOASTed out of line
+
+
+def setup(db: Any) -> None:
+    db.execute(TYPED_TABLE)
+    db.execute("CREATE TABLE pairs (a int, b text, PRIMARY KEY (a, b))")
+    db.execute("CREATE PUBLICATION p FOR TABLE typed, pairs")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+
+
+def first_changes(db: Any) -> None:
+    db.execute(ROWS)
+    db.execute("UPDATE typed SET n = 4, note = %s WHERE id = 1", (BIG,))
+    db.execute("INSERT INTO pairs VALUES (1, 'x'), (2, 'y')")
+    db.execute("SELECT pg_logical_emit_message(true, 'pfx', 'hello')")
+
+
+def second_changes(db: Any) -> None:
+    db.execute("UPDATE typed SET score = 9.5 WHERE id = 1")  # note: unchanged TOAST
+    db.execute("UPDATE typed SET id = 10 WHERE id = 1")  # key change, note unchanged
+    db.execute("DELETE FROM typed WHERE id = 2")
+    db.execute("TRUNCATE pairs")
+    db.execute("INSERT INTO pairs VALUES (3, 'z')")
+    db.execute("INSERT INTO typed (id, name) VALUES (4, 'new')")
+
+
+def options(db: Any, **extra: str) -> dict[str, str]:
+    return {"dsn": db.dsn, "slot": "s", "publication": "p", **extra}
+
+
+def same(value: Any) -> Any:
+    """A value comparable with ==: NaN equals NaN, lists compare element-wise."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, list):
+        return [same(v) for v in value]
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def as_dicts(rows: list[Any]) -> list[dict[str, Any]]:
+    return [{k: same(v) for k, v in r.asDict().items()} for r in rows]
+
+
+def typed_read(spark: Any, db: Any, table: str) -> list[dict[str, Any]]:
+    """The typed per-table read of what is pending on the slot (peeks: the slot stays)."""
+    df = spark.read.format("pgoutput").options(**options(db, table=table)).load()
+    return as_dicts(df.orderBy("commit_lsn", "seq").collect())
+
+
+def typed_log(spark: Any, out: Path, table: str) -> Any:
+    return spark.read.option("mergeSchema", "true").parquet(str(out / table))
+
+
+READ_METADATA = {
+    "op": "_pg_op",
+    "commit_lsn": "_pg_commit_lsn",
+    "commit_time": "_pg_commit_time",
+    "xid": "_pg_xid",
+    "seq": "_pg_seq",
+    "unchanged_toast": "_pg_unchanged_toast",
+}
+
+
+def as_read(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
+    """Change log rows with the typed read's columns (its metadata names)."""
+    back = {log: read for read, log in READ_METADATA.items()}
+    return [{back.get(k, k): v for k, v in r.items() if k in names or k in back} for r in rows]
+
+
+def select_typed(spark: Any, db: Any, table: str, schema: Any) -> list[dict[str, Any]]:
+    """SELECT * of a table as the typed rule makes it: each value's text through pgtail's
+    text converter (as decoding gives it), then the Spark converter; collected by Spark."""
+    import psycopg2.extensions
+
+    from pgtail import catalog
+    from pgtail.catalog.connection import decoding_set_statement
+    from pgtail.spark.types import spark_field
+    from pgtail.values import converters
+
+    with catalog.connect(db.dsn) as conn:
+        columns = catalog.table_columns(conn, "public", table)
+        # every value as the text the server sends (its output function's), unparsed
+        raw = psycopg2.extensions.new_type(
+            tuple({c.type_oid for c in columns}), "RAW", lambda value, cur: value
+        )
+        psycopg2.extensions.register_type(raw, conn)
+        with conn.cursor() as cur:
+            cur.execute(decoding_set_statement())
+            cur.execute(f"SELECT * FROM {table}")
+            texts = cur.fetchall()
+    convert = [
+        (converters(c.type_oid, c.typmod)[0], spark_field(c)[1]) for c in columns
+    ]  # fmt: skip
+    rows = [
+        tuple(
+            None if text is None else to_spark(to_json(text.encode()))
+            for text, (to_json, to_spark) in zip(row, convert, strict=True)
+        )
+        for row in texts
+    ]
+    return as_dicts(spark.createDataFrame(rows, schema).collect())
+
+
+def by(rows: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
+
+
+@pytest.mark.majors(15, 18)
+def test_run_writes_typed_logs_and_materialize_equals_select(
+    spark: Any, db: Any, tmp_path: Path
+) -> None:
+    from pyspark.sql import types as T
+
+    from pgtail.spark.pipeline import materialize, read_changes, run
+
+    setup(db)
+    out, chk, current = tmp_path / "changes", tmp_path / "chk", tmp_path / "current"
+    first_changes(db)
+    settle(db)
+    expected_first = typed_read(spark, db, "public.typed")
+    result = run(spark, options=options(db), output=out, checkpoint=chk)
+    assert result.rows == len(expected_first) + 2 + (1 if db.major >= 14 else 0)
+    second_changes(db)
+    settle(db)
+    expected_second = typed_read(spark, db, "public.typed")
+    run(spark, options=options(db), output=out, checkpoint=chk)
+    # nothing new: nothing added
+    run(spark, options=options(db), output=out, checkpoint=chk)
+
+    log = typed_log(spark, out, "public.typed")
+    read_schema = (
+        spark.read.format("pgoutput").options(**options(db, table="public.typed")).load().schema
+    )
+    columns = [f.name for f in read_schema.fields][:-6]
+    # the table's columns with the typed read's types, in order, then the metadata
+    assert [(f.name, f.dataType) for f in log.schema.fields][: len(columns)] == [
+        (f.name, f.dataType) for f in read_schema.fields[: len(columns)]
+    ]
+    assert [f.name for f in log.schema.fields][len(columns) :] == [
+        "_pg_op", "_pg_commit_lsn", "_pg_end_lsn", "_pg_commit_time", "_pg_xid", "_pg_seq",
+        "_pg_unchanged_toast", "_pg_origin", "_pg_schema", "_pg_table", "_pg_key",
+        "_pg_before", "_pg_after", "_pg_batch",
+    ]  # fmt: skip
+    assert log.schema["_pg_batch"].dataType == T.IntegerType()
+    assert log.schema["price"].dataType == T.DecimalType(12, 2)
+    rows = as_dicts(log.orderBy("_pg_commit_lsn", "_pg_seq").collect())
+    # the same values as the typed read of the same changes, every type
+    assert as_read(rows, columns) == expected_first + expected_second
+    ops = [(r["_pg_op"], r["id"]) for r in rows]
+    assert ops == [
+        ("insert", 1), ("insert", 2), ("insert", 3), ("update", 1),
+        ("update", 1), ("update", 10), ("delete", 2), ("insert", 4),
+    ]  # fmt: skip
+    assert rows[4]["_pg_unchanged_toast"] == ["note"] and rows[4]["note"] is None
+    assert orjson.loads(rows[5]["_pg_key"]) == {"id": 1}  # the old key of a key change
+    assert rows[1]["doc"] == '"just a string"'  # json text, not the string inside
+    assert rows[0]["doc"] == '{"a": [1.50, 2], "b": "x"}'  # the server's text
+    assert rows[0]["docs"] == ['{"k": 1}', '"s"']
+    assert orjson.loads(rows[0]["_pg_after"])["id"] == 1  # the JSON row is kept
+    # Parquet's own timestamp types, readable outside Spark
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = pq.read_schema(next((out / "public.typed").glob("_pg_batch=0/*.parquet")))
+    assert arrow.field("at").type == pa.timestamp("us", tz="UTC")
+    assert arrow.field("local").type == pa.timestamp("us")
+    assert arrow.field("_pg_commit_time").type == pa.timestamp("us", tz="UTC")
+    pairs = as_dicts(typed_log(spark, out, "public.pairs").orderBy("_pg_commit_lsn").collect())
+    assert [(r["_pg_op"], r["a"], r["b"]) for r in pairs] == [
+        ("insert", 1, "x"), ("insert", 2, "y"), ("truncate", None, None), ("insert", 3, "z")
+    ]  # fmt: skip
+    # read_changes: every table and the messages, untyped, as the source gives them
+    untyped = read_changes(spark, out).collect()
+    assert len(untyped) == len(rows) + len(pairs) + (1 if db.major >= 14 else 0)
+    if db.major >= 14:
+        (message,) = [r for r in untyped if r["op"] == "message"]
+        assert bytes(message["message"]["content"]) == b"hello"
+
+    counts = materialize(spark, out, current)
+    assert counts == {"public.typed": 3, "public.pairs": 1}
+    snapshot = spark.read.parquet(str(current / "public.typed"))
+    # SELECT *: the same columns in the same order with the typed read's types
+    assert [(f.name, f.dataType) for f in snapshot.schema.fields] == [
+        (f.name, f.dataType) for f in read_schema.fields[: len(columns)]
+    ]
+    assert by(as_dicts(snapshot.collect()), "id") == by(
+        select_typed(spark, db, "typed", snapshot.schema), "id"
+    )
+    moved = next(r for r in as_dicts(snapshot.collect()) if r["id"] == 10)
+    assert moved["note"] == BIG  # unchanged TOAST across the key change, from the old key
+    pairs_now = spark.read.parquet(str(current / "public.pairs"))
+    assert as_dicts(pairs_now.collect()) == select_typed(spark, db, "pairs", pairs_now.schema)
+
+
+def test_a_replayed_batch_rewrites_its_directories(spark: Any, db15: Any, tmp_path: Path) -> None:
+    from pgtail.spark.changelog import ChangeLogWriter, read_changes
+
+    setup(db15)
+    first_changes(db15)
+    settle(db15)
+    out = tmp_path / "changes"
+    batch = spark.read.format("pgoutput").options(**options(db15)).load()
+    expected = batch.count()
+    writer = ChangeLogWriter(out, db15.dsn)
+    try:
+        writer(batch, 7)
+        once = sorted(map(tuple, read_changes(spark, out).collect()))
+        writer(batch, 7)  # Spark replays a batch it did not commit with the same id
+        assert sorted(map(tuple, read_changes(spark, out).collect())) == once
+        assert len(once) == expected
+        assert sorted(p.name for p in (out / "public.typed").iterdir()) == ["_pg_batch=7"]
+        writer(batch.where("op = 'insert'"), 8)  # another batch adds
+        assert read_changes(spark, out).count() == expected + 5
+    finally:
+        writer.close()
+
+
+def test_a_column_added_mid_stream_appears_from_then_on(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    from pgtail.spark.pipeline import materialize, run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, a text)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    out, chk, current = tmp_path / "changes", tmp_path / "chk", tmp_path / "current"
+    db15.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y')")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("ALTER TABLE t ADD COLUMN b numeric(5, 1)")
+    db15.execute("INSERT INTO t VALUES (3, 'z', 1.5)")
+    db15.execute("UPDATE t SET b = 2 WHERE id = 1")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    batches = sorted(p.name for p in (out / "public.t").iterdir() if p.name.startswith("_pg"))
+    first = spark.read.parquet(str(out / "public.t" / batches[0]))
+    assert [f.name for f in first.schema.fields][:2] == ["id", "a"]
+    assert "b" not in first.columns
+    log = typed_log(spark, out, "public.t")  # mergeSchema: earlier rows are null in b
+    from pyspark.sql import types as T
+
+    assert log.schema["b"].dataType == T.DecimalType(5, 1)
+    rows = [(r["id"], r["b"]) for r in log.orderBy("_pg_commit_lsn", "_pg_seq").collect()]
+    from decimal import Decimal
+
+    assert rows == [(1, None), (2, None), (3, Decimal("1.5")), (1, Decimal("2.0"))]
+    materialize(spark, out, current)
+    snapshot = spark.read.parquet(str(current / "public.t"))
+    assert snapshot.columns == ["id", "a", "b"]
+    assert by(as_dicts(snapshot.collect()), "id") == by(
+        select_typed(spark, db15, "t", snapshot.schema), "id"
+    )
+
+
+def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    from pgtail.spark.pipeline import materialize, run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    db15.execute("INSERT INTO t VALUES (1, 2)")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    # a table dropped before its changes are written: the JSON keeps them
+    db15.execute("CREATE TABLE gone (id int PRIMARY KEY, v text)")
+    db15.execute("ALTER PUBLICATION p ADD TABLE gone")
+    db15.execute("INSERT INTO gone VALUES (1, 'v')")
+    db15.execute("DROP TABLE gone")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    (gone,) = typed_log(spark, out, "public.gone").collect()
+    assert gone["_pg_op"] == "insert" and orjson.loads(gone["_pg_after"]) == {"id": 1, "v": "v"}
+    assert not [c for c in gone.asDict() if not c.startswith("_pg_")]
+    assert materialize(spark, out, tmp_path / "current") == {"public.t": 1}
+    db15.execute("ALTER TABLE t ALTER COLUMN a TYPE text")
+    db15.execute("INSERT INTO t VALUES (2, 'two')")
+    settle(db15)
+    kept = confirmed(db15)
+    with pytest.raises(ConfigurationError) as info:
+        run(spark, options=options(db15), output=out, checkpoint=chk)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "column 'a' of public.t changed type from integer to text" in message
+    assert "new --output" in message
+    assert confirmed(db15) == kept  # the batch was not committed: the slot kept it
+    # the way out the message gives: a new log from the slot's position has the change
+    run(spark, options=options(db15), output=tmp_path / "new", checkpoint=tmp_path / "chk2")
+    rows = typed_log(spark, tmp_path / "new", "public.t").collect()
+    assert [(r["id"], r["a"]) for r in rows] == [(2, "two")]
+
+
+def test_column_names_of_the_metadata_kind(spark: Any, db15: Any, tmp_path: Path) -> None:
+    from pgtail.spark.pipeline import materialize, run
+
+    # users' own key/op/seq columns sit beside the _pg_ metadata columns
+    db15.execute("CREATE TABLE t (key text PRIMARY KEY, op int, seq bigint, after text)")
+    db15.execute("CREATE TABLE bad (id int PRIMARY KEY, _pg_op text)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("CREATE PUBLICATION pb FOR TABLE bad")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db15.execute("SELECT pg_create_logical_replication_slot('sb', 'pgoutput')")
+    db15.execute("INSERT INTO t VALUES ('k1', 1, 2, 'a'), ('k2', 3, 4, NULL)")
+    db15.execute("UPDATE t SET op = 5 WHERE key = 'k1'")
+    db15.execute("INSERT INTO bad VALUES (1, 'x')")
+    settle(db15)
+    out = tmp_path / "changes"
+    run(spark, options=options(db15), output=out, checkpoint=tmp_path / "chk")
+    log = typed_log(spark, out, "public.t")
+    assert log.columns[:5] == ["key", "op", "seq", "after", "_pg_op"]
+    assert [(r["key"], r["op"], r["_pg_op"]) for r in log.orderBy("_pg_commit_lsn").collect()] == [
+        ("k1", 1, "insert"), ("k2", 3, "insert"), ("k1", 5, "update")
+    ]  # fmt: skip
+    materialize(spark, out, tmp_path / "current")
+    snapshot = spark.read.parquet(str(tmp_path / "current" / "public.t"))
+    assert by(as_dicts(snapshot.collect()), "key") == by(
+        select_typed(spark, db15, "t", snapshot.schema), "key"
+    )
+    with pytest.raises(ConfigurationError, match=r"column '_pg_op' of public\.bad starts with"):
+        run(
+            spark,
+            options={"dsn": db15.dsn, "slot": "sb", "publication": "pb"},
+            output=tmp_path / "bad",
+            checkpoint=tmp_path / "chkb",
+        )
+
+
+def test_an_untyped_log_of_an_earlier_version_is_refused(spark: Any, tmp_path: Path) -> None:
+    from pgtail.spark.pipeline import read_changes
+
+    old = tmp_path / "changes"
+    (old / "_spark_metadata").mkdir(parents=True)
+    (old / "schema=public" / "table=items").mkdir(parents=True)
+    with pytest.raises(ConfigurationError, match="holds an untyped change log"):
+        read_changes(spark, old)
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        read_changes(spark, tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    assert read_changes(spark, tmp_path / "empty").count() == 0
+
+
+def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -> None:
+    """No server: the JSON-ready values pgtail's converters give, written as a row by
+    `pgtail.values.dumps`, read back by `row_reader`/`columns_reader`, equal the typed
+    read's converters applied to the values themselves, for every type of the rule."""
+    from pgtail.catalog.spark import ColumnType
+    from pgtail.spark.types import columns_reader, raw_items, row_reader, spark_field
+    from pgtail.values import dumps
+
+    def column(name: str, oid: int, typmod: int = -1, element: int = 0) -> ColumnType:
+        return ColumnType(name, oid, name, typmod, element, 1 if element else 0)
+
+    columns = [
+        column("i2", 21), column("i4", 23), column("i8", 20), column("f4", 700),
+        column("f8", 701), column("dec", 1700, (12 << 16 | 2) + 4), column("num", 1700),
+        column("b", 16), column("t", 25), column("vc", 1043), column("tz", 1184),
+        column("ts", 1114), column("d", 1082), column("by", 17), column("j", 114),
+        column("jb", 3802), column("u", 2950), column("iv", 1186),
+        column("ta", 1009, element=25), column("ia", 1007, element=23),
+        column("jba", 3807, element=3802), ColumnType("multi", 1007, "int[]", -1, 23, 2),
+    ]  # fmt: skip
+    values: list[dict[str, Any]] = [
+        {
+            "i2": -32768, "i4": 2147483647, "i8": -(2**63), "f4": 1.5, "f8": 0.1 + 0.2,
+            "dec": "1234567890.12", "num": "123456789012345678901234567890123456789.5",
+            "b": True, "t": 'é"\\\n\u2028', "vc": "", "tz": "2024-05-06T05:08:09.123456+00:00",
+            "ts": "2024-05-06T07:08:09", "d": "2024-05-06", "by": "\\x00ff",
+            "j": orjson.Fragment(b'{"a":  [1.50, 2], "a": "dup"}'),
+            "jb": orjson.Fragment(b'"just a string"'), "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "iv": "P1DT2H", "ta": ["x", None, "y"], "ia": [1, None],
+            "jba": [orjson.Fragment(b'{"k": 1}'), None], "multi": [[1, 2], [3, 4]],
+        },
+        {
+            "i2": None, "f4": "NaN", "f8": "-Infinity", "dec": "NaN", "num": "Infinity",
+            "tz": "infinity", "ts": "-infinity", "d": "0044-03-15 BC", "by": "\\x",
+            "jb": orjson.Fragment(b"[]"), "ta": [], "ia": [], "jba": [],
+        },
+        {},
+    ]  # fmt: skip
+    expected = [[spark_field(c)[1](row.get(c.name)) for c in columns] for row in values]
+    texts = [dumps(row).decode() for row in values]
+    assert [same(row_reader(columns)(text)) for text in texts] == [same(e) for e in expected]
+    by_column = columns_reader(columns)([*texts, None])
+    assert [same(list(row)) for row in zip(*by_column, strict=True)] == [
+        same(e) for e in [*expected, [None] * len(columns)]
+    ]
+    # the general scanner (rows not written by orjson) gives the same
+    spaced = [" " + text for text in texts]
+    assert [same(row_reader(columns)(text)) for text in spaced] == [same(e) for e in expected]
+    # json keeps its text, even a duplicate key
+    assert row_reader(columns)(texts[0])[14] == '{"a":  [1.50, 2], "a": "dup"}'
+    assert raw_items('[1, {"a": [2]} ,"x"]') == [(None, "1"), (None, '{"a": [2]}'), (None, '"x"')]
+    with pytest.raises(ValueError):
+        raw_items('{"a" 1}')
+    # what fold merges: each member's text as written, compact or not, past orjson or not
+    from pgtail.spark.types import raw_members, raw_object
+
+    for text in [
+        '{"a":1,"b":{"x": 1.50},"c":"é","d":[1, 2],"e":null}', ' {"a" : 1.50 }',
+        '{"a":1.50,"b":2}', '{"a":{"b": 123456789012345678901234567890}}', "{}",
+        '{"a":"x","b":1e2}', *texts,
+    ]:  # fmt: skip
+        assert raw_members(text) == {str(k): v for k, v in raw_items(text)}
+        assert raw_object(raw_members(text)) == raw_object(list(raw_members(text).items()))
+    assert raw_object(raw_members(texts[0])) == texts[0]
+
+
+def test_cli_run_error_is_one_line_and_materialize_prints_counts(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    import subprocess
+
+    from pgtail.spark.pipeline import run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db15.execute("INSERT INTO t VALUES (1, 2), (3, 4)")
+    settle(db15)
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("ALTER TABLE t ALTER COLUMN a TYPE bigint")
+    db15.execute("INSERT INTO t VALUES (5, 6)")
+    settle(db15)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    spark_args = ["--master", "local[1]", "--conf", "spark.ui.enabled=false"]
+
+    def pgtail(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pgtail", "spark", *args, *spark_args],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    failed = pgtail(
+        "run", "--dsn", db15.dsn, "--slot", "s", "--publication", "p", "--output", str(out),
+        "--checkpoint", str(chk), "--trigger", "available-now",
+    )  # fmt: skip
+    assert failed.returncode == 1
+    errors = [line for line in failed.stderr.splitlines() if "error" in line.lower()]
+    assert errors == [
+        "pgtail: error: column 'a' of public.t changed type from integer to bigint: a typed "
+        "change log keeps one type per column (materialize the change log as it is, then go "
+        "on with a new --output and a new --checkpoint: the slot still holds every change of "
+        "this batch)"
+    ], failed.stderr[-3000:]
+    assert "Traceback" not in failed.stderr
+    done = pgtail("materialize", "--changes", str(out), "--output", str(tmp_path / "current"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "public.t: 2 rows\n"
