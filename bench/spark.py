@@ -4,10 +4,12 @@ next to pgtail's own JSON drain of the same changes, and what a batch costs the 
 On a throwaway server: four pgoutput slots are created at the same position, then N
 changes (inserts of a mixed-type table in transactions of ``--tx-rows``) are committed.
 
-- ``spark``: `pgtail.spark.pipeline.run` with ``available-now`` on a ``--master``
-  (default ``local[2]``) session into a Parquet change log partitioned by table; timed
-  from the start of the query to its end (session start-up and a first small query,
-  which loads the JVM's classes and starts the Python workers, reported apart).
+- ``source alone``: the ``pgoutput`` source's rows (``available-now``) into a Parquet
+  file sink partitioned by table, on a ``--master`` (default ``local[2]``) session.
+- ``pgtail spark run``: `pgtail.spark.pipeline.run` with ``available-now`` (the typed
+  per-table change logs); timed from the start of the query to its end (session
+  start-up and a first small query, which loads the JVM's classes and starts the Python
+  workers, reported apart).
 - ``spark, two slots``: one query reading two slots (one partition each) at once.
 - ``json``: ``pgtail stream --slot <slot> --end <lsn> --format json > /dev/null``.
 - the server during each Spark run: temporary files written (``pg_stat_database``
@@ -59,7 +61,7 @@ SELECT g, 'customer ' || g, (g %% 1000)::int, (g %% 100000) / 100.0,
        g %% 2 = 0
 FROM generate_series(%s, %s) g
 """
-SLOTS = ("spark_slot", "spark_a", "spark_b", "json_slot", "warm_slot")
+SLOTS = ("spark_slot", "source_slot", "spark_a", "spark_b", "json_slot", "warm_slot")
 
 
 class ServerUse:
@@ -146,6 +148,34 @@ def spark_run(spark: Any, dsn: str, options: dict[str, str], work: Path, name: s
     return result, seconds, written, use
 
 
+def source_run(spark: Any, dsn: str, options: dict[str, str], work: Path, name: str) -> Any:
+    """The source alone: the slot's untyped rows into a Parquet file sink partitioned by
+    table (available-now), as `pgtail.spark.pipeline.run` reads them."""
+    from pgtail.spark.pipeline import commit_checkpoint
+
+    source = {"dsn": dsn, "publication": "bench_pub", **options}
+    with ServerUse(dsn) as use:
+        t0 = time.perf_counter()
+        reader = spark.readStream.format("pgoutput").options(**source).load()
+        query = (
+            reader.writeStream.format("parquet")
+            .option("path", str(work / name))
+            .option("checkpointLocation", str(work / f"{name}-chk"))
+            .partitionBy("schema", "table")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        commit_checkpoint(source, work / f"{name}-chk")
+        seconds = time.perf_counter() - t0
+    rows = sum(int(p.get("numInputRows", 0)) for p in query.recentProgress)
+    if os.environ.get("BENCH_DURATIONS"):
+        for progress in query.recentProgress:
+            print("  durations (ms):", progress.get("durationMs"))
+    written = spark.read.parquet(str(work / name)).count()
+    return rows, seconds, written, use
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=1_000_000)
@@ -215,6 +245,9 @@ def main() -> None:
                 "spark.ui.enabled": "false",
                 "spark.sql.shuffle.partitions": "2",
                 "spark.driver.memory": "2g",
+                # the source-alone sink is partitioned by table: a writer per table open at
+                # once instead of sorting each batch by table first
+                "spark.sql.maxConcurrentOutputFileWriters": "16",
             },
         )
         spark.sparkContext.setLogLevel("ERROR")
@@ -222,6 +255,17 @@ def main() -> None:
         spark_run(spark, dsn, {"slot": "warm_slot", "publication": "warm_pub"}, work, "warm")
         startup = time.perf_counter() - t0
         try:
+            rows, seconds, written, use = source_run(
+                spark, dsn, {"slot": "source_slot"}, work, "source"
+            )
+            assert written == rows == args.changes, (written, rows, args.changes)
+            rate = rows / seconds
+            versus = f" = {rate / json_rate:.2f}x pgtail stream" if json_rate else ""
+            print(
+                f"spark ({args.master}), the source alone into Parquet: {rows:,} changes in "
+                f"{seconds:.1f}s -> {rate:,.0f} changes/s{versus}"
+            )
+            print(f"  {use.report()}")
             result, seconds, written, use = spark_run(
                 spark, dsn, {"slot": "spark_slot"}, work, "one"
             )
@@ -229,7 +273,7 @@ def main() -> None:
             rate = result.rows / seconds
             versus = f" = {rate / json_rate:.2f}x pgtail stream" if json_rate else ""
             print(
-                f"spark ({args.master}), one slot: {result.rows:,} changes in "
+                f"pgtail spark run ({args.master}), one slot: {result.rows:,} changes in "
                 f"{result.batches} batch(es), {seconds:.1f}s -> {rate:,.0f} changes/s{versus} "
                 f"(+ {startup:.1f}s session start-up and a first small query)"
             )

@@ -493,6 +493,42 @@ def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -
     assert raw_object(raw_members(texts[0])) == texts[0]
 
 
+@pytest.mark.parametrize("at", ["first", "middle", "last", "only"])
+def test_a_row_with_one_json_column_finds_its_text_without_the_scanner(
+    at: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One json column (the usual table): its text lies between what orjson wrote of the
+    other members, found without walking the row; rows orjson did not write fall back."""
+    from pgtail.catalog.spark import ColumnType
+    from pgtail.spark import types
+    from pgtail.values import dumps
+
+    others = [ColumnType("id", 20, "bigint", -1, 0, 0), ColumnType("t", 25, "text", -1, 0, 0)]
+    doc = ColumnType("doc", 3802, "jsonb", -1, 0, 0)
+    columns = {
+        "first": [doc, *others], "middle": [others[0], doc, others[1]],
+        "last": [*others, doc], "only": [doc],
+    }[at]  # fmt: skip
+    rows: list[dict[str, Any]] = [
+        {"id": 7, "t": 'a"},"doc":{', "doc": orjson.Fragment(b'{"b": [1.50, "}"], "c": null}')},
+        {"id": -1, "t": "é\u2028", "doc": orjson.Fragment(b'"just a string"')},
+        {"id": 1, "t": "x", "doc": orjson.Fragment(b"null")},
+        {"id": 2, "t": "y"},  # unchanged TOAST: the json column absent
+    ]
+    names = [c.name for c in columns]
+    texts = [dumps({n: row[n] for n in names if n in row}).decode() for row in rows]
+    # the JSON document null reads as SQL NULL (the row JSON cannot tell them apart)
+    plain = [{k: None if k == "doc" and orjson.dumps(v) == b"null" else v for k, v in row.items()}
+             for row in rows]  # fmt: skip
+    expected = [[types.spark_field(c)[1](row.get(c.name)) for c in columns] for row in plain]
+    read = types.row_reader(columns)
+    scanned = [read(" " + text) for text in texts]  # not compact: the general scanner
+    monkeypatch.setattr(types, "_walk", None)  # the scanner is not called below
+    got = [types.row_reader(columns)(text) for text in texts]
+    assert got == expected == scanned
+    assert got[0][names.index("doc")] == '{"b": [1.50, "}"], "c": null}'
+
+
 def test_cli_run_error_is_one_line_and_materialize_prints_counts(
     spark: Any, db15: Any, tmp_path: Path
 ) -> None:

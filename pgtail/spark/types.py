@@ -294,6 +294,42 @@ def _row_parser(columns: Sequence[ColumnType]) -> Callable[[str | bytes], dict[s
             values[name] = loads(value) if as_json is None else as_json(value)
         return values
 
+    if len(raw) == 1:
+        [(only, as_json)] = raw.items()
+        key = orjson.dumps(only).decode() + ":"
+        dumps = orjson.dumps
+
+        def one_json(text: str | bytes) -> dict[str, Any]:
+            # One json column (the usual case): every other member orjson wrote, so its
+            # text is dumps of what loads gave; the json value's text lies between them.
+            if isinstance(text, bytes):
+                text = text.decode()
+            try:
+                values: dict[str, Any] = loads(text)
+            except orjson.JSONDecodeError:
+                return slow(text)
+            if not isinstance(values, dict):
+                return slow(text)
+            if only not in values:
+                return values
+            names = list(values)
+            at = names.index(only)
+            head = dumps({n: values[n] for n in names[:at]}).decode()[:-1]
+            tail = dumps({n: values[n] for n in names[at + 1 :]}).decode()[1:]
+            start = len(head) + (1 if at else 0)  # past "{" or the comma after the head
+            end = len(text) - len(tail) - (1 if tail != "}" else 0)
+            if (
+                text.startswith(head)
+                and (not at or text[len(head)] == ",")
+                and text.startswith(key, start)
+                and text.endswith(tail)
+                and (tail == "}" or text[end] == ",")
+                and start + len(key) <= end
+            ):
+                values[only] = as_json(text[start + len(key) : end])
+                return values
+            return with_json(text)
+
     def with_json(text: str | bytes) -> dict[str, Any]:
         if isinstance(text, bytes):
             text = text.decode()
@@ -310,7 +346,7 @@ def _row_parser(columns: Sequence[ColumnType]) -> Callable[[str | bytes], dict[s
                 values[name] = as_json(raws[name])
         return values
 
-    return with_json
+    return one_json if len(raw) == 1 else with_json
 
 
 def row_reader(columns: Sequence[ColumnType]) -> Callable[[str | bytes | None], list[Any]]:
