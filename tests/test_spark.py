@@ -62,11 +62,19 @@ def spark() -> Iterator[Any]:
 
 
 def settle(db: Any) -> None:
-    """Make the WAL written so far flushed (the test servers commit asynchronously): a
-    synchronously committed transaction flushes up to its commit record, past everything
-    before it. (Waiting for the flush position to reach pg_current_wal_insert_lsn() can
-    wait forever: at a page boundary the insert position counts the next page's header.)"""
-    db.execute("SET synchronous_commit TO on; SELECT txid_current()")
+    """Wait until WAL written so far is flushed (the test servers commit asynchronously).
+
+    At a page boundary pg_current_wal_insert_lsn() counts the next page's header (24
+    bytes, 40 at a segment start), which is written only with the next record: the
+    flush position stops at the boundary."""
+    target = parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
+    if target % 8192 in (24, 40):
+        target -= target % 8192
+    for _ in range(500):
+        if parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0])) >= target:
+            return
+        time.sleep(0.02)
+    raise AssertionError("WAL not flushed")
 
 
 def setup_source(db: Any, slot: str = "s", publication: str = "p") -> None:

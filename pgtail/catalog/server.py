@@ -76,14 +76,20 @@ def wal_position(conn: PgConnection) -> int:
 
 def wait_flushed(conn: PgConnection, timeout: float = 1.0) -> int:
     """The flushed WAL position once it has reached what was written when called (so
-    asynchronously committed transactions count as available), or after ``timeout``."""
+    asynchronously committed transactions count as available), or after ``timeout``.
+
+    At a page boundary the insert position counts the next page's header (24 bytes, 40
+    at a segment start), written only with the next record: the flush stops before it.
+    """
     row = fetchone(
         conn,
         "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
-        " ELSE pg_current_wal_insert_lsn() END)::text",
+        " ELSE pg_current_wal_insert_lsn() END)::text, current_setting('wal_block_size')::int",
     )
     assert row is not None
     written = parse_lsn(row[0])
+    if written % int(row[1]) in (24, 40):
+        written -= written % int(row[1])
     deadline = time.monotonic() + timeout
     while True:
         flushed = wal_position(conn)
