@@ -160,7 +160,8 @@ def spark_run(
 ) -> None:
     """Stream a slot into typed Parquet change logs, one per table.
 
-    Each micro-batch goes to OUTPUT/<schema>.<table>/_pg_batch=<id>/: one
+    Each micro-batch goes to OUTPUT/<schema>.<table>/_pg_batch=<id>/ (in a
+    name, characters other than letters, digits, _ and - as %XX): one
     row per change, the table's own columns with Spark types (the new row of
     an insert or update, the key or old row of a delete, nulls for a
     truncate), then the metadata columns _pg_op, _pg_commit_lsn,

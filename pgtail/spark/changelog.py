@@ -10,6 +10,7 @@ source's untyped rows, `recorded_columns` gives the types a log was written with
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,9 +70,29 @@ def log_schema(table: str, columns: Sequence[ColumnType]) -> Any:
     return StructType([*fields, *metadata_fields()])
 
 
+_PLAIN = frozenset(string.ascii_letters + string.digits + "_-")
+
+
+def path_name(name: str) -> str:
+    """A schema or table name as part of a directory name: letters, digits, ``_`` and
+    ``-`` as they are, every other character (and a leading ``_``) as ``%XX`` of its
+    UTF-8 bytes, the escape Spark uses for partition values. So ``<schema>.<table>`` is
+    never ambiguous (``a.b`` + ``c`` against ``a`` + ``b.c``), never nests (``/``), never
+    holds what Hadoop paths or Spark's globs take apart (``:``, ``*``, ``{``) and is never
+    hidden from Spark (a leading ``_`` or ``.``)."""
+    pieces = []
+    for i, ch in enumerate(name):
+        if ch in _PLAIN and not (i == 0 and ch == "_"):
+            pieces.append(ch)
+        else:
+            pieces.append("".join(f"%{byte:02X}" for byte in ch.encode()))
+    return "".join(pieces)
+
+
 def table_dir(root: str | Path, schema_name: str, table_name: str) -> str:
-    """Where a table's change log (or snapshot) lives: ``<root>/<schema>.<table>``."""
-    return f"{str(root).rstrip('/')}/{schema_name}.{table_name}"
+    """Where a table's change log (or snapshot) lives: ``<root>/<schema>.<table>``, each
+    name as `path_name` writes it (plain names as they are)."""
+    return f"{str(root).rstrip('/')}/{path_name(schema_name)}.{path_name(table_name)}"
 
 
 def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list[Any]:

@@ -30,6 +30,7 @@ from pgtail.spark.changelog import (
     table_dir,
     typed_columns,
 )
+from pgtail.sqlnames import quote_ident
 
 TABLE_OPS = ("insert", "update", "delete")
 PARTITION_COLUMNS = ("schema", "table")
@@ -591,7 +592,10 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
             frame = rows.select(*typed_columns(columns, schema, F.col("row")))
             target = table_dir(output, schema_name, table_name)
             frame.write.mode("overwrite").parquet(target)
-            counts[qualified] = spark.read.parquet(target).count()
+            # quoted as SQL would (plain names as they are): "a.b".c is not a."b.c"
+            counts[f"{quote_ident(schema_name)}.{quote_ident(table_name)}"] = spark.read.parquet(
+                target
+            ).count()
         state.unpersist()
         for frame in cached:
             frame.unpersist()
