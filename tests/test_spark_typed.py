@@ -25,6 +25,7 @@ import pytest  # noqa: E402
 
 from pgtail.errors import ConfigurationError  # noqa: E402
 from pgtail.lsn import parse_lsn  # noqa: E402
+from pgtail.sqlnames import quote_ident  # noqa: E402
 from tests.helpers import confirmed  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -411,6 +412,101 @@ def test_column_names_of_the_metadata_kind(spark: Any, db15: Any, tmp_path: Path
             output=tmp_path / "bad",
             checkpoint=tmp_path / "chkb",
         )
+
+
+def test_schema_and_table_names_of_any_kind_get_a_directory_each(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    """Names with dots, slashes, colons, globs, spaces or a leading underscore: each table
+    its own directory (a.b + c and a + b.c do not meet), read back whole, materialized."""
+    from pgtail.spark.changelog import path_name, table_dir
+    from pgtail.spark.pipeline import materialize, read_changes, run
+
+    tables = [("a.b", "c"), ("a", "b.c"), ("_Sales EU", "x/y:z*{1}"), ("public", "_audit")]
+    for schema_name, table_name in tables:
+        db15.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema_name)}")
+        db15.execute(
+            f"CREATE TABLE {quote_ident(schema_name)}.{quote_ident(table_name)}"
+            " (id int PRIMARY KEY, v text)"
+        )
+    db15.execute("CREATE PUBLICATION p FOR ALL TABLES")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    for n, (schema_name, table_name) in enumerate(tables, 1):
+        db15.execute(
+            f"INSERT INTO {quote_ident(schema_name)}.{quote_ident(table_name)}"
+            f" SELECT g, '{table_name}' FROM generate_series(1, {n}) g"
+        )
+    settle(db15)
+    out = tmp_path / "changes"
+    run(spark, options=options(db15), output=out, checkpoint=tmp_path / "chk")
+    dirs = sorted(p.name for p in out.iterdir())
+    assert dirs == sorted(f"{path_name(s)}.{path_name(t)}" for s, t in tables)
+    assert not [d for d in dirs if d.startswith(("_", "."))]  # none hidden from Spark
+    counts = {
+        (r["schema"], r["table"]): r["count"]
+        for r in read_changes(spark, out).groupBy("schema", "table").count().collect()
+    }
+    assert counts == {t: n for n, t in enumerate(tables, 1)}
+    current = tmp_path / "current"
+    assert materialize(spark, out, current) == {
+        f"{quote_ident(s)}.{quote_ident(t)}": n for n, (s, t) in enumerate(tables, 1)
+    }
+    for n, (schema_name, table_name) in enumerate(tables, 1):
+        rows = spark.read.parquet(table_dir(current, schema_name, table_name)).collect()
+        assert sorted((r["id"], r["v"]) for r in rows) == [(i, table_name) for i in range(1, n + 1)]
+
+
+def test_a_domain_column_has_its_base_types_rule(spark: Any, db15: Any, tmp_path: Path) -> None:
+    """Domains (over a domain, over an array too) take their base type's Spark type, in
+    the typed read, the change logs and the snapshots."""
+    from datetime import datetime
+    from decimal import Decimal
+
+    from pyspark.sql import types as T
+
+    from pgtail.spark.pipeline import materialize, run
+
+    db15.execute(
+        "CREATE DOMAIN posint AS int CHECK (VALUE > 0);"
+        " CREATE DOMAIN price AS numeric(10, 2);"
+        " CREATE DOMAIN small_price AS price CHECK (VALUE < 1000);"
+        " CREATE DOMAIN labels AS text[];"
+        " CREATE DOMAIN stamp AS timestamptz;"
+        " CREATE TABLE d (id posint PRIMARY KEY, p price, sp small_price, l labels, at stamp)"
+    )
+    db15.execute("CREATE PUBLICATION p FOR TABLE d")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db15.execute(
+        "INSERT INTO d VALUES (1, 12.5, 999.99, ARRAY['a', 'b'], '2024-01-02 03:04:05+00'),"
+        " (2, NULL, NULL, NULL, NULL)"
+    )
+    settle(db15)
+    expected_types = {
+        "id": T.IntegerType(), "p": T.DecimalType(10, 2), "sp": T.DecimalType(10, 2),
+        "l": T.ArrayType(T.StringType(), True), "at": T.TimestampType(),
+    }  # fmt: skip
+    first = {
+        "id": 1, "p": Decimal("12.50"), "sp": Decimal("999.99"), "l": ["a", "b"],
+        "at": datetime(2024, 1, 2, 3, 4, 5),
+    }  # fmt: skip
+
+    def check(frame: Any) -> None:
+        assert {f.name: f.dataType for f in frame.schema.fields if f.name in first} == (
+            expected_types
+        )
+        rows = sorted((r.asDict() for r in frame.collect()), key=lambda r: r["id"])
+        got = {k: rows[0][k] for k in first}
+        got["at"] = got["at"].replace(tzinfo=None)  # the session's zone is UTC
+        assert got == first
+        assert [rows[1][k] for k in first] == [2, None, None, None, None]
+
+    read = spark.read.format("pgoutput").options(**options(db15, table="public.d")).load()
+    check(read)
+    out = tmp_path / "changes"
+    run(spark, options=options(db15), output=out, checkpoint=tmp_path / "chk")
+    check(typed_log(spark, out, "public.d"))
+    materialize(spark, out, tmp_path / "current")
+    check(spark.read.parquet(str(tmp_path / "current" / "public.d")))
 
 
 def test_an_untyped_log_of_an_earlier_version_is_refused(spark: Any, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ pg_attribute say."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from psycopg2.extensions import connection as PgConnection
 
@@ -20,6 +20,11 @@ class ColumnType:
     typmod: int  # -1 when none
     element_oid: int  # the element type of an array, 0 otherwise
     dimensions: int  # attndims (0 when not declared)
+    # for a domain: the type it is a domain over (through domains over domains), its
+    # typmod and element type; 0 otherwise
+    base_oid: int = 0
+    base_typmod: int = -1
+    base_element_oid: int = 0
 
 
 def table_columns(conn: PgConnection, schema: str, table: str) -> list[ColumnType]:
@@ -28,7 +33,7 @@ def table_columns(conn: PgConnection, schema: str, table: str) -> list[ColumnTyp
     rows = fetchall(
         conn,
         "SELECT a.attname, a.atttypid::int, format_type(a.atttypid, a.atttypmod),"
-        " a.atttypmod, t.typelem::int, a.attndims"
+        " a.atttypmod, t.typelem::int, a.attndims, t.typtype::text"
         " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
         " JOIN pg_namespace n ON n.oid = c.relnamespace"
         " JOIN pg_type t ON t.oid = a.atttypid"
@@ -41,7 +46,7 @@ def table_columns(conn: PgConnection, schema: str, table: str) -> list[ColumnTyp
             f"table {schema}.{table} does not exist (or has no columns)",
             hint='option("table", "schema.table") names a published table',
         )
-    return [
+    columns = [
         ColumnType(
             name=str(r[0]),
             type_oid=int(r[1]),
@@ -52,3 +57,40 @@ def table_columns(conn: PgConnection, schema: str, table: str) -> list[ColumnTyp
         )
         for r in rows
     ]
+    domains = {int(r[1]) for r in rows if r[6] == "d"}
+    if not domains:
+        return columns
+    bases = {oid: _domain_base(conn, oid) for oid in domains}
+    return [
+        replace(c, base_oid=bases[c.type_oid][0], base_typmod=bases[c.type_oid][1],
+                base_element_oid=bases[c.type_oid][2])
+        if c.type_oid in bases
+        else c
+        for c in columns
+    ]  # fmt: skip
+
+
+_MAX_DOMAIN_DEPTH = 16
+
+
+def _domain_base(conn: PgConnection, oid: int) -> tuple[int, int, int]:
+    """(base type, typmod, element type of the base if an array) of a domain, through
+    domains over domains; the typmod is the nearest one a domain declares."""
+    typmod = -1
+    for _ in range(_MAX_DOMAIN_DEPTH):
+        row = fetchall(
+            conn,
+            "SELECT t.typtype::text, t.typbasetype::int, t.typtypmod, b.typelem::int,"
+            " b.typtype::text, b.typcategory::text"
+            " FROM pg_type t JOIN pg_type b ON b.oid = t.typbasetype WHERE t.oid = %s",
+            (oid,),
+        )
+        if not row:
+            break
+        _, base, declared, element, base_kind, category = row[0]
+        if typmod == -1:
+            typmod = int(declared)
+        if base_kind != "d":
+            return int(base), typmod, int(element) if category == "A" else 0
+        oid = int(base)
+    return 0, -1, 0  # not resolved: the column's own type decides (text)

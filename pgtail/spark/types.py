@@ -11,6 +11,7 @@ The rule (`spark_field`):
   (infinity and dates Python cannot hold -> null)
 - bytea -> binary; json, jsonb, uuid -> string (the server's text)
 - a one-dimensional array of one of these -> array of it
+- a domain -> its base type's rule (through domains over domains)
 - anything else (intervals, ranges, geometric, network, enums, ...) -> string, the text
   pgtail shows in JSON output.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -139,6 +141,14 @@ def _scalar(type_oid: int, typmod: int) -> tuple[DataType, Convert]:
 
 def spark_field(column: ColumnType) -> tuple[StructField, Convert]:
     """The Spark field of a column and the converter of its values (see the module doc)."""
+    if column.base_oid:  # a domain: its base type's rule
+        column = replace(
+            column,
+            type_oid=column.base_oid,
+            typmod=column.base_typmod,
+            element_oid=column.base_element_oid,
+            base_oid=0,
+        )
     if column.element_oid and column.dimensions <= 1:
         element, convert = _scalar(column.element_oid, column.typmod)
 
@@ -401,6 +411,9 @@ def field_metadata(column: ColumnType) -> dict[str, Any]:
             "typmod": column.typmod,
             "element_oid": column.element_oid,
             "dimensions": column.dimensions,
+            "base_oid": column.base_oid,
+            "base_typmod": column.base_typmod,
+            "base_element_oid": column.base_element_oid,
         }
     }
 
@@ -417,4 +430,7 @@ def column_of(field: StructField) -> ColumnType | None:
         typmod=int(recorded["typmod"]),
         element_oid=int(recorded["element_oid"]),
         dimensions=int(recorded["dimensions"]),
+        base_oid=int(recorded.get("base_oid", 0)),
+        base_typmod=int(recorded.get("base_typmod", -1)),
+        base_element_oid=int(recorded.get("base_element_oid", 0)),
     )
