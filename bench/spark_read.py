@@ -1,0 +1,80 @@
+"""The Spark source's executor work without Spark: `pgtail.spark.source.read_partition`
+of N inserts (the Arrow batches an executor hands Spark) next to ``pgtail stream --format
+json > /dev/null`` of the same changes, alternating, on a throwaway server.
+
+Prints each pair and the median of the ratios (CLI time / read time: 1.0 means the
+executor decodes as fast as the CLI). Usage: python bench/spark_read.py [--changes N]
+[--repeat K] (the ``pgtail`` imported is the one on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg2
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.spark import INSERT, SCHEMA  # noqa: E402
+from pgtail.lsn import format_lsn  # noqa: E402
+from pgtail.server import start_server  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=300_000)
+    parser.add_argument("--repeat", type=int, default=4)
+    args = parser.parse_args()
+
+    from pgtail.spark.source import _Driver, parse_options, read_partition
+
+    server = start_server(settings={"logical_decoding_work_mem": "256MB", "max_wal_size": "4GB"})
+    try:
+        dsn = server.dsn()
+        conn = psycopg2.connect(dsn)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(SCHEMA)
+            cur.execute("SELECT pg_create_logical_replication_slot('read', 'pgoutput')")
+            for i in range(args.repeat):
+                slot = f"cli{i}"
+                cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+            for first in range(0, args.changes, 10_000):
+                cur.execute(INSERT, (first, min(first + 10_000, args.changes) - 1))
+        conn.close()
+        driver = _Driver(parse_options({"dsn": dsn, "slot": "read", "publication": "bench_pub"}))
+        start = driver.initial()
+        end = driver.latest(start, None, None, wait=True)
+        [partition] = driver.partitions(start, end)
+        driver.close()
+        ratios = []
+        for i in range(args.repeat):
+            t0 = time.perf_counter()
+            rows = sum(batch.num_rows for batch in read_partition(partition))
+            read = time.perf_counter() - t0
+            assert rows == args.changes, rows
+            t0 = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "pgtail", "stream", "--dsn", dsn, "--slot", f"cli{i}",
+                 "--publication", "bench_pub", "--end", format_lsn(end["read"]),
+                 "--format", "json"],
+                stdout=subprocess.DEVNULL, check=True,
+            )  # fmt: skip
+            cli = time.perf_counter() - t0
+            ratios.append(cli / read)
+            print(f"read_partition {read:.2f}s  pgtail stream {cli:.2f}s  ratio {cli / read:.2f}")
+        print(
+            f"{args.changes:,} changes: executor read vs pgtail stream, median ratio "
+            f"{statistics.median(ratios):.2f} (PostgreSQL {server.major})"
+        )
+    finally:
+        server.destroy()
+
+
+if __name__ == "__main__":
+    main()
