@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg2
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # for bench.spark; PYTHONPATH first
 
 from bench.spark import INSERT, SCHEMA  # noqa: E402
 from pgtail.lsn import format_lsn  # noqa: E402
