@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,3 +182,22 @@ def codegen() -> Iterator[Callable[[bool], None]]:
     else:
         os.environ["PGTAIL_NO_CODEGEN"] = saved
     _codegen.reset()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for every Spark test (Spark starts slowly)."""
+    from pgtail.spark.pipeline import session
+
+    s = session(
+        "local[2]",
+        "pgtail-tests",
+        {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "1g",
+        },
+    )
+    yield s
+    s.stop()

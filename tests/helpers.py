@@ -247,3 +247,19 @@ class JsonLines:
         """The ``new.id`` of every line, once the process's stdout has closed."""
         self.join()
         return [r["new"]["id"] for r in self.lines]
+
+
+def settle(db: Any) -> None:
+    """Wait until WAL written so far is flushed (the test servers commit asynchronously).
+
+    At a page boundary pg_current_wal_insert_lsn() counts the next page's header (24
+    bytes, 40 at a segment start), which is written only with the next record: the
+    flush position stops at the boundary."""
+    target = parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
+    if target % 8192 in (24, 40):
+        target -= target % 8192
+    for _ in range(500):
+        if parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0])) >= target:
+            return
+        time.sleep(0.02)
+    raise AssertionError("WAL not flushed")

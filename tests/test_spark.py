@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from pgtail.errors import (  # noqa: E402
 )
 from pgtail.lsn import format_lsn, parse_lsn  # noqa: E402
 from pgtail.spark.source import parse_options  # noqa: E402
-from tests.helpers import confirmed  # noqa: E402
+from tests.helpers import confirmed, settle  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -41,40 +40,6 @@ pytestmark = pytest.mark.spark
 SPARK_MAJORS = pytest.mark.majors(13, 15, 18)
 
 pyspark = pytest.importorskip("pyspark")
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    from pgtail.spark.pipeline import session
-
-    s = session(
-        "local[2]",
-        "pgtail-tests",
-        {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.driver.memory": "1g",
-        },
-    )
-    yield s
-    s.stop()
-
-
-def settle(db: Any) -> None:
-    """Wait until WAL written so far is flushed (the test servers commit asynchronously).
-
-    At a page boundary pg_current_wal_insert_lsn() counts the next page's header (24
-    bytes, 40 at a segment start), which is written only with the next record: the
-    flush position stops at the boundary."""
-    target = parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
-    if target % 8192 in (24, 40):
-        target -= target % 8192
-    for _ in range(500):
-        if parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0])) >= target:
-            return
-        time.sleep(0.02)
-    raise AssertionError("WAL not flushed")
 
 
 def setup_source(db: Any, slot: str = "s", publication: str = "p") -> None:

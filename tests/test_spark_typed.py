@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,41 +22,12 @@ import orjson  # noqa: E402
 import pytest  # noqa: E402
 
 from pgtail.errors import ConfigurationError  # noqa: E402
-from pgtail.lsn import parse_lsn  # noqa: E402
 from pgtail.sqlnames import quote_ident  # noqa: E402
-from tests.helpers import confirmed  # noqa: E402
+from tests.helpers import confirmed, settle  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
 pyspark = pytest.importorskip("pyspark")
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    from pgtail.spark.pipeline import session
-
-    s = session(
-        "local[2]",
-        "pgtail-tests-typed",
-        {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.driver.memory": "1g",
-        },
-    )
-    yield s
-    s.stop()
-
-
-def settle(db: Any) -> None:
-    """Wait until WAL written so far is flushed (the test servers commit asynchronously)."""
-    target = parse_lsn(str(db.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
-    for _ in range(200):
-        if parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0])) >= target:
-            return
-        time.sleep(0.02)
-    raise AssertionError("WAL not flushed")
 
 
 TYPED_TABLE = """
