@@ -427,7 +427,8 @@ def test_schema_and_table_names_of_any_kind_get_a_directory_each(
 
 def test_a_domain_column_has_its_base_types_rule(spark: Any, db15: Any, tmp_path: Path) -> None:
     """Domains (over a domain, over an array too) take their base type's Spark type, in
-    the typed read, the change logs and the snapshots."""
+    the typed read, the change logs and the snapshots; a domain over jsonb keeps the
+    server's text, as jsonb does."""
     from datetime import datetime
     from decimal import Decimal
 
@@ -441,22 +442,24 @@ def test_a_domain_column_has_its_base_types_rule(spark: Any, db15: Any, tmp_path
         " CREATE DOMAIN small_price AS price CHECK (VALUE < 1000);"
         " CREATE DOMAIN labels AS text[];"
         " CREATE DOMAIN stamp AS timestamptz;"
-        " CREATE TABLE d (id posint PRIMARY KEY, p price, sp small_price, l labels, at stamp)"
+        " CREATE DOMAIN document AS jsonb;"
+        " CREATE TABLE d (id posint PRIMARY KEY, p price, sp small_price, l labels, at stamp,"
+        " doc document)"
     )
     db15.execute("CREATE PUBLICATION p FOR TABLE d")
     db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
     db15.execute(
-        "INSERT INTO d VALUES (1, 12.5, 999.99, ARRAY['a', 'b'], '2024-01-02 03:04:05+00'),"
-        " (2, NULL, NULL, NULL, NULL)"
+        "INSERT INTO d VALUES (1, 12.5, 999.99, ARRAY['a', 'b'], '2024-01-02 03:04:05+00',"
+        ' \'{"a": 1.50, "b": [1, 2]}\'), (2, NULL, NULL, NULL, NULL, NULL)'
     )
     settle(db15)
     expected_types = {
         "id": T.IntegerType(), "p": T.DecimalType(10, 2), "sp": T.DecimalType(10, 2),
-        "l": T.ArrayType(T.StringType(), True), "at": T.TimestampType(),
+        "l": T.ArrayType(T.StringType(), True), "at": T.TimestampType(), "doc": T.StringType(),
     }  # fmt: skip
     first = {
         "id": 1, "p": Decimal("12.50"), "sp": Decimal("999.99"), "l": ["a", "b"],
-        "at": datetime(2024, 1, 2, 3, 4, 5),
+        "at": datetime(2024, 1, 2, 3, 4, 5), "doc": '{"a": 1.50, "b": [1, 2]}',
     }  # fmt: skip
 
     def check(frame: Any) -> None:
@@ -467,7 +470,7 @@ def test_a_domain_column_has_its_base_types_rule(spark: Any, db15: Any, tmp_path
         got = {k: rows[0][k] for k in first}
         got["at"] = got["at"].replace(tzinfo=None)  # the session's zone is UTC
         assert got == first
-        assert [rows[1][k] for k in first] == [2, None, None, None, None]
+        assert [rows[1][k] for k in first] == [2, None, None, None, None, None]
 
     read = spark.read.format("pgoutput").options(**options(db15, table="public.d")).load()
     check(read)
@@ -558,6 +561,94 @@ def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -
     assert raw_object(raw_members(texts[0])) == texts[0]
 
 
+def test_rows_stored_as_json_convert_to_arrow_vectorised_as_the_converters_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No server: `arrow_columns_reader` (Arrow's JSON reader, the change log's and the
+    snapshot's conversion) gives the Arrow arrays of `columns_reader`'s values, for every
+    type of the rule; a column Arrow's reader refuses (NaN, infinity, BC, a nested array)
+    falls back to the converters, and only that column does."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from pgtail.catalog.spark import ColumnType
+    from pgtail.spark import types
+    from pgtail.values import dumps
+
+    def column(name: str, oid: int, typmod: int = -1, element: int = 0, base: int = 0) -> Any:
+        return ColumnType(name, oid, name, typmod, element, 1 if element else 0, base_oid=base)
+
+    columns = [
+        column("i2", 21), column("i4", 23), column("i8", 20), column("f4", 700),
+        column("f8", 701), column("dec", 1700, (12 << 16 | 2) + 4), column("num", 1700),
+        column("b", 16), column("t", 25), column("vc", 1043), column("tz", 1184),
+        column("ts", 1114), column("d", 1082), column("by", 17), column("j", 114),
+        column("jb", 3802), column("u", 2950), column("iv", 1186), column("ta", 1009, element=25),
+        column("ia", 1007, element=23), column("da", 1182, element=1082),
+        column("jba", 3807, element=3802), ColumnType("multi", 1007, "int[]", -1, 23, 2),
+        column("dom", 99999, base=1184), column("a/b é", 23),
+    ]  # fmt: skip
+    clean: list[dict[str, Any]] = [
+        {
+            "i2": -32768, "i4": 2147483647, "i8": -(2**63), "f4": 0.1, "f8": 0.1 + 0.2,
+            "dec": "1234567890.12", "num": "123456789012345678901234567890123456789.5",
+            "b": True, "t": 'é"\\\n\u2028', "vc": "", "tz": "2024-05-06T05:08:09.123456+00:00",
+            "ts": "2024-05-06T07:08:09", "d": "2024-05-06", "by": "\\x00ff",
+            "j": orjson.Fragment(b'{"a":  [1.50, 2], "a": "dup"}'),
+            "jb": orjson.Fragment(b'"just a string"'), "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "iv": "P1DT2H", "ta": ["x", None, "y"], "ia": [1, None], "da": ["0001-01-01", None],
+            "jba": [orjson.Fragment(b'{"k": 1}'), None], "multi": [[1, 2], [3, 4]],
+            "dom": "1999-12-31T23:59:59+00:00", "a/b é": 5,
+        },
+        {"i2": None, "f4": 1e30, "dec": "-0.50", "ta": [], "ia": [], "da": [], "jba": []},
+        {},
+    ]  # fmt: skip
+    odd: dict[str, Any] = {
+        "f4": "NaN", "f8": "-Infinity", "dec": "NaN", "num": "Infinity", "tz": "infinity",
+        "ts": "2024-05-06T07:08:09 BC", "d": "0044-03-15 BC", "by": "\\x",
+        "jb": orjson.Fragment(b"[]"), "da": ["12345-01-01"], "dom": "-infinity",
+    }  # fmt: skip
+    targets = [to_arrow_type(types.spark_field(c)[0].dataType, timezone="UTC") for c in columns]
+    asked: list[tuple[str, ...]] = []
+    columns_reader = types.columns_reader
+
+    def spy(wanted: Any) -> Any:
+        asked.append(tuple(c.name for c in wanted))
+        return columns_reader(wanted)
+
+    monkeypatch.setattr(types, "columns_reader", spy)
+    read = types.arrow_columns_reader(columns, targets)
+    for rows, slow in [
+        (clean, {"by", "j", "jb", "jba", "multi"}),
+        # (an unconstrained numeric is a string column: "Infinity" is read as it is)
+        ([*clean, odd], {"by", "j", "jb", "jba", "multi", *odd} - {"num"}),
+    ]:
+        texts = [*[dumps(row).decode() for row in rows], None]
+        expected = [
+            pa.array(values, type=target)
+            for values, target in zip(columns_reader(columns)(texts), targets, strict=True)
+        ]
+        asked.clear()
+        got = read(pa.array(texts, pa.string()))
+        assert [a.type for a in got] == targets
+        assert [same(a.to_pylist()) for a in got] == [same(e.to_pylist()) for e in expected]
+        assert {name for names in asked for name in names} == slow
+    assert got[columns.index(columns[14])].to_pylist()[0] == '{"a":  [1.50, 2], "a": "dup"}'
+    assert read(pa.array([], pa.string())) == [pa.array([], type=t) for t in targets]
+    # one json column (the usual table): its member's text is found, not parsed
+    alone = [c for c in columns if c.name not in ("j", "jba")]
+    texts = [*[dumps({c.name: r[c.name] for c in alone if c.name in r}).decode()
+               for r in [*clean, odd]], None]  # fmt: skip
+    asked.clear()
+    alone_targets = [targets[columns.index(c)] for c in alone]
+    got = types.arrow_columns_reader(alone, alone_targets)(pa.array(texts, pa.string()))
+    assert [same(a.to_pylist()) for a in got] == [
+        same(pa.array(v, type=t).to_pylist())
+        for v, t in zip(columns_reader(alone)(texts), alone_targets, strict=True)
+    ]
+    assert {name for names in asked for name in names} == {"by", "multi", *odd} - {"num", "jb"}
+
+
 @pytest.mark.parametrize("at", ["first", "middle", "last", "only"])
 def test_a_row_with_one_json_column_finds_its_text_without_the_scanner(
     at: str, monkeypatch: pytest.MonkeyPatch
@@ -592,6 +683,21 @@ def test_a_row_with_one_json_column_finds_its_text_without_the_scanner(
     got = [types.row_reader(columns)(text) for text in texts]
     assert got == expected == scanned
     assert got[0][names.index("doc")] == '{"b": [1.50, "}"], "c": null}'
+    # the vectorised read finds the member's text without parsing the row; a column
+    # named so that its key holds '"doc":' comes first, and is not taken for it
+    tricky = ColumnType('x"doc', 25, "text", -1, 0, 0)
+    member = types.json_member_reader(doc)
+    rows_as_json = [
+        *texts, " " + texts[0], None,
+        dumps({'x"doc': '","doc":1', **{n: rows[0][n] for n in names}}).decode(),
+    ]  # fmt: skip
+    assert member(rows_as_json) == [
+        *[e[names.index("doc")] for e in expected], expected[0][names.index("doc")], None,
+        expected[0][names.index("doc")],
+    ]  # fmt: skip
+    assert types.columns_reader([tricky, doc])(rows_as_json[-1:]) == [['","doc":1'], [
+        expected[0][names.index("doc")]
+    ]]  # fmt: skip
 
 
 def test_cli_run_error_is_one_line_and_materialize_prints_counts(

@@ -98,7 +98,7 @@ def table_dir(root: str | Path, schema_name: str, table_name: str) -> str:
 def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list[Any]:
     """The typed values of ``columns`` from the row JSON ``json`` (a Column), as Columns
     named and typed as the first fields of ``schema``, by the typed read's rule: its
-    converters (`pgtail.spark.types.columns_reader`) and its Arrow conversion."""
+    converters, vectorised (`pgtail.spark.types.arrow_columns_reader`)."""
     from pyspark.sql.types import StructType
 
     columns = tuple(columns)
@@ -106,20 +106,20 @@ def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list
     if not fields:
         return []
     struct = StructType(fields)
-    built: list[tuple[Any, Any]] = []  # (row reader, Arrow type): once per Python worker
+    built: list[tuple[Any, Any]] = []  # (rows reader, Arrow type): once per Python worker
 
     def convert(texts: Any) -> Any:
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_type
 
         if not built:
-            from pgtail.spark.types import columns_reader
+            from pgtail.spark.types import arrow_columns_reader
 
-            built.append((columns_reader(columns), to_arrow_type(struct, timezone="UTC")))
+            arrow = to_arrow_type(struct, timezone="UTC")
+            targets = [arrow.field(i).type for i in range(arrow.num_fields)]
+            built.append((arrow_columns_reader(columns, targets), arrow))
         read, arrow = built[0]
-        typed = read(texts.to_pylist())
-        arrays = [pa.array(values, type=arrow.field(i).type) for i, values in enumerate(typed)]
-        return pa.StructArray.from_arrays(arrays, fields=list(arrow))
+        return pa.StructArray.from_arrays(read(texts), fields=list(arrow))
 
     from pyspark.sql.pandas.functions import arrow_udf
 

@@ -24,6 +24,7 @@ typed Parquet file says which rule made it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -139,16 +140,22 @@ def _scalar(type_oid: int, typmod: int) -> tuple[DataType, Convert]:
     return _SCALARS.get(type_oid, (StringType(), _text))
 
 
+def _base(column: ColumnType) -> ColumnType:
+    """A domain column as a column of its base type (other columns as they are)."""
+    if not column.base_oid:
+        return column
+    return replace(
+        column,
+        type_oid=column.base_oid,
+        typmod=column.base_typmod,
+        element_oid=column.base_element_oid,
+        base_oid=0,
+    )
+
+
 def spark_field(column: ColumnType) -> tuple[StructField, Convert]:
     """The Spark field of a column and the converter of its values (see the module doc)."""
-    if column.base_oid:  # a domain: its base type's rule
-        column = replace(
-            column,
-            type_oid=column.base_oid,
-            typmod=column.base_typmod,
-            element_oid=column.base_element_oid,
-            base_oid=0,
-        )
+    column = _base(column)  # a domain: its base type's rule
     if column.element_oid and column.dimensions <= 1:
         element, convert = _scalar(column.element_oid, column.typmod)
 
@@ -281,6 +288,8 @@ def _json_array(raw: str) -> Any:
 
 
 def is_json_column(column: ColumnType) -> bool:
+    """json, jsonb, a domain over either, or an array of them: values kept as written."""
+    column = _base(column)
     return (column.element_oid or column.type_oid) in JSON_TYPES
 
 
@@ -434,3 +443,144 @@ def column_of(field: StructField) -> ColumnType | None:
         base_typmod=int(recorded.get("base_typmod", -1)),
         base_element_oid=int(recorded.get("base_element_oid", 0)),
     )
+
+
+# --- many rows at once, vectorised --------------------------------------------------------
+
+BYTEA = 17
+DATE = 1082
+
+
+def _parse_type(column: ColumnType, target: Any) -> Any:
+    """The Arrow type Arrow's JSON reader parses the column's members as (then cast to
+    ``target``), or None for a column only the converters read: json/jsonb (their text is
+    kept as written), bytea (hex) and arrays of more than one dimension."""
+    import pyarrow as pa
+
+    column = _base(column)
+    oid = column.element_oid or column.type_oid
+    if oid in JSON_TYPES or oid == BYTEA or (column.element_oid and column.dimensions > 1):
+        return None
+    if oid == DATE:  # the reader parses no dates from strings; a cast does
+        return pa.list_(pa.string()) if column.element_oid else pa.string()
+    return target
+
+
+def json_member_reader(column: ColumnType) -> Callable[[Sequence[str | None]], list[Any]]:
+    """The values of a json or jsonb ``column`` (not an array) of rows stored as JSON by
+    pgtail, when it is the table's only json column: the text of its member as written
+    (null: None), found without parsing the rest of the row.
+
+    Why the first ``"<name>":`` after a ``{`` or ``,`` is the member's key: before it
+    come only other columns' keys and values that are not json, and in those every ``"``
+    that is part of a name or string is escaped; after its value comes ``,`` or ``}``.
+    A row where that does not hold (not written compactly, the column absent) is read by
+    `columns_reader`, so the values are the same either way.
+    """
+    key = orjson.dumps(column.name).decode() + ":"
+    decode = _DECODER.raw_decode
+    general = row_reader([column])
+
+    def read(texts: Sequence[str | bytes | None]) -> list[Any]:
+        values: list[Any] = []
+        append = values.append
+        for text in texts:
+            if text is None:
+                append(None)
+                continue
+            if isinstance(text, bytes):
+                text = text.decode()
+            at = text.find(key)
+            if at > 0 and text[at - 1] in "{,":
+                start = at + len(key)
+                try:
+                    end = decode(text, start)[1]
+                except (ValueError, RecursionError):
+                    end = -1
+                if end > 0 and text[end : end + 1] in (",", "}"):
+                    raw = text[start:end]
+                    append(None if raw == "null" else raw)
+                    continue
+            append(general(text)[0])
+        return values
+
+    return read
+
+
+def arrow_columns_reader(
+    columns: Sequence[ColumnType], targets: Sequence[Any]
+) -> Callable[[Any], list[Any]]:
+    """`columns_reader` for an Arrow array of rows stored as JSON (None: no row), giving
+    an Arrow array per column of the Arrow type in ``targets`` (what Spark takes for
+    `spark_field`'s type), with the same values.
+
+    Arrow's JSON reader parses every column it can (numbers, booleans, strings, decimals,
+    timestamps, dates, arrays of them) in one pass. It refuses what it would read
+    differently from the converters (a string where a number is expected, "NaN" in a
+    decimal, "infinity" or a BC date in a timestamp, a fraction past the scale, a nested
+    array, ...); a column it refuses, and json/jsonb/bytea columns, are read by
+    `columns_reader`, so the values are the same either way.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    columns = tuple(columns)
+    targets = tuple(targets)
+    parsed = {i: _parse_type(c, t) for i, (c, t) in enumerate(zip(columns, targets, strict=True))}
+    vector = [i for i, p in parsed.items() if p is not None]
+    # the table's only json column (the usual table), not an array: found, not parsed
+    json_columns = [i for i, c in enumerate(columns) if is_json_column(c)]
+    member = {
+        i: json_member_reader(columns[i])
+        for i in json_columns
+        if len(json_columns) == 1 and not _base(columns[i]).element_oid
+    }
+    slow_readers: dict[tuple[int, ...], Callable[[Sequence[Any]], list[list[Any]]]] = {}
+
+    def parse(data: Any, indices: Sequence[int]) -> dict[int, Any]:
+        schema = pa.schema([pa.field(columns[i].name, parsed[i]) for i in indices])
+        table = pj.read_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, data.size + 1)),
+            parse_options=pj.ParseOptions(
+                explicit_schema=schema, unexpected_field_behavior="ignore"
+            ),
+        )
+        found = {}
+        for i in indices:
+            values = table.column(columns[i].name).combine_chunks()
+            found[i] = values if values.type == targets[i] else pc.cast(values, targets[i])
+        return found
+
+    def read(texts: Any) -> list[Any]:
+        if isinstance(texts, pa.ChunkedArray):
+            texts = texts.combine_chunks()
+        count = len(texts)
+        found: dict[int, Any] = {}
+        if vector and count:
+            rows = pc.fill_null(texts, "{}")  # no row: every column null
+            lines = pc.binary_join_element_wise(rows, pa.scalar("", rows.type), "\n")
+            _, offsets, data = lines.buffers()
+            width = pa.int64() if pa.types.is_large_string(lines.type) else pa.int32()
+            offsets = pa.Array.from_buffers(width, count + 1, [None, offsets], lines.offset)
+            start, end = offsets[0].as_py(), offsets[count].as_py()
+            data = data.slice(start, end - start)
+            try:
+                found = parse(data, vector)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                for i in vector:  # which columns does it refuse?
+                    with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        found.update(parse(data, [i]))
+        rest = tuple(i for i in range(len(columns)) if i not in found and i not in member)
+        rows = texts.to_pylist() if rest or member else []
+        if rest:
+            if rest not in slow_readers:
+                slow_readers[rest] = columns_reader([columns[i] for i in rest])
+            for i, values in zip(rest, slow_readers[rest](rows), strict=True):
+                found[i] = pa.array(values, type=targets[i])
+        for i, read_member in member.items():
+            found[i] = pa.array(read_member(rows), type=targets[i])
+        return [found[i] for i in range(len(columns))]
+
+    return read
