@@ -917,6 +917,57 @@ def test_a_typed_read_has_the_tables_columns_with_spark_types(spark: Any, db15: 
     assert rows[3]["id"] == 2 and rows[3]["n"] is None  # a delete: the key only
 
 
+def test_a_typed_read_takes_encoded_runs_and_single_changes_alike(
+    db15: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process: the typed read converts the runs of inserts the assembler encodes
+    (`TypedRowBuffer.add_encoded`, Arrow's JSON reader) and the changes it does not (an
+    update with its old row, a delete) to the same values, in the stream's order."""
+    from pgtail.spark import schema
+    from pgtail.spark.source import PgoutputBatchReader
+
+    db15.execute(TYPED_TABLE)
+    db15.execute("ALTER TABLE typed REPLICA IDENTITY FULL")
+    db15.execute("CREATE TABLE other (id int PRIMARY KEY)")
+    db15.execute("CREATE PUBLICATION tp FOR TABLE typed, other")
+    db15.execute("SELECT pg_create_logical_replication_slot('ts', 'pgoutput')")
+    values = (
+        "(%s, 2, 3, 1234567890.12, 'NaN', 1.5, 'Infinity', true, 'café',"
+        " '2024-05-06 07:08:09.5+02', '2024-05-06 07:08:09', '2024-05-06', '\\x00ff',"
+        " '{\"a\": [1.50, 2]}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', ARRAY['x', NULL],"
+        " ARRAY[1, 2], '1 day')"
+    )
+    db15.execute("BEGIN; INSERT INTO typed VALUES " + ", ".join(values % i for i in (1, 2, 3))
+                 + "; INSERT INTO other VALUES (1); INSERT INTO typed VALUES " + values % 4
+                 + "; UPDATE typed SET n = 5 WHERE id = 2; DELETE FROM typed WHERE id = 3;"
+                 " INSERT INTO typed VALUES " + values % 5 + "; COMMIT")  # fmt: skip
+    settle(db15)
+    calls = {"add_encoded": 0, "add_change": 0}
+    for name in calls:
+        method = getattr(schema.TypedRowBuffer, name)
+
+        def counted(self: Any, event: Any, _method: Any = method, _name: str = name) -> None:
+            calls[_name] += 1
+            _method(self, event)
+
+        monkeypatch.setattr(schema.TypedRowBuffer, name, counted)
+    reader = PgoutputBatchReader(
+        parse_options({"dsn": db15.dsn, "slot": "ts", "publication": "tp", "table": "typed"})
+    )
+    rows = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+    assert calls["add_encoded"] >= 3 and calls["add_change"] >= 1, calls
+    assert [(r["op"], r["id"], r["n"], r["seq"]) for r in rows] == [
+        ("insert", 1, 3, 0), ("insert", 2, 3, 1), ("insert", 3, 3, 2), ("insert", 4, 3, 4),
+        ("update", 2, 5, 5), ("delete", 3, 3, 6), ("insert", 5, 3, 7),
+    ]  # fmt: skip
+    first = {k: v for k, v in rows[0].items() if k not in ("op", "id", "seq", "n")}
+    for row in rows[1:]:
+        assert {k: v for k, v in row.items() if k not in ("op", "id", "seq", "n")} == first
+    assert first["doc"] == '{"a": [1.50, 2]}' and first["huge"] == "NaN"
+    assert first["score"] == float("inf") and first["raw"] == b"\x00\xff"
+    assert first["tags"] == ["x", None] and first["unchanged_toast"] == []
+
+
 def test_a_typed_read_stops_when_the_table_changes(db15: Any) -> None:
     from pgtail.spark.source import PgoutputBatchReader
 

@@ -257,14 +257,16 @@ class ChangeLogWriter:
 
         frame = frame.persist()  # each write below would read the slot again
         try:
-            present = frame.select("schema", "table").distinct().collect()
+            # the tables of the batch: a global aggregate (one final task, not a shuffle
+            # into spark.sql.shuffle.partitions tasks as distinct() makes)
+            [found] = frame.agg(
+                F.collect_set(F.when(F.col("op") != "message", F.struct("schema", "table"))),
+                F.max((F.col("op") == "message").cast("int")),
+            ).collect()
+            present, messages = found[0], bool(found[1])
             spark = frame.sparkSession
-            messages = False
-            for row in sorted(present, key=lambda r: (r[0] or "", r[1] or "")):
+            for row in sorted(present, key=lambda r: (r[0], r[1])):
                 schema_name, table_name = row[0], row[1]
-                if schema_name is None or table_name is None:
-                    messages = True
-                    continue
                 columns = self.table_columns(spark, schema_name, table_name)
                 schema = log_schema(f"{schema_name}.{table_name}", columns)
                 mine = frame.where(

@@ -305,7 +305,7 @@ class TypedRowBuffer:
     def __init__(self, schema_name: str, table_name: str, columns: Sequence[ColumnType]):
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from pgtail.spark.types import spark_field
+        from pgtail.spark.types import arrow_columns_reader, spark_field
 
         self.schema_name = schema_name
         self.table_name = table_name
@@ -314,7 +314,11 @@ class TypedRowBuffer:
         self._converters = tuple(spark_field(c)[1] for c in columns)
         self._arrow = to_arrow_schema(table_schema(columns), timezone="UTC")
         self._width = len(self._arrow)
+        self._read_json = arrow_columns_reader(
+            columns, [self._arrow.field(i).type for i in range(len(columns))]
+        )
         self._columns: list[list[Any]] = [[] for _ in range(self._width)]
+        self._batches: list[pa.RecordBatch] = []  # before the rows in _columns
         self._checked: Table | None = None
         self.rows = 0
 
@@ -355,6 +359,46 @@ class TypedRowBuffer:
         columns[i + 5].append(list(change.unchanged_toast))
         self.rows += 1
 
+    def add_encoded(self, rows: EncodedRows) -> None:
+        """A run of changes to the table in one transaction, as the lines
+        `pgtail.render.jsonl.json_columns_encoder` wrote: the row JSON of each (the new
+        row, or the old one of a delete) converted to the typed columns at once, by the
+        rule of `add_change` (`pgtail.spark.types.arrow_columns_reader`)."""
+        import pyarrow as pa
+
+        self._check(rows.table)
+        self._flush()
+        count = rows.count
+        tx = rows.tx
+        fields = rows.lines[:-1].replace(b"\n", b"\t").split(b"\t")
+        if len(fields) != 4 * count:
+            raise ValueError(f"{count} encoded rows of {rows.table.qualified_name} do not split")
+        texts = [
+            (new if new != b"null" else None if old == b"null" else old)
+            for old, new in zip(fields[2::4], fields[3::4], strict=True)
+        ]
+        arrow = self._arrow
+        n = len(self._names)
+
+        def constant(i: int, value: Any) -> pa.Array:
+            return pa.repeat(pa.scalar(value, arrow.field(i).type), count)
+
+        arrays = [
+            *self._read_json(pa.array(texts, pa.string())),
+            constant(n, rows.op),
+            constant(n + 1, tx.commit_lsn),
+            constant(n + 2, tx.commit_time),
+            constant(n + 3, tx.xid),
+            pa.array(range(rows.first_seq, rows.first_seq + count), arrow.field(n + 4).type),
+            pa.ListArray.from_arrays(
+                pa.repeat(pa.scalar(0, pa.int32()), count + 1),
+                pa.array([], pa.string()),
+                type=arrow.field(n + 5).type,
+            ),
+        ]
+        self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=arrow))
+        self.rows += count
+
     def add_truncate(self, truncate: Truncate) -> None:
         tx = truncate.tx
         for table in truncate.tables:
@@ -372,14 +416,28 @@ class TypedRowBuffer:
             columns[n + 5].append([])
             self.rows += 1
 
-    def take(self) -> pa.RecordBatch:
+    def _flush(self) -> None:
+        """The rows added one by one so far become a record batch of their own."""
         import pyarrow as pa
 
+        if not self._columns[0]:  # op: one value per row
+            return
         arrays = [
             pa.array(values, type=field.type)
             for values, field in zip(self._columns, self._arrow, strict=True)
         ]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
+        self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=self._arrow))
         self._columns = [[] for _ in range(self._width)]
+
+    def take(self) -> pa.RecordBatch:
+        import pyarrow as pa
+
+        self._flush()
+        batches = self._batches
+        self._batches = []
         self.rows = 0
-        return batch
+        if len(batches) == 1:
+            return batches[0]
+        if not batches:
+            return pa.RecordBatch.from_pylist([], schema=self._arrow)
+        return pa.concat_batches(batches)

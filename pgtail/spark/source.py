@@ -247,7 +247,6 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
 
     from pgtail.render.jsonl import json_columns_encoder
 
-    typed = partition.table is not None
     read = RangeRead(
         proto_version=partition.proto_version,
         options=dict(partition.replication_options),
@@ -256,7 +255,7 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
         busy_timeout=partition.busy_timeout,
         missing_hint=sql.missing_slot_hint(partition.slot),
         # the JSON of the rows straight from the server's text, as `pgtail stream` does
-        encoder=None if typed else json_columns_encoder,
+        encoder=json_columns_encoder,
     )
     batch_rows = partition.batch_rows
     events = read_range(
@@ -290,12 +289,15 @@ def _read_table(
     partition: SlotPartition, events: Iterator[Any], rows: Any
 ) -> Iterator[pa.RecordBatch]:
     """The typed per-table read: that table's changes and truncates, nothing else."""
-    from pgtail.changes import Change, Truncate
+    from pgtail.changes import Change, EncodedRows, Truncate
 
     wanted = rows.wanted
     for event in events:
         cls = type(event)
-        if cls is Change:
+        if cls is EncodedRows:
+            if wanted(event.table):
+                rows.add_encoded(event)
+        elif cls is Change:
             if wanted(event.table):
                 rows.add_change(event)
         elif cls is Truncate:
