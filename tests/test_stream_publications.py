@@ -167,7 +167,9 @@ def test_named_leftover_is_kept_when_asked_for_and_made_afresh_by_create(db: Any
     wait_for(lambda: run_publications(db).get("mine") is True, "the new run's publication")
     try:
         assert db.execute("SELECT oid FROM pg_publication WHERE pubname = 'mine'") != before
-        assert "mine" in publications(db)
+        if "mine" not in publications(db):
+            proc.send_signal(signal.SIGTERM)
+            raise AssertionError(f"mine gone: {proc.poll()} {proc.communicate(timeout=30)}")
         tables = db.execute("SELECT tablename FROM pg_publication_tables WHERE pubname = 'mine'")
         assert tables == [("u",)]
     finally:
