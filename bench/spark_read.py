@@ -3,8 +3,10 @@ of N inserts (the Arrow batches an executor hands Spark) next to ``pgtail stream
 json > /dev/null`` of the same changes, alternating, on a throwaway server.
 
 Prints each pair and the median of the ratios (CLI time / read time: 1.0 means the
-executor decodes as fast as the CLI). Usage: python bench/spark_read.py [--changes N]
-[--repeat K] (the ``pgtail`` imported is the one on ``sys.path``).
+executor decodes as fast as the CLI). ``--typed``: the typed per-table read
+(``option("table", "public.mixed")``: the table's columns with Spark types) instead of
+the JSON rows. Usage: python bench/spark_read.py [--changes N] [--repeat K] [--typed]
+(the ``pgtail`` imported is the one on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--typed", action="store_true")
     args = parser.parse_args()
 
     from pgtail.spark.source import _Driver, parse_options, read_partition
@@ -47,7 +50,10 @@ def main() -> None:
             for first in range(0, args.changes, 10_000):
                 cur.execute(INSERT, (first, min(first + 10_000, args.changes) - 1))
         conn.close()
-        driver = _Driver(parse_options({"dsn": dsn, "slot": "read", "publication": "bench_pub"}))
+        options = {"dsn": dsn, "slot": "read", "publication": "bench_pub"}
+        if args.typed:
+            options["table"] = "public.mixed"
+        driver = _Driver(parse_options(options))
         start = driver.initial()
         end = driver.latest(start, None, None, wait=True)
         [partition] = driver.partitions(start, end)
@@ -69,7 +75,8 @@ def main() -> None:
             ratios.append(cli / read)
             print(f"read_partition {read:.2f}s  pgtail stream {cli:.2f}s  ratio {cli / read:.2f}")
         print(
-            f"{args.changes:,} changes: executor read vs pgtail stream, median ratio "
+            f"{args.changes:,} changes: executor read{' (typed)' if args.typed else ''} vs "
+            "pgtail stream, median ratio "
             f"{statistics.median(ratios):.2f} (PostgreSQL {server.major})"
         )
     finally:

@@ -318,7 +318,9 @@ class TypedRowBuffer:
             columns, [self._arrow.field(i).type for i in range(len(columns))]
         )
         self._columns: list[list[Any]] = [[] for _ in range(self._width)]
-        self._batches: list[pa.RecordBatch] = []  # before the rows in _columns
+        self._batches: list[pa.RecordBatch] = []  # before the rows in _columns/_encoded
+        self._encoded: list[list[pa.Array]] = []  # metadata columns of each encoded run
+        self._encoded_texts: list[bytes | None] = []  # their row JSON
         self._checked: Table | None = None
         self.rows = 0
 
@@ -344,6 +346,7 @@ class TypedRowBuffer:
     def add_change(self, change: Change) -> None:
         table = change.table
         self._check(table)
+        self._flush_encoded()
         row = change.new if change.new is not None else change.old
         tx = change.tx
         columns = self._columns
@@ -361,9 +364,10 @@ class TypedRowBuffer:
 
     def add_encoded(self, rows: EncodedRows) -> None:
         """A run of changes to the table in one transaction, as the lines
-        `pgtail.render.jsonl.json_columns_encoder` wrote: the row JSON of each (the new
-        row, or the old one of a delete) converted to the typed columns at once, by the
-        rule of `add_change` (`pgtail.spark.types.arrow_columns_reader`)."""
+        `pgtail.render.jsonl.json_columns_encoder` wrote. The row JSON of each (the new
+        row, or the old one of a delete) is kept until the next row added one by one or
+        `take`, then all of it is converted to the typed columns at once, by the rule of
+        `add_change` (`pgtail.spark.types.arrow_columns_reader`)."""
         import pyarrow as pa
 
         self._check(rows.table)
@@ -373,37 +377,58 @@ class TypedRowBuffer:
         fields = rows.lines[:-1].replace(b"\n", b"\t").split(b"\t")
         if len(fields) != 4 * count:
             raise ValueError(f"{count} encoded rows of {rows.table.qualified_name} do not split")
-        texts = [
-            (new if new != b"null" else None if old == b"null" else old)
-            for old, new in zip(fields[2::4], fields[3::4], strict=True)
-        ]
+        texts: list[bytes | None] = list(fields[2::4] if rows.op == "delete" else fields[3::4])
+        if b"null" in texts:  # no row there (not expected): the other one, else none
+            texts = [
+                (new if new != b"null" else None if old == b"null" else old)
+                for old, new in zip(fields[2::4], fields[3::4], strict=True)
+            ]
         arrow = self._arrow
         n = len(self._names)
 
         def constant(i: int, value: Any) -> pa.Array:
             return pa.repeat(pa.scalar(value, arrow.field(i).type), count)
 
+        self._encoded_texts.extend(texts)
+        self._encoded.append(
+            [
+                constant(n, rows.op),
+                constant(n + 1, tx.commit_lsn),
+                constant(n + 2, tx.commit_time),
+                constant(n + 3, tx.xid),
+                pa.array(range(rows.first_seq, rows.first_seq + count), arrow.field(n + 4).type),
+            ]
+        )
+        self.rows += count
+
+    def _flush_encoded(self) -> None:
+        """The encoded rows kept so far become a record batch of their own."""
+        import pyarrow as pa
+
+        if not self._encoded:
+            return
+        arrow = self._arrow
+        count = len(self._encoded_texts)
+        metadata = [pa.concat_arrays(list(parts)) for parts in zip(*self._encoded, strict=True)]
         arrays = [
-            *self._read_json(pa.array(texts, pa.string())),
-            constant(n, rows.op),
-            constant(n + 1, tx.commit_lsn),
-            constant(n + 2, tx.commit_time),
-            constant(n + 3, tx.xid),
-            pa.array(range(rows.first_seq, rows.first_seq + count), arrow.field(n + 4).type),
-            pa.ListArray.from_arrays(
+            *self._read_json(pa.array(self._encoded_texts, pa.string())),
+            *metadata,
+            pa.ListArray.from_arrays(  # no unchanged TOAST in an encoded row
                 pa.repeat(pa.scalar(0, pa.int32()), count + 1),
                 pa.array([], pa.string()),
-                type=arrow.field(n + 5).type,
+                type=arrow.field(len(arrow) - 1).type,
             ),
         ]
         self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=arrow))
-        self.rows += count
+        self._encoded = []
+        self._encoded_texts = []
 
     def add_truncate(self, truncate: Truncate) -> None:
         tx = truncate.tx
         for table in truncate.tables:
             if not self.wanted(table):
                 continue
+            self._flush_encoded()
             columns = self._columns
             n = len(self._names)
             for i in range(n):
@@ -433,6 +458,7 @@ class TypedRowBuffer:
         import pyarrow as pa
 
         self._flush()
+        self._flush_encoded()
         batches = self._batches
         self._batches = []
         self.rows = 0
