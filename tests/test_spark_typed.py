@@ -481,6 +481,50 @@ def test_a_domain_column_has_its_base_types_rule(spark: Any, db15: Any, tmp_path
     check(spark.read.parquet(str(tmp_path / "current" / "public.d")))
 
 
+def test_the_writes_of_a_batch_run_side_by_side_and_the_first_failure_is_raised(
+    spark: Any,
+) -> None:
+    """`run_all` runs every task, several at once (each in a thread of its own that
+    keeps the caller's Spark job group), and raises a task's failure in the caller."""
+    import threading
+    import time
+
+    from pgtail.spark.changelog import run_all
+
+    spark.sparkContext.setJobGroup("pgtail-test-group", "a batch")
+    seen: list[tuple[str, str | None]] = []
+    running = {"now": 0, "most": 0}
+    lock = threading.Lock()
+
+    def task(name: str) -> Any:
+        def work() -> None:
+            with lock:
+                running["now"] += 1
+                running["most"] = max(running["most"], running["now"])
+            time.sleep(0.5)
+            group = spark.sparkContext.getLocalProperty("spark.jobGroup.id")
+            with lock:
+                running["now"] -= 1
+                seen.append((name, group))
+
+        return work
+
+    def fails() -> None:
+        raise ConfigurationError("column 'a' of public.t changed type")
+
+    try:
+        run_all([task(f"t{i}") for i in range(6)], 3)
+        assert sorted(seen) == [(f"t{i}", "pgtail-test-group") for i in range(6)]
+        assert running["most"] == 3
+        with pytest.raises(ConfigurationError, match="changed type"):
+            run_all([task("x"), fails, task("y")], 2)
+        seen.clear()
+        run_all([task("alone")], 4)  # one task: in the caller's thread
+        assert seen == [("alone", "pgtail-test-group")]
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+
+
 def test_an_untyped_log_of_an_earlier_version_is_refused(spark: Any, tmp_path: Path) -> None:
     from pgtail.spark.pipeline import read_changes
 

@@ -10,8 +10,10 @@ source's untyped rows, `recorded_columns` gives the types a log was written with
 
 from __future__ import annotations
 
+import functools
 import string
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from pgtail.errors import ConfigurationError
 METADATA_PREFIX = "_pg_"  # the change log's own columns; a table column may not start so
 BATCH_COLUMN = "_pg_batch"  # the partition directory of a micro-batch: _pg_batch=<id>
 MESSAGES_DIR = "_messages"  # logical decoding messages, untyped (the source's columns)
+CONCURRENT_WRITES = 4  # tables of a batch written at once (`run_all`)
 
 # The metadata columns after a table's own, each from the source's column of that name.
 LOG_METADATA: tuple[tuple[str, str], ...] = (
@@ -197,6 +200,44 @@ def refuse_untyped_log(root: str, names: Sequence[str]) -> None:
         )
 
 
+def run_all(tasks: Sequence[Callable[[], None]], concurrent: int) -> None:
+    """Run the tasks (each plans and writes one directory of a batch), up to
+    ``concurrent`` at once: a batch touching many tables is many small Spark jobs, whose
+    driver-side work (catalog lookup, planning, committing the files) then overlaps. The
+    threads are Spark's `InheritableThread`, so each job keeps the streaming query's job
+    group (stopping the query cancels it). The first failure is raised once all ended."""
+    if len(tasks) <= 1 or concurrent <= 1:
+        for task in tasks:
+            task()
+        return
+    from pyspark import InheritableThread
+
+    pending = list(reversed(tasks))
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                if failures or not pending:
+                    return
+                task = pending.pop()
+            try:
+                task()
+            except BaseException as exc:  # raised in the caller's thread below
+                with lock:
+                    failures.append(exc)
+                return
+
+    threads = [InheritableThread(target=work) for _ in range(min(concurrent, len(tasks)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
 class ChangeLogWriter:
     """The ``foreachBatch`` function of `run`: writes one micro-batch of the source's rows
     as typed per-table change logs, ``<output>/<schema>.<table>/_pg_batch=<id>/``, and
@@ -210,9 +251,13 @@ class ChangeLogWriter:
     stops the run with a `ConfigurationError`.
     """
 
-    def __init__(self, output: str | Path, dsn: str) -> None:
+    def __init__(
+        self, output: str | Path, dsn: str, concurrent_writes: int = CONCURRENT_WRITES
+    ) -> None:
         self.output = str(output).rstrip("/")
         self.dsn = dsn
+        self.concurrent_writes = concurrent_writes
+        self._lock = threading.Lock()
         self.columns: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
         self._conn: Any = None
 
@@ -263,11 +308,12 @@ class ChangeLogWriter:
                 F.collect_set(F.when(F.col("op") != "message", F.struct("schema", "table"))),
                 F.max((F.col("op") == "message").cast("int")),
             ).collect()
-            present, messages = found[0], bool(found[1])
+            present, has_messages = found[0], bool(found[1])
             spark = frame.sparkSession
-            for row in sorted(present, key=lambda r: (r[0], r[1])):
-                schema_name, table_name = row[0], row[1]
-                columns = self.table_columns(spark, schema_name, table_name)
+
+            def write_table(schema_name: str, table_name: str) -> None:
+                with self._lock:  # one catalog connection
+                    columns = self.table_columns(spark, schema_name, table_name)
                 schema = log_schema(f"{schema_name}.{table_name}", columns)
                 mine = frame.where(
                     (F.col("schema") == schema_name)
@@ -278,15 +324,21 @@ class ChangeLogWriter:
                     *typed_columns(columns, schema, F.coalesce("after", "before")),
                     *[F.col(source).alias(name) for name, source in LOG_METADATA],
                 )
-                target = (
-                    f"{table_dir(self.output, schema_name, table_name)}/{BATCH_COLUMN}={batch_id}"
-                )
-                typed.write.mode("overwrite").parquet(target)
-            if messages:
+                target = table_dir(self.output, schema_name, table_name)
+                typed.write.mode("overwrite").parquet(f"{target}/{BATCH_COLUMN}={batch_id}")
+
+            def write_messages() -> None:
                 target = f"{self.output}/{MESSAGES_DIR}/{BATCH_COLUMN}={batch_id}"
-                frame.where(F.col("op") == "message").select(*COLUMNS).write.mode(
-                    "overwrite"
-                ).parquet(target)
+                messages = frame.where(F.col("op") == "message").select(*COLUMNS)
+                messages.write.mode("overwrite").parquet(target)
+
+            tasks: list[Callable[[], None]] = [
+                functools.partial(write_table, row[0], row[1])
+                for row in sorted(present, key=lambda r: (r[0], r[1]))
+            ]
+            if has_messages:
+                tasks.append(write_messages)
+            run_all(tasks, self.concurrent_writes)
         finally:
             frame.unpersist()
 

@@ -20,6 +20,7 @@ from pgtail import errors
 from pgtail.errors import ConfigurationError, PgtailError
 from pgtail.spark import register, require_pyspark
 from pgtail.spark.changelog import (
+    CONCURRENT_WRITES,
     ChangeLogWriter,
     is_local,
     list_dirs,
@@ -265,9 +266,11 @@ def run(
     checkpoint: str | Path,
     trigger: str = "available-now",
     on_progress: Callable[[dict[str, Any]], None] | None = None,
+    concurrent_writes: int = CONCURRENT_WRITES,
 ) -> RunResult:
     """Stream the slot into typed per-table change logs under ``output`` (see
-    `ChangeLogWriter`): one streaming query, one read of the slot per micro-batch.
+    `ChangeLogWriter`): one streaming query, one read of the slot per micro-batch, up to
+    ``concurrent_writes`` tables of a batch written at once.
 
     Returns when the query ends (``once`` / ``available-now``); with an interval trigger
     it runs until interrupted (KeyboardInterrupt stops the query cleanly).
@@ -277,7 +280,7 @@ def run(
     trigger_args = parse_trigger(trigger)
     validate_source(options)
     refuse_untyped_log(str(output).rstrip("/"), list_dirs(spark, str(output).rstrip("/")))
-    writer = ChangeLogWriter(output, parse_options(options).dsn)
+    writer = ChangeLogWriter(output, parse_options(options).dsn, concurrent_writes)
     reader = spark.readStream.format("pgoutput")
     for key, value in options.items():
         reader = reader.option(key, value)

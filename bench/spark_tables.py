@@ -1,0 +1,101 @@
+"""`pgtail spark run` on a batch that touches many tables: the typed change log writes one
+directory per table, a Spark job each, several at once.
+
+On a throwaway server, ``--tables`` tables (int key, text, timestamptz, numeric(10,2))
+each get ``--rows`` inserts; one ``available-now`` run writes them all (one micro-batch).
+The run alternates between one table at a time and the default
+(`pgtail.spark.changelog.CONCURRENT_WRITES`), each time on a fresh slot, after a first small
+query that starts the JVM's classes and the Python workers.
+
+Usage: python bench/spark_tables.py [--tables 40] [--rows 1000] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+import psycopg2  # noqa: E402
+
+from pgtail.server import start_server  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", type=int, default=40)
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+
+    from pgtail.spark.changelog import CONCURRENT_WRITES as default
+    from pgtail.spark.pipeline import run, session
+
+    runs = [1, default] * args.repeat
+    server = start_server()
+    work = Path(tempfile.mkdtemp(prefix="pgtail-bench-tables-"))
+    try:
+        dsn = server.dsn()
+        conn = psycopg2.connect(dsn)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            for i in range(args.tables):
+                cur.execute(
+                    f"CREATE TABLE t{i} (id int PRIMARY KEY, v text, at timestamptz,"
+                    " n numeric(10, 2))"
+                )
+            cur.execute("CREATE PUBLICATION p FOR ALL TABLES")
+            cur.execute("SELECT pg_create_logical_replication_slot('warm', 'pgoutput')")
+            for k in range(len(runs)):
+                cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (f"s{k}",))
+            cur.execute("CREATE TABLE warm (id int PRIMARY KEY)")
+            cur.execute("INSERT INTO warm VALUES (1)")
+            for i in range(args.tables):
+                cur.execute(
+                    f"INSERT INTO t{i} SELECT g, 'row ' || g, now(), g / 3.0"
+                    " FROM generate_series(1, %s) g",
+                    (args.rows,),
+                )
+        conn.close()
+        spark = session("local[2]", "pgtail-bench-tables", {"spark.ui.enabled": "false"})
+        spark.sparkContext.setLogLevel("ERROR")
+        options = {"dsn": dsn, "publication": "p"}
+        run(spark, options={**options, "slot": "warm"}, output=work / "w", checkpoint=work / "wc")
+        seconds: dict[int, list[float]] = {1: [], default: []}
+        try:
+            for k, concurrent in enumerate(runs):
+                t0 = time.perf_counter()
+                result = run(
+                    spark,
+                    options={**options, "slot": f"s{k}"},
+                    output=work / f"o{k}",
+                    checkpoint=work / f"c{k}",
+                    concurrent_writes=concurrent,
+                )
+                took = time.perf_counter() - t0
+                assert result.rows == args.tables * args.rows + 1, result.rows
+                seconds[concurrent].append(took)
+                print(f"concurrent writes {concurrent}: {result.rows:,} changes in {took:.1f}s")
+        finally:
+            spark.stop()
+        ratios = [a / b for a, b in zip(seconds[1], seconds[default], strict=True)]
+        print(
+            f"{args.tables} tables x {args.rows} rows, one batch: {default} at once vs 1, "
+            f"median speed-up {statistics.median(ratios):.2f}x"
+        )
+    finally:
+        server.destroy()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
