@@ -220,25 +220,50 @@ def streaming(db: Database, slot: str, publication: str) -> Iterator[int]:
             conn.close()
 
 
-class JsonLines:
-    """A pgtail process's JSON lines on stdout, read in the background."""
+class _Lines:
+    """A pgtail process's stdout, line by line as ``parse`` makes them, read in the
+    background."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.lines: list[dict[str, Any]] = []
+        self._items: list[Any] = []
         self._proc = proc
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    @staticmethod
+    def parse(line: bytes) -> Any:
+        return line
+
     def _run(self) -> None:
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
-            self.lines.append(orjson.loads(line))
+            self._items.append(self.parse(line))
 
     def wait_for(self, count: int, timeout: float = 60) -> None:
         deadline = time.time() + timeout
-        while len(self.lines) < count and time.time() < deadline:
+        while len(self._items) < count and time.time() < deadline:
             time.sleep(0.02)
-        assert len(self.lines) >= count, (len(self.lines), count)
+        assert len(self._items) >= count, (len(self._items), count)
+
+
+class RawLines(_Lines):
+    """pgtail's stdout as lines of bytes, read in the background."""
+
+    def lines(self) -> list[bytes]:
+        """Every line, once the process's stdout has closed."""
+        self._thread.join(30)
+        return list(self._items)
+
+
+class JsonLines(_Lines):
+    """A pgtail process's JSON lines on stdout, read in the background."""
+
+    parse = staticmethod(orjson.loads)
+
+    @property
+    def lines(self) -> list[dict[str, Any]]:
+        """The lines read so far (the list grows while the process writes)."""
+        return self._items
 
     def join(self) -> None:
         self._thread.join(30)

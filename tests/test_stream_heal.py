@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 
@@ -23,7 +22,7 @@ import pytest
 from pgtail.catalog import describe_disconnect, is_transient, translate_connect_error
 from pgtail.errors import ConnectionFailed, ServerUnavailable
 from pgtail.server import LocalServer, start_server
-from tests.helpers import Database, JsonLines, confirmed, insert_lsn, wait_active
+from tests.helpers import Database, JsonLines, RawLines, confirmed, insert_lsn, wait_active
 
 PY = sys.executable
 # psycopg2's and libpq's own words for a lost connection, never shown to users
@@ -43,31 +42,6 @@ def stream(dsn: str, *extra: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-
-
-class RawLines:
-    """pgtail's stdout as lines of bytes, read in the background."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self._lines: list[bytes] = []
-        self._proc = proc
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            self._lines.append(line)
-
-    def wait_for(self, count: int, timeout: float = 60) -> None:
-        deadline = time.time() + timeout
-        while len(self._lines) < count and time.time() < deadline:
-            time.sleep(0.02)
-        assert len(self._lines) >= count, (len(self._lines), count)
-
-    def lines(self) -> list[bytes]:
-        self._thread.join(30)
-        return list(self._lines)
 
 
 def ended(proc: subprocess.Popen[bytes], within: float) -> tuple[int, list[str]]:
