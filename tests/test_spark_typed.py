@@ -539,17 +539,18 @@ def test_an_untyped_log_of_an_earlier_version_is_refused(spark: Any, tmp_path: P
     assert read_changes(spark, tmp_path / "empty").count() == 0
 
 
-def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -> None:
-    """No server: the JSON-ready values pgtail's converters give, written as a row by
-    `pgtail.values.dumps`, read back by `row_reader`/`columns_reader`, equal the typed
-    read's converters applied to the values themselves, for every type of the rule."""
+def type_column(name: str, oid: int, typmod: int = -1, element: int = 0, base: int = 0) -> Any:
     from pgtail.catalog.spark import ColumnType
-    from pgtail.spark.types import columns_reader, raw_items, row_reader, spark_field
-    from pgtail.values import dumps
 
-    def column(name: str, oid: int, typmod: int = -1, element: int = 0) -> ColumnType:
-        return ColumnType(name, oid, name, typmod, element, 1 if element else 0)
+    return ColumnType(name, oid, name, typmod, element, 1 if element else 0, base_oid=base)
 
+
+def every_type() -> tuple[list[Any], dict[str, Any]]:
+    """A column of every type of the rule, and a row of JSON-ready values for them (as
+    pgtail's converters give them)."""
+    from pgtail.catalog.spark import ColumnType
+
+    column = type_column
     columns = [
         column("i2", 21), column("i4", 23), column("i8", 20), column("f4", 700),
         column("f8", 701), column("dec", 1700, (12 << 16 | 2) + 4), column("num", 1700),
@@ -559,17 +560,29 @@ def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -
         column("ta", 1009, element=25), column("ia", 1007, element=23),
         column("jba", 3807, element=3802), ColumnType("multi", 1007, "int[]", -1, 23, 2),
     ]  # fmt: skip
+    row = {
+        "i2": -32768, "i4": 2147483647, "i8": -(2**63), "f4": 0.1, "f8": 0.1 + 0.2,
+        "dec": "1234567890.12", "num": "123456789012345678901234567890123456789.5",
+        "b": True, "t": 'é"\\\n\u2028', "vc": "", "tz": "2024-05-06T05:08:09.123456+00:00",
+        "ts": "2024-05-06T07:08:09", "d": "2024-05-06", "by": "\\x00ff",
+        "j": orjson.Fragment(b'{"a":  [1.50, 2], "a": "dup"}'),
+        "jb": orjson.Fragment(b'"just a string"'), "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+        "iv": "P1DT2H", "ta": ["x", None, "y"], "ia": [1, None],
+        "jba": [orjson.Fragment(b'{"k": 1}'), None], "multi": [[1, 2], [3, 4]],
+    }  # fmt: skip
+    return columns, row
+
+
+def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -> None:
+    """No server: the JSON-ready values pgtail's converters give, written as a row by
+    `pgtail.values.dumps`, read back by `row_reader`/`columns_reader`, equal the typed
+    read's converters applied to the values themselves, for every type of the rule."""
+    from pgtail.spark.types import columns_reader, raw_items, row_reader, spark_field
+    from pgtail.values import dumps
+
+    columns, row = every_type()
     values: list[dict[str, Any]] = [
-        {
-            "i2": -32768, "i4": 2147483647, "i8": -(2**63), "f4": 1.5, "f8": 0.1 + 0.2,
-            "dec": "1234567890.12", "num": "123456789012345678901234567890123456789.5",
-            "b": True, "t": 'é"\\\n\u2028', "vc": "", "tz": "2024-05-06T05:08:09.123456+00:00",
-            "ts": "2024-05-06T07:08:09", "d": "2024-05-06", "by": "\\x00ff",
-            "j": orjson.Fragment(b'{"a":  [1.50, 2], "a": "dup"}'),
-            "jb": orjson.Fragment(b'"just a string"'), "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
-            "iv": "P1DT2H", "ta": ["x", None, "y"], "ia": [1, None],
-            "jba": [orjson.Fragment(b'{"k": 1}'), None], "multi": [[1, 2], [3, 4]],
-        },
+        row,
         {
             "i2": None, "f4": "NaN", "f8": "-Infinity", "dec": "NaN", "num": "Infinity",
             "tz": "infinity", "ts": "-infinity", "d": "0044-03-15 BC", "by": "\\x",
@@ -615,35 +628,16 @@ def test_rows_stored_as_json_convert_to_arrow_vectorised_as_the_converters_do(
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from pgtail.catalog.spark import ColumnType
     from pgtail.spark import types
     from pgtail.values import dumps
 
-    def column(name: str, oid: int, typmod: int = -1, element: int = 0, base: int = 0) -> Any:
-        return ColumnType(name, oid, name, typmod, element, 1 if element else 0, base_oid=base)
-
-    columns = [
-        column("i2", 21), column("i4", 23), column("i8", 20), column("f4", 700),
-        column("f8", 701), column("dec", 1700, (12 << 16 | 2) + 4), column("num", 1700),
-        column("b", 16), column("t", 25), column("vc", 1043), column("tz", 1184),
-        column("ts", 1114), column("d", 1082), column("by", 17), column("j", 114),
-        column("jb", 3802), column("u", 2950), column("iv", 1186), column("ta", 1009, element=25),
-        column("ia", 1007, element=23), column("da", 1182, element=1082),
-        column("jba", 3807, element=3802), ColumnType("multi", 1007, "int[]", -1, 23, 2),
-        column("dom", 99999, base=1184), column("a/b é", 23),
+    columns, row = every_type()
+    columns += [
+        type_column("da", 1182, element=1082), type_column("dom", 99999, base=1184),
+        type_column("a/b é", 23),
     ]  # fmt: skip
     clean: list[dict[str, Any]] = [
-        {
-            "i2": -32768, "i4": 2147483647, "i8": -(2**63), "f4": 0.1, "f8": 0.1 + 0.2,
-            "dec": "1234567890.12", "num": "123456789012345678901234567890123456789.5",
-            "b": True, "t": 'é"\\\n\u2028', "vc": "", "tz": "2024-05-06T05:08:09.123456+00:00",
-            "ts": "2024-05-06T07:08:09", "d": "2024-05-06", "by": "\\x00ff",
-            "j": orjson.Fragment(b'{"a":  [1.50, 2], "a": "dup"}'),
-            "jb": orjson.Fragment(b'"just a string"'), "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
-            "iv": "P1DT2H", "ta": ["x", None, "y"], "ia": [1, None], "da": ["0001-01-01", None],
-            "jba": [orjson.Fragment(b'{"k": 1}'), None], "multi": [[1, 2], [3, 4]],
-            "dom": "1999-12-31T23:59:59+00:00", "a/b é": 5,
-        },
+        {**row, "da": ["0001-01-01", None], "dom": "1999-12-31T23:59:59+00:00", "a/b é": 5},
         {"i2": None, "f4": 1e30, "dec": "-0.50", "ta": [], "ia": [], "da": [], "jba": []},
         {},
     ]  # fmt: skip
