@@ -70,6 +70,35 @@ def arrow_schema() -> pa.Schema:
     return to_arrow_schema(SCHEMA, timezone="UTC")
 
 
+def split_encoded(rows: EncodedRows) -> list[bytes]:
+    """The fields of `json_columns_encoder`'s lines (seq TAB key TAB old TAB new, per
+    line), all in one list: one split, then ``[1::4]`` are the keys, and so on."""
+    fields = rows.lines[:-1].replace(b"\n", b"\t").split(b"\t")
+    if len(fields) != 4 * rows.count:
+        raise ValueError(f"{rows.count} encoded rows of {rows.table.qualified_name} do not split")
+    return fields
+
+
+def empty_lists(count: int, kind: pa.DataType) -> pa.Array:
+    """``count`` empty lists of type ``kind`` (no unchanged TOAST in an encoded row)."""
+    import pyarrow as pa
+
+    return pa.ListArray.from_arrays(
+        pa.repeat(pa.scalar(0, pa.int32()), count + 1), pa.array([], kind.value_type), type=kind
+    )
+
+
+def join_batches(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
+    """One record batch of ``batches`` (of ``schema``), in order; empty when none."""
+    import pyarrow as pa
+
+    if len(batches) == 1:
+        return batches[0]
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    return pa.concat_batches(batches)
+
+
 class RowBuffer:
     """Collects rows column by column and hands them out as Arrow record batches.
 
@@ -170,10 +199,7 @@ class RowBuffer:
         count = rows.count
         tx = rows.tx
         table = rows.table
-        # seq TAB key TAB old TAB new, per line: one split into the four columns
-        fields = rows.lines[:-1].replace(b"\n", b"\t").split(b"\t")
-        if len(fields) != 4 * count:
-            raise ValueError(f"{count} encoded rows of {table.qualified_name} do not split")
+        fields = split_encoded(rows)
         schema = self._schema
         string = pa.string()
 
@@ -196,11 +222,7 @@ class RowBuffer:
             json_column(fields[1::4]),
             json_column(fields[2::4]),
             json_column(fields[3::4]),
-            pa.ListArray.from_arrays(
-                pa.repeat(pa.scalar(0, pa.int32()), count + 1),
-                pa.array([], string),
-                type=schema.field("unchanged_toast").type,
-            ),
+            empty_lists(count, schema.field("unchanged_toast").type),
             constant("origin", tx.origin),
             pa.nulls(count, schema.field("message").type),
         ]
@@ -254,17 +276,12 @@ class RowBuffer:
 
     def take(self) -> pa.RecordBatch:
         """The rows collected so far as one record batch; the buffer starts empty again."""
-        import pyarrow as pa
 
         self._flush()
         batches = self._batches
         self._batches = []
         self.rows = 0
-        if len(batches) == 1:
-            return batches[0]
-        if not batches:
-            return pa.RecordBatch.from_pylist([], schema=self._schema)
-        return pa.concat_batches(batches)
+        return join_batches(batches, self._schema)
 
 
 # --- the typed per-table read: the table's columns, then these ------------------------
@@ -374,9 +391,7 @@ class TypedRowBuffer:
         self._flush()
         count = rows.count
         tx = rows.tx
-        fields = rows.lines[:-1].replace(b"\n", b"\t").split(b"\t")
-        if len(fields) != 4 * count:
-            raise ValueError(f"{count} encoded rows of {rows.table.qualified_name} do not split")
+        fields = split_encoded(rows)
         texts: list[bytes | None] = list(fields[2::4] if rows.op == "delete" else fields[3::4])
         if b"null" in texts:  # no row there (not expected): the other one, else none
             texts = [
@@ -413,11 +428,7 @@ class TypedRowBuffer:
         arrays = [
             *self._read_json(pa.array(self._encoded_texts, pa.string())),
             *metadata,
-            pa.ListArray.from_arrays(  # no unchanged TOAST in an encoded row
-                pa.repeat(pa.scalar(0, pa.int32()), count + 1),
-                pa.array([], pa.string()),
-                type=arrow.field(len(arrow) - 1).type,
-            ),
+            empty_lists(count, arrow.field(len(arrow) - 1).type),
         ]
         self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=arrow))
         self._encoded = []
@@ -455,15 +466,10 @@ class TypedRowBuffer:
         self._columns = [[] for _ in range(self._width)]
 
     def take(self) -> pa.RecordBatch:
-        import pyarrow as pa
 
         self._flush()
         self._flush_encoded()
         batches = self._batches
         self._batches = []
         self.rows = 0
-        if len(batches) == 1:
-            return batches[0]
-        if not batches:
-            return pa.RecordBatch.from_pylist([], schema=self._arrow)
-        return pa.concat_batches(batches)
+        return join_batches(batches, self._arrow)
