@@ -475,7 +475,7 @@ def json_member_reader(column: ColumnType) -> Callable[[Sequence[str | None]], l
     come only other columns' keys and values that are not json, and in those every ``"``
     that is part of a name or string is escaped; after its value comes ``,`` or ``}``.
     A row where that does not hold (not written compactly, the column absent) is read by
-    `columns_reader`, so the values are the same either way.
+    `row_reader`, so the values are the same either way.
     """
     key = orjson.dumps(column.name).decode() + ":"
     decode = _DECODER.raw_decode
@@ -519,7 +519,8 @@ def arrow_columns_reader(
     differently from the converters (a string where a number is expected, "NaN" in a
     decimal, "infinity" or a BC date in a timestamp, a fraction past the scale, a nested
     array, ...); a column it refuses, and json/jsonb/bytea columns, are read by
-    `columns_reader`, so the values are the same either way.
+    `columns_reader` (the table's only json column, not an array, by
+    `json_member_reader`), so the values are the same either way.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
