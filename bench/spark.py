@@ -62,6 +62,20 @@ SELECT g, 'customer ' || g, (g %% 1000)::int, (g %% 100000) / 100.0,
 FROM generate_series(%s, %s) g
 """
 SLOTS = ("spark_slot", "source_slot", "spark_a", "spark_b", "json_slot", "warm_slot")
+SERVER_SETTINGS = {"logical_decoding_work_mem": "256MB", "max_wal_size": "4GB"}
+
+
+def prepare(cur: Any, slots: tuple[str, ...]) -> None:
+    """The bench's tables and publications, then a pgoutput slot of each name."""
+    cur.execute(SCHEMA)
+    for slot in slots:
+        cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+
+
+def insert(cur: Any, changes: int, tx_rows: int) -> None:
+    """``changes`` inserts into ``mixed``, committed ``tx_rows`` to a transaction."""
+    for first in range(0, changes, tx_rows):
+        cur.execute(INSERT, (first, min(first + tx_rows, changes) - 1))
 
 
 class ServerUse:
@@ -188,20 +202,16 @@ def main() -> None:
     import pgtail
 
     work = Path(tempfile.mkdtemp(prefix="pgtail-bench-spark-"))
-    server = start_server(settings={"logical_decoding_work_mem": "256MB", "max_wal_size": "4GB"})
+    server = start_server(settings=SERVER_SETTINGS)
     try:
         dsn = server.dsn()
         conn = psycopg2.connect(dsn)
         conn.autocommit = True
         with conn.cursor() as cur:
-            cur.execute(SCHEMA)
-            for slot in SLOTS:
-                cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+            prepare(cur, SLOTS)
             cur.execute("INSERT INTO warm SELECT generate_series(1, 1000)")
             t0 = time.perf_counter()
-            for first in range(0, args.changes, args.tx_rows):
-                last = min(first + args.tx_rows, args.changes) - 1
-                cur.execute(INSERT, (first, last))
+            insert(cur, args.changes, args.tx_rows)
             cur.execute("SELECT pg_current_wal_insert_lsn()::text")
             row = cur.fetchone()
             assert row is not None

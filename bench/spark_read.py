@@ -22,7 +22,7 @@ import psycopg2
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # for bench.spark; PYTHONPATH first
 
-from bench.spark import INSERT, SCHEMA  # noqa: E402
+from bench.spark import SERVER_SETTINGS, insert, prepare  # noqa: E402
 from pgtail.lsn import format_lsn  # noqa: E402
 from pgtail.server import start_server  # noqa: E402
 
@@ -36,19 +36,14 @@ def main() -> None:
 
     from pgtail.spark.source import _Driver, parse_options, read_partition
 
-    server = start_server(settings={"logical_decoding_work_mem": "256MB", "max_wal_size": "4GB"})
+    server = start_server(settings=SERVER_SETTINGS)
     try:
         dsn = server.dsn()
         conn = psycopg2.connect(dsn)
         conn.autocommit = True
         with conn.cursor() as cur:
-            cur.execute(SCHEMA)
-            cur.execute("SELECT pg_create_logical_replication_slot('read', 'pgoutput')")
-            for i in range(args.repeat):
-                slot = f"cli{i}"
-                cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
-            for first in range(0, args.changes, 10_000):
-                cur.execute(INSERT, (first, min(first + 10_000, args.changes) - 1))
+            prepare(cur, ("read", *(f"cli{i}" for i in range(args.repeat))))
+            insert(cur, args.changes, 10_000)
         conn.close()
         options = {"dsn": dsn, "slot": "read", "publication": "bench_pub"}
         if args.typed:
