@@ -7,10 +7,12 @@ changes (inserts of a mixed-type table in transactions of ``--tx-rows``) are com
 - ``source alone``: the ``pgoutput`` source's rows (``available-now``) into a Parquet
   file sink partitioned by table, on a ``--master`` (default ``local[2]``) session.
 - ``pgtail spark run``: `pgtail.spark.pipeline.run` with ``available-now`` (the typed
-  per-table change logs); timed from the start of the query to its end (session
-  start-up and a first small query, which loads the JVM's classes and starts the Python
-  workers, reported apart).
-- ``spark, two slots``: one query reading two slots (one partition each) at once.
+  per-table change logs), once with each ``--writers`` (pyarrow: the executors write;
+  spark: Spark's Parquet writer), each on its own slot; timed from the start of the query
+  to its end (session start-up and a first small query, which loads the JVM's classes
+  and starts the Python workers, reported apart).
+- ``spark, two slots``: ``pgtail spark run`` reading two slots (one partition each) at
+  once (the default writer).
 - ``json``: ``pgtail stream --slot <slot> --end <lsn> --format json > /dev/null``.
 - the server during each Spark run: temporary files written (``pg_stat_database``
   temp_files / temp_bytes, before and after) and the peak resident memory of the backends
@@ -61,7 +63,10 @@ SELECT g, 'customer ' || g, (g %% 1000)::int, (g %% 100000) / 100.0,
        g %% 2 = 0
 FROM generate_series(%s, %s) g
 """
-SLOTS = ("spark_slot", "source_slot", "spark_a", "spark_b", "json_slot", "warm_slot")
+SLOTS = (
+    "spark_slot", "spark_slot_spark", "source_slot", "spark_a", "spark_b", "json_slot",
+    "warm_slot",
+)  # fmt: skip
 SERVER_SETTINGS = {"logical_decoding_work_mem": "256MB", "max_wal_size": "4GB"}
 
 
@@ -146,7 +151,9 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def spark_run(spark: Any, dsn: str, options: dict[str, str], work: Path, name: str) -> Any:
+def spark_run(
+    spark: Any, dsn: str, options: dict[str, str], work: Path, name: str, writer: str = "auto"
+) -> Any:
     from pgtail.spark.pipeline import read_changes, run
 
     with ServerUse(dsn) as use:
@@ -156,6 +163,7 @@ def spark_run(spark: Any, dsn: str, options: dict[str, str], work: Path, name: s
             options={"dsn": dsn, "publication": "bench_pub", **options},
             output=work / name,
             checkpoint=work / f"{name}-chk",
+            **({"writer": writer} if writer != "auto" else {}),
         )
         seconds = time.perf_counter() - t0
     written = read_changes(spark, work / name).count()
@@ -197,7 +205,11 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--skip-json", action="store_true")
     parser.add_argument("--skip-two-slots", action="store_true")
+    parser.add_argument(
+        "--writers", default="pyarrow,spark", help="spark run's writers to time, comma-separated"
+    )
     args = parser.parse_args()
+    args.writers = args.writers.split(",")
 
     import pgtail
 
@@ -276,18 +288,22 @@ def main() -> None:
                 f"{seconds:.1f}s -> {rate:,.0f} changes/s{versus}"
             )
             print(f"  {use.report()}")
-            result, seconds, written, use = spark_run(
-                spark, dsn, {"slot": "spark_slot"}, work, "one"
-            )
-            assert written == args.changes, (written, args.changes)
-            rate = result.rows / seconds
-            versus = f" = {rate / json_rate:.2f}x pgtail stream" if json_rate else ""
-            print(
-                f"pgtail spark run ({args.master}), one slot: {result.rows:,} changes in "
-                f"{result.batches} batch(es), {seconds:.1f}s -> {rate:,.0f} changes/s{versus} "
-                f"(+ {startup:.1f}s session start-up and a first small query)"
-            )
-            print(f"  {use.report()}")
+            for writer, slot in (("pyarrow", "spark_slot"), ("spark", "spark_slot_spark")):
+                if writer not in args.writers:
+                    continue
+                result, seconds, written, use = spark_run(
+                    spark, dsn, {"slot": slot}, work, f"one-{writer}", writer
+                )
+                assert written == args.changes, (written, args.changes)
+                rate = result.rows / seconds
+                versus = f" = {rate / json_rate:.2f}x pgtail stream" if json_rate else ""
+                print(
+                    f"pgtail spark run ({args.master}, --writer {writer}), one slot: "
+                    f"{result.rows:,} changes in {result.batches} batch(es), {seconds:.1f}s "
+                    f"-> {rate:,.0f} changes/s{versus} "
+                    f"(+ {startup:.1f}s session start-up and a first small query)"
+                )
+                print(f"  {use.report()}")
             if not args.skip_two_slots:
                 result, seconds, written, use = spark_run(
                     spark, dsn, {"slots": "spark_a,spark_b"}, work, "two"

@@ -161,9 +161,13 @@ def by(rows: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
 
 
+WRITERS = ["pyarrow", "spark"]  # pgtail spark run --writer: the same logs either way
+
+
 @pytest.mark.majors(15, 18)
+@pytest.mark.parametrize("writer", WRITERS)
 def test_run_writes_typed_logs_and_materialize_equals_select(
-    spark: Any, db: Any, tmp_path: Path
+    spark: Any, db: Any, tmp_path: Path, writer: str
 ) -> None:
     from pyspark.sql import types as T
 
@@ -174,14 +178,14 @@ def test_run_writes_typed_logs_and_materialize_equals_select(
     first_changes(db)
     settle(db)
     expected_first = typed_read(spark, db, "public.typed")
-    result = run(spark, options=options(db), output=out, checkpoint=chk)
+    result = run(spark, options=options(db), output=out, checkpoint=chk, writer=writer)
     assert result.rows == len(expected_first) + 2 + (1 if db.major >= 14 else 0)
     second_changes(db)
     settle(db)
     expected_second = typed_read(spark, db, "public.typed")
-    run(spark, options=options(db), output=out, checkpoint=chk)
+    run(spark, options=options(db), output=out, checkpoint=chk, writer=writer)
     # nothing new: nothing added
-    run(spark, options=options(db), output=out, checkpoint=chk)
+    run(spark, options=options(db), output=out, checkpoint=chk, writer=writer)
 
     log = typed_log(spark, out, "public.typed")
     read_schema = (
@@ -271,6 +275,73 @@ def test_a_replayed_batch_rewrites_its_directories(spark: Any, db15: Any, tmp_pa
         writer.close()
 
 
+def test_the_pyarrow_writer_stages_in_the_task_and_moves_the_files_on_commit(
+    spark: Any, db15: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pgtail.spark import direct, source
+    from pgtail.spark.changelog import read_changes
+    from pgtail.spark.source import _Driver, parse_options
+
+    setup(db15)
+    first_changes(db15)
+    settle(db15)
+    out = tmp_path / "changes"
+    expected = sorted(
+        map(tuple, spark.read.format("pgoutput").options(**options(db15)).load().collect())
+    )
+    driver = _Driver(parse_options(options(db15)))
+    try:
+        start = driver.initial()
+        [partition] = driver.partitions(start, driver.latest(start, None, None, wait=True))
+    finally:
+        driver.close()
+
+    def stage() -> Any:  # one task: the manifest DataFrame foreachBatch would get
+        [manifest] = direct.stage_partition(partition, str(out))
+        return spark.createDataFrame(manifest.to_pylist(), direct.MANIFEST)
+
+    # a task attempt that fails half way takes its staged files with it
+    real = source.untyped_batches
+
+    def failing(events: Any, batch_rows: int) -> Any:
+        for batch in real(events, 1):
+            yield batch
+            raise OSError("connection lost")
+
+    monkeypatch.setattr(source, "untyped_batches", failing)
+    with pytest.raises(OSError, match="connection lost"):
+        list(direct.stage_partition(partition, str(out)))
+    assert list((out / "_pg_staging").iterdir()) == []
+    monkeypatch.undo()
+
+    stale = stage()  # an attempt whose batch is never committed
+    assert {r["kind"] for r in stale.collect()} == {"table", "messages"}
+    committer = direct.ChangeLogCommitter(out)
+    committer(stage(), 7)
+    assert sorted(map(tuple, read_changes(spark, out).collect())) == expected
+    assert committer.changes[7] == len(expected)
+    assert not (out / "_pg_staging").exists()  # the stale attempt's files too
+    committer(stage(), 7)  # Spark replays a batch it did not commit with the same id
+    assert sorted(map(tuple, read_changes(spark, out).collect())) == expected
+    assert sorted(p.name for p in (out / "public.typed").iterdir()) == ["_pg_batch=7"]
+    assert len(list((out / "public.typed" / "_pg_batch=7").iterdir())) == 1
+    committer(stage(), 8)  # another batch adds
+    assert read_changes(spark, out).count() == 2 * len(expected)
+
+
+def test_the_writer_follows_the_output_unless_chosen() -> None:
+    from pgtail.spark.pipeline import chosen_writer
+
+    assert chosen_writer("auto", "/data/changes") == "pyarrow"
+    assert chosen_writer("auto", "file:///data/changes") == "pyarrow"
+    assert chosen_writer("auto", "s3a://lake/changes") == "spark"
+    assert chosen_writer("spark", "/data/changes") == "spark"
+    with pytest.raises(ConfigurationError, match="local outputs only"):
+        chosen_writer("pyarrow", "s3a://lake/changes")
+    with pytest.raises(ConfigurationError, match="unknown writer 'arrow'"):
+        chosen_writer("arrow", "/data")
+
+
 def test_a_column_added_mid_stream_appears_from_then_on(
     spark: Any, db15: Any, tmp_path: Path
 ) -> None:
@@ -282,12 +353,13 @@ def test_a_column_added_mid_stream_appears_from_then_on(
     out, chk, current = tmp_path / "changes", tmp_path / "chk", tmp_path / "current"
     db15.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y')")
     settle(db15)
-    run(spark, options=options(db15), output=out, checkpoint=chk)
+    # one log written by both writers: the files of each read back together
+    run(spark, options=options(db15), output=out, checkpoint=chk, writer="spark")
     db15.execute("ALTER TABLE t ADD COLUMN b numeric(5, 1)")
     db15.execute("INSERT INTO t VALUES (3, 'z', 1.5)")
     db15.execute("UPDATE t SET b = 2 WHERE id = 1")
     settle(db15)
-    run(spark, options=options(db15), output=out, checkpoint=chk)
+    run(spark, options=options(db15), output=out, checkpoint=chk, writer="pyarrow")
     batches = sorted(p.name for p in (out / "public.t").iterdir() if p.name.startswith("_pg"))
     first = spark.read.parquet(str(out / "public.t" / batches[0]))
     assert [f.name for f in first.schema.fields][:2] == ["id", "a"]
@@ -308,8 +380,9 @@ def test_a_column_added_mid_stream_appears_from_then_on(
     )
 
 
+@pytest.mark.parametrize("writer", WRITERS)
 def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
-    spark: Any, db15: Any, tmp_path: Path
+    spark: Any, db15: Any, tmp_path: Path, writer: str
 ) -> None:
     from pgtail.spark.pipeline import materialize, run
 
@@ -319,14 +392,14 @@ def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
     out, chk = tmp_path / "changes", tmp_path / "chk"
     db15.execute("INSERT INTO t VALUES (1, 2)")
     settle(db15)
-    run(spark, options=options(db15), output=out, checkpoint=chk)
+    run(spark, options=options(db15), output=out, checkpoint=chk, writer=writer)
     # a table dropped before its changes are written: the JSON keeps them
     db15.execute("CREATE TABLE gone (id int PRIMARY KEY, v text)")
     db15.execute("ALTER PUBLICATION p ADD TABLE gone")
     db15.execute("INSERT INTO gone VALUES (1, 'v')")
     db15.execute("DROP TABLE gone")
     settle(db15)
-    run(spark, options=options(db15), output=out, checkpoint=chk)
+    run(spark, options=options(db15), output=out, checkpoint=chk, writer=writer)
     (gone,) = typed_log(spark, out, "public.gone").collect()
     assert gone["_pg_op"] == "insert" and orjson.loads(gone["_pg_after"]) == {"id": 1, "v": "v"}
     assert not [c for c in gone.asDict() if not c.startswith("_pg_")]
@@ -336,14 +409,23 @@ def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
     settle(db15)
     kept = confirmed(db15)
     with pytest.raises(ConfigurationError) as info:
-        run(spark, options=options(db15), output=out, checkpoint=chk)
+        run(spark, options=options(db15), output=out, checkpoint=chk, writer=writer)
     message = str(info.value)
     assert "\n" not in message
     assert "column 'a' of public.t changed type from integer to text" in message
     assert "new --output" in message
     assert confirmed(db15) == kept  # the batch was not committed: the slot kept it
+    # nothing of the failed batch reached the logs, nothing staged is left behind
+    assert sorted(p.name for p in (out / "public.t").iterdir()) == ["_pg_batch=0"]
+    assert not (out / "_pg_staging").exists()
     # the way out the message gives: a new log from the slot's position has the change
-    run(spark, options=options(db15), output=tmp_path / "new", checkpoint=tmp_path / "chk2")
+    run(
+        spark,
+        options=options(db15),
+        output=tmp_path / "new",
+        checkpoint=tmp_path / "chk2",
+        writer=writer,
+    )
     rows = typed_log(spark, tmp_path / "new", "public.t").collect()
     assert [(r["id"], r["a"]) for r in rows] == [(2, "two")]
 

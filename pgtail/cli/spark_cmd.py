@@ -143,6 +143,15 @@ def _trigger(text: str) -> str:
     show_default=True,
     help="Stop when the slot was consumed past the checkpoint by someone else.",
 )
+@click.option(
+    "--writer",
+    type=click.Choice(["auto", "pyarrow", "spark"]),
+    default="auto",
+    show_default=True,
+    help="Who writes the logs: pyarrow, in the task that reads the slot (local or shared "
+    "paths only), or Spark's Parquet writer (any file system); auto picks pyarrow for a "
+    "local --output.",
+)
 @binary_option
 @conf_option
 def spark_run(
@@ -156,6 +165,7 @@ def spark_run(
     max_bytes_per_trigger: int | None,
     fail_on_data_loss: bool,
     binary: bool,
+    writer: str,
     conf: tuple[str, ...],
 ) -> None:
     """Stream a slot into typed Parquet change logs, one per table.
@@ -185,7 +195,7 @@ def spark_run(
     from pgtail.spark import require_pyspark
 
     require_pyspark()
-    from pgtail.spark.pipeline import run, source_options, validate_source
+    from pgtail.spark.pipeline import chosen_writer, run, source_options, validate_source
 
     extra = {
         "failOnDataLoss": "true" if fail_on_data_loss else "false",
@@ -195,6 +205,7 @@ def spark_run(
         extra["maxBytesPerTrigger"] = str(max_bytes_per_trigger)
     options = source_options(dsn=dsn, slot=slot, publication=",".join(publications), extra=extra)
     spark_conf = _pairs(conf, "--conf")
+    chosen_writer(writer, output)  # a bad --writer for --output: before Spark starts
     validate_source(options)  # missing slot/publication: one clear line, no Spark start-up
     with _spark_errors():
         spark = _session(master, spark_conf, f"pgtail spark run {slot}")
@@ -211,6 +222,7 @@ def spark_run(
                 checkpoint=checkpoint,
                 trigger=trigger,
                 on_progress=progress,
+                writer=writer,
             )
     finally:
         spark.stop()

@@ -31,6 +31,8 @@ def require_pyspark() -> None:
 def register(spark: Any) -> None:
     """Register the ``pgoutput`` format on a SparkSession."""
     require_pyspark()
+    from pgtail.spark.direct import ChangeLogDataSource
     from pgtail.spark.source import PgoutputDataSource
 
     spark.dataSource.register(PgoutputDataSource)
+    spark.dataSource.register(ChangeLogDataSource)  # pgtail spark run's (pgtail.spark.direct)

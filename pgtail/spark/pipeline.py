@@ -258,6 +258,24 @@ def commit_checkpoint(options: Mapping[str, str], checkpoint: str | Path) -> dic
     return positions
 
 
+WRITERS = ("auto", "pyarrow", "spark")
+
+
+def chosen_writer(writer: str, output: str | Path) -> str:
+    """``pyarrow`` or ``spark``: who writes the change logs (``auto``: pyarrow for a
+    local output, where the driver can move what the executors staged)."""
+    if writer not in WRITERS:
+        raise ConfigurationError(f"unknown writer {writer!r}", hint="use " + ", ".join(WRITERS))
+    if writer == "auto":
+        return "pyarrow" if is_local(output) else "spark"
+    if writer == "pyarrow" and not is_local(output):
+        raise ConfigurationError(
+            f"the pyarrow writer writes local outputs only, not {str(output)!r}",
+            hint="use --writer spark (or auto) for s3a://, hdfs:// and other file systems",
+        )
+    return writer
+
+
 def run(
     spark: Any,
     *,
@@ -267,26 +285,40 @@ def run(
     trigger: str = "available-now",
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     concurrent_writes: int = CONCURRENT_WRITES,
+    writer: str = "auto",
 ) -> RunResult:
-    """Stream the slot into typed per-table change logs under ``output`` (see
-    `ChangeLogWriter`): one streaming query, one read of the slot per micro-batch, up to
-    ``concurrent_writes`` tables of a batch written at once.
+    """Stream the slot into typed per-table change logs under ``output``: one streaming
+    query, one read of the slot per micro-batch.
 
-    Returns when the query ends (``once`` / ``available-now``); with an interval trigger
-    it runs until interrupted (KeyboardInterrupt stops the query cleanly).
+    ``writer`` says who writes them (`chosen_writer`): ``pyarrow``, the task that reads
+    a batch (`pgtail.spark.direct`); ``spark``, Spark's Parquet writer
+    (`ChangeLogWriter`, up to ``concurrent_writes`` tables of a batch at once). The logs
+    are the same either way. Returns when the query ends (``once`` / ``available-now``);
+    with an interval trigger it runs until interrupted (KeyboardInterrupt stops the query
+    cleanly).
     """
     from pgtail.spark.source import parse_options
 
     trigger_args = parse_trigger(trigger)
+    chosen = chosen_writer(writer, output)
     validate_source(options)
     refuse_untyped_log(str(output).rstrip("/"), list_dirs(spark, str(output).rstrip("/")))
-    writer = ChangeLogWriter(output, parse_options(options).dsn, concurrent_writes)
-    reader = spark.readStream.format("pgoutput")
+    sink: Any
+    if chosen == "pyarrow":
+        from pgtail.spark.direct import NAME, ChangeLogCommitter
+
+        sink = ChangeLogCommitter(output)
+        reader = spark.readStream.format(NAME).option("path", str(output).rstrip("/"))
+        changes: Callable[[int], int | None] = sink.changes.get
+    else:
+        sink = ChangeLogWriter(output, parse_options(options).dsn, concurrent_writes)
+        reader = spark.readStream.format("pgoutput")
+        changes = _no_count
     for key, value in options.items():
         reader = reader.option(key, value)
     stream = (
         reader.load()
-        .writeStream.foreachBatch(writer)
+        .writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(checkpoint))
         .outputMode("append")
         .trigger(**trigger_args)
@@ -299,9 +331,13 @@ def run(
             if translated is not None:
                 raise translated from None
             raise
-        return _await(query, options, checkpoint, on_progress)
+        return _await(query, options, checkpoint, on_progress, changes)
     finally:
-        writer.close()
+        sink.close()
+
+
+def _no_count(batch_id: int) -> int | None:
+    return None
 
 
 def _await(
@@ -309,7 +345,10 @@ def _await(
     options: Mapping[str, str],
     checkpoint: str | Path,
     on_progress: Callable[[dict[str, Any]], None] | None,
+    changes: Callable[[int], int | None] = _no_count,
 ) -> RunResult:
+    """Wait for the query; ``changes(batch id)`` counts a batch's changes when its rows
+    are not changes (the pyarrow writer's manifests)."""
     batches = rows = 0
     seen: set[int] = set()
     try:
@@ -327,6 +366,9 @@ def _await(
                     continue
                 seen.add(batch_id)
                 batches += 1
+                counted = changes(batch_id)
+                if counted is not None:
+                    progress = {**progress, "numInputRows": counted}
                 rows += int(progress.get("numInputRows", 0))
                 if on_progress is not None:
                     on_progress(progress)

@@ -232,11 +232,10 @@ def check_data_loss(slot: str, confirmed: int, start: int, fail: bool) -> None:
         log.warning("%s (failOnDataLoss=false: going on)", data_loss_error(slot, confirmed, start))
 
 
-def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
-    """Replay one slot between two offsets as Arrow batches (runs on an executor)."""
-    from pgtail.changes import Change, EncodedRows, Message
+def partition_events(partition: SlotPartition) -> Iterator[Any]:
+    """The events of one slot between two offsets (`read_range`; runs on an executor)."""
+    from pgtail.render.jsonl import json_columns_encoder
     from pgtail.spark import sql
-    from pgtail.spark.schema import RowBuffer, TypedRowBuffer
     from pgtail.stream.bounded import RangeRead, read_range
 
     start = partition.start
@@ -244,8 +243,6 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
     def check(confirmed: int) -> None:
         if partition.check_data_loss:
             check_data_loss(partition.slot, confirmed, start, partition.fail_on_data_loss)
-
-    from pgtail.render.jsonl import json_columns_encoder
 
     read = RangeRead(
         proto_version=partition.proto_version,
@@ -257,28 +254,38 @@ def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
         # the JSON of the rows straight from the server's text, as `pgtail stream` does
         encoder=json_columns_encoder,
     )
-    batch_rows = partition.batch_rows
-    events = read_range(
-        partition.dsn, partition.slot, start, partition.end, read, on_position=check
-    )
+    return read_range(partition.dsn, partition.slot, start, partition.end, read, on_position=check)
+
+
+def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
+    """Replay one slot between two offsets as Arrow batches (runs on an executor)."""
+    from pgtail.spark.schema import TypedRowBuffer
+
+    events = partition_events(partition)
     if partition.table is not None:
-        yield from _read_table(
-            partition, events, TypedRowBuffer(*partition.table, partition.columns)
-        )
-        return
+        return _read_table(partition, events, TypedRowBuffer(*partition.table, partition.columns))
+    return untyped_batches(events, partition.batch_rows)
+
+
+def untyped_batches(events: Iterator[Any], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The source's rows (`pgtail.spark.schema.SCHEMA`) of the events, ``batch_rows`` to a
+    record batch."""
+    from pgtail.changes import Change, EncodedRows, Message
+    from pgtail.spark.schema import RowBuffer
+
     rows = RowBuffer()
     add_change, add_truncate, add_message = rows.add_change, rows.add_truncate, rows.add_message
     add_encoded = rows.add_encoded
     for event in events:
         cls = type(event)
         if cls is EncodedRows:
-            add_encoded(event)  # type: ignore[arg-type]
+            add_encoded(event)
         elif cls is Change:
-            add_change(event)  # type: ignore[arg-type]
+            add_change(event)
         elif cls is Message:
-            add_message(event)  # type: ignore[arg-type]
+            add_message(event)
         else:
-            add_truncate(event)  # type: ignore[arg-type]
+            add_truncate(event)
         if rows.rows >= batch_rows:
             yield rows.take()
     if rows.rows:

@@ -1,0 +1,470 @@
+"""The typed change log written by the executors themselves: ``pgtail spark run
+--writer pyarrow`` (the default for a local ``--output``).
+
+`pgtail.spark.changelog.ChangeLogWriter` has Spark write the logs: the source's rows go
+into the JVM, are cached, looked at once to find the tables, then read again, converted
+by an Arrow UDF and written by Spark's Parquet writer, one job per table. Here the task
+that reads a slot's share of a micro-batch also writes it, with no row crossing into the
+JVM:
+
+- on the executor (`stage_partition`, the ``read`` of the ``pgtail_changelog`` source):
+  each table's changes are converted as the typed read converts them
+  (`pgtail.spark.types.arrow_columns_reader`) and written with pyarrow to a staged file
+  under ``<output>/_pg_staging/`` (the columns looked up in the catalog when the table
+  first appears; a staged file records them as Spark would, so Spark reads it back the
+  same). The task's rows are one manifest row per file (`MANIFEST`).
+- on the driver (`ChangeLogCommitter`, the ``foreachBatch`` function): once every task
+  of the batch succeeded, each table's columns are checked against its log (a retyped
+  column stops the run before anything moves), then each staged file moves into
+  ``<schema>.<table>/_pg_batch=<id>/``, which is replaced: a batch Spark replays after a
+  failure (same id, same offsets, same changes) replaces its first attempt, as with
+  Spark's writer. Files of failed task attempts are never moved; the staging directory
+  is emptied after each batch.
+
+The layout of the logs is `pgtail.spark.changelog`'s; `materialize` and `read_changes`
+read them whichever wrote them. Local outputs only (a path or ``file://``): the driver
+moves what the executors wrote, so on a cluster the path must be shared storage, as it
+must for Spark's own file commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from pgtail.catalog.spark import ColumnType
+from pgtail.errors import ConfigurationError
+from pgtail.spark.changelog import (
+    BATCH_COLUMN,
+    LOG_METADATA,
+    MESSAGES_DIR,
+    _retyped,
+    is_local,
+    log_schema,
+    table_dir,
+)
+from pgtail.spark.source import (
+    PgoutputDataSource,
+    PgoutputStreamReader,
+    Settings,
+    SlotPartition,
+    parse_options,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyarrow import parquet as pq
+
+NAME = "pgtail_changelog"
+STAGING_DIR = "_pg_staging"  # hidden from Spark's readers (a leading _)
+FLUSH_ROWS = 65_536  # rows of one table converted and written at once (a row group)
+SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"  # where Spark keeps it
+
+MANIFEST = StructType(
+    [
+        StructField("kind", StringType(), False),  # "table" or "messages"
+        StructField("schema", StringType(), True),
+        StructField("table", StringType(), True),
+        StructField("file", StringType(), False),  # the staged file, a local path
+        StructField("rows", LongType(), False),
+        StructField("columns", StringType(), True),  # JSON: the columns it was written with
+    ]
+)
+
+
+def local_path(path: str | Path) -> Path:
+    """A local output (`is_local`) as a Path."""
+    return Path(str(path).removeprefix("file://"))
+
+
+def _columns_json(columns: Sequence[ColumnType]) -> str:
+    import orjson
+
+    return orjson.dumps([dataclasses.asdict(c) for c in columns]).decode()
+
+
+def _columns_of_json(text: str) -> tuple[ColumnType, ...]:
+    import orjson
+
+    return tuple(ColumnType(**item) for item in orjson.loads(text))
+
+
+def _batch_ids(directory: Path) -> list[int]:
+    prefix = BATCH_COLUMN + "="
+    if not directory.is_dir():
+        return []
+    return sorted(
+        int(p.name[len(prefix) :])
+        for p in directory.iterdir()
+        if p.name.startswith(prefix) and p.name[len(prefix) :].isdigit()
+    )
+
+
+def recorded_columns(directory: str | Path) -> tuple[ColumnType, ...] | None:
+    """`pgtail.spark.changelog.recorded_columns` of a local log, without Spark: the
+    columns of its latest readable batch, from the schema Spark (or `Stager`) recorded
+    in the Parquet footer; None when it has none."""
+    from pyarrow import parquet as pq
+
+    from pgtail.spark.types import column_of
+
+    root = local_path(directory)
+    for batch_id in reversed(_batch_ids(root)):
+        for file in sorted((root / f"{BATCH_COLUMN}={batch_id}").glob("*.parquet")):
+            try:
+                metadata = pq.read_schema(file).metadata or {}
+            except Exception:  # a file cut short: an earlier batch says
+                continue
+            if SPARK_SCHEMA_KEY not in metadata:
+                continue
+            schema = StructType.fromJson(_loads(metadata[SPARK_SCHEMA_KEY]))
+            return tuple(c for c in (column_of(f) for f in schema.fields) if c is not None)
+    return None
+
+
+def _loads(raw: bytes) -> Any:
+    import orjson
+
+    return orjson.loads(raw)
+
+
+def file_schema(spark_schema: StructType) -> pa.Schema:
+    """The Arrow schema of a staged file of ``spark_schema``, recording it as Spark's
+    writer does (field metadata included: the PostgreSQL types)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(spark_schema, timezone="UTC")
+    return arrow.with_metadata({SPARK_SCHEMA_KEY: spark_schema.json().encode()})
+
+
+def _conform(array: Any, kind: Any) -> Any:
+    return array if array.type == kind else array.cast(kind)
+
+
+class _StagedFile:
+    """One file a task stages: record batches gathered, then written `FLUSH_ROWS` rows
+    at a time (a row group each) as `arrays` makes them."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.path = path
+        self.schema = schema
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
+        self.rows = 0
+        self.writer: pq.ParquetWriter | None = None
+
+    def arrays(self, rows: pa.Table) -> list[Any]:
+        """The file's columns of ``rows`` (the source's)."""
+        return [rows.column(field.name).combine_chunks() for field in self.schema]
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        if self.pending_rows >= FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        import pyarrow as pa
+        from pyarrow import parquet as pq
+
+        if not self.pending:
+            return
+        rows = pa.Table.from_batches(self.pending)
+        self.pending, self.pending_rows = [], 0
+        arrays = [_conform(a, f.type) for a, f in zip(self.arrays(rows), self.schema, strict=True)]
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, self.schema, compression="snappy")
+        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.rows += rows.num_rows
+
+    def close(self) -> None:
+        self.flush()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def discard(self) -> None:
+        if self.writer is not None:
+            with contextlib.suppress(Exception):  # already broken: its file goes anyway
+                self.writer.close()
+            self.writer = None
+
+
+class _TableFile(_StagedFile):
+    """A table's changes: its columns typed (`arrow_columns_reader`), then `LOG_METADATA`."""
+
+    def __init__(self, path: Path, qualified: str, columns: Sequence[ColumnType]) -> None:
+        from pgtail.spark.types import arrow_columns_reader
+
+        self.columns = tuple(columns)
+        super().__init__(path, file_schema(log_schema(qualified, self.columns)))
+        count = len(self.columns)
+        self.read = arrow_columns_reader(
+            self.columns, [self.schema.field(i).type for i in range(count)]
+        )
+
+    def arrays(self, rows: pa.Table) -> list[Any]:
+        import pyarrow.compute as pc
+
+        texts = pc.coalesce(rows.column("after"), rows.column("before"))
+        typed = self.read(texts) if self.columns else []
+        return [*typed, *(rows.column(source).combine_chunks() for _, source in LOG_METADATA)]
+
+
+class Stager:
+    """The files one task stages under ``<output>/_pg_staging/<task>/``: a table's
+    changes (`add`, the source's record batches in order) go to that table's file."""
+
+    def __init__(self, output: str | Path, dsn: str) -> None:
+        self.output = local_path(output)
+        self.directory = self.output / STAGING_DIR / uuid.uuid4().hex
+        self.dsn = dsn
+        self.tables: dict[tuple[str, str], _TableFile] = {}
+        self.messages: _StagedFile | None = None
+        self._conn: Any = None
+
+    def _columns(self, schema_name: str, table_name: str) -> tuple[ColumnType, ...]:
+        """The table's columns in the catalog now; when it was dropped since, those its
+        log was last written with (the JSON metadata columns keep every value)."""
+        from pgtail import catalog
+        from pgtail.spark import sql
+
+        if self._conn is None:
+            self._conn = catalog.open_connection(self.dsn, application_name=sql.APPLICATION_NAME)
+        try:
+            return tuple(catalog.table_columns(self._conn, schema_name, table_name))
+        except ConfigurationError:
+            return recorded_columns(table_dir(self.output, schema_name, table_name)) or ()
+
+    def _file(self, schema_name: str, table_name: str) -> _TableFile:
+        key = (schema_name, table_name)
+        found = self.tables.get(key)
+        if found is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            path = self.directory / f"{len(self.tables):05d}.parquet"
+            found = _TableFile(
+                path, f"{schema_name}.{table_name}", self._columns(schema_name, table_name)
+            )
+            self.tables[key] = found
+        return found
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        from pgtail.spark.schema import SCHEMA
+
+        ops = batch.column("op")
+        messages = pc.equal(ops, "message")
+        if pc.any(messages).as_py():
+            if self.messages is None:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self.messages = _StagedFile(
+                    self.directory / "messages.parquet", file_schema(SCHEMA)
+                )
+            self.messages.add(batch.filter(messages))
+            batch = batch.filter(pc.invert(messages))
+        if not batch.num_rows:
+            return
+        schemas, tables = batch.column("schema"), batch.column("table")
+        first = (schemas[0].as_py(), tables[0].as_py())
+        if (
+            pc.all(pc.equal(schemas, first[0])).as_py()
+            and pc.all(pc.equal(tables, first[1])).as_py()
+        ):
+            self._file(*first).add(batch)  # the usual batch: one table
+            return
+        import pyarrow as pa
+
+        pairs = pa.Table.from_batches([batch]).group_by(["schema", "table"]).aggregate([])
+        for schema_name, table_name in zip(
+            pairs.column("schema").to_pylist(), pairs.column("table").to_pylist(), strict=True
+        ):
+            mask = pc.and_(pc.equal(schemas, schema_name), pc.equal(tables, table_name))
+            self._file(schema_name, table_name).add(batch.filter(mask))
+
+    def finish(self) -> pa.RecordBatch:
+        """Close every file; the manifest of what was staged (`MANIFEST`'s rows)."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self._close_connection()
+        rows: list[dict[str, Any]] = []
+        for (schema_name, table_name), staged in self.tables.items():
+            staged.close()
+            rows.append(
+                {
+                    "kind": "table",
+                    "schema": schema_name,
+                    "table": table_name,
+                    "file": str(staged.path),
+                    "rows": staged.rows,
+                    "columns": _columns_json(staged.columns),
+                }
+            )
+        if self.messages is not None:
+            self.messages.close()
+            rows.append(
+                {
+                    "kind": "messages",
+                    "schema": None,
+                    "table": None,
+                    "file": str(self.messages.path),
+                    "rows": self.messages.rows,
+                    "columns": None,
+                }
+            )
+        return pa.RecordBatch.from_pylist(rows, schema=to_arrow_schema(MANIFEST))
+
+    def abort(self) -> None:
+        """Drop what this task staged (its attempt failed or was cut short)."""
+        self._close_connection()
+        for staged in [*self.tables.values(), *([self.messages] if self.messages else [])]:
+            staged.discard()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _close_connection(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+        self._conn = None
+
+
+def stage_partition(partition: SlotPartition, output: str) -> Iterator[pa.RecordBatch]:
+    """Read one slot's share of a batch and stage it as typed per-table files; yields
+    the manifest (runs on an executor)."""
+    from pgtail.spark.source import partition_events, untyped_batches
+
+    stager = Stager(output, partition.dsn)
+    try:
+        for batch in untyped_batches(partition_events(partition), partition.batch_rows):
+            stager.add(batch)
+        manifest = stager.finish()
+    except BaseException:
+        stager.abort()
+        raise
+    yield manifest
+
+
+def _replace_dir(target: Path, files: Sequence[Path]) -> None:
+    """``target`` holds exactly ``files`` (moved in), whatever it held before."""
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for i, file in enumerate(files):
+        os.replace(file, target / f"part-{i:05d}-{file.parent.name}.parquet")
+
+
+class ChangeLogCommitter:
+    """The ``foreachBatch`` function of `pgtail.spark.pipeline.run` with the pyarrow
+    writer: moves the files the executors staged for a batch into the change logs (see
+    the module docstring). ``changes`` counts each batch's changes (its rows are the
+    manifest's)."""
+
+    def __init__(self, output: str | Path) -> None:
+        if not is_local(output):
+            raise ConfigurationError(
+                f"--writer pyarrow writes local outputs only, not {str(output)!r}",
+                hint="use --writer spark (or auto) for other file systems",
+            )
+        self.output = local_path(str(output).rstrip("/"))
+        self.columns: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
+        self.changes: dict[int, int] = {}
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        try:
+            self._commit(frame.collect(), batch_id)
+        finally:
+            # moved, or never to be (a replay of the batch stages its files again)
+            shutil.rmtree(self.output / STAGING_DIR, ignore_errors=True)
+
+    def _commit(self, staged: Sequence[Any], batch_id: int) -> None:
+        tables: dict[tuple[str, str], list[tuple[Path, tuple[ColumnType, ...]]]] = {}
+        messages: list[Path] = []
+        for row in staged:
+            if row["kind"] == "messages":
+                messages.append(Path(row["file"]))
+            else:
+                entry = (Path(row["file"]), _columns_of_json(row["columns"]))
+                tables.setdefault((row["schema"], row["table"]), []).append(entry)
+        # every check before anything moves: a retyped column leaves the logs untouched
+        written: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
+        for key, entries in sorted(tables.items()):
+            qualified = f"{key[0]}.{key[1]}"
+            known = self.columns.get(key)
+            if known is None:
+                known = recorded_columns(table_dir(self.output, *key))
+            for _, columns in entries:
+                if known is not None:
+                    _retyped(qualified, known, columns)
+                known = columns
+            written[key] = entries[-1][1]
+        for key, entries in sorted(tables.items()):
+            target = Path(table_dir(self.output, *key)) / f"{BATCH_COLUMN}={batch_id}"
+            _replace_dir(target, [file for file, _ in entries])
+        if messages:
+            _replace_dir(self.output / MESSAGES_DIR / f"{BATCH_COLUMN}={batch_id}", messages)
+        self.columns.update(written)
+        self.changes[batch_id] = sum(int(row["rows"]) for row in staged)
+
+    def close(self) -> None:
+        pass
+
+
+class ChangeLogStreamReader(PgoutputStreamReader):
+    """The ``pgoutput`` stream reader whose tasks stage typed files (`stage_partition`)
+    instead of handing their rows to Spark."""
+
+    def __init__(self, settings: Settings, output: str) -> None:
+        super().__init__(settings)
+        self._output = output
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "output": self._output}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._output = state["output"]
+
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        # Spark hands an InputPartition(None) when there was nothing to plan.
+        if not isinstance(partition, SlotPartition):
+            return iter(())
+        return stage_partition(partition, self._output)
+
+
+class ChangeLogDataSource(PgoutputDataSource):
+    """``format("pgtail_changelog")``, the source of ``pgtail spark run --writer pyarrow``:
+    the ``pgoutput`` options plus ``path`` (the output); its rows are `MANIFEST`'s."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def _settings(self) -> tuple[Settings, str]:
+        settings = parse_options(self.options)
+        output = self.options.get("path")
+        if not output:
+            raise ConfigurationError(f"format {NAME} needs option path (the change log root)")
+        if settings.table is not None:
+            raise ConfigurationError(f"format {NAME} reads every table; option table is not one")
+        return settings, str(output)
+
+    def schema(self) -> StructType:
+        self._settings()
+        return MANIFEST
+
+    def reader(self, schema: StructType) -> Any:
+        raise ConfigurationError(
+            f"format {NAME} is a streaming source (pgtail spark run)",
+            hint='read a slot once with spark.read.format("pgoutput")',
+        )
+
+    def streamReader(self, schema: StructType) -> ChangeLogStreamReader:
+        return ChangeLogStreamReader(*self._settings())
