@@ -163,11 +163,16 @@ def spark_run(
             options={"dsn": dsn, "publication": "bench_pub", **options},
             output=work / name,
             checkpoint=work / f"{name}-chk",
+            on_progress=_print_durations if os.environ.get("BENCH_DURATIONS") else None,
             **({"writer": writer} if writer != "auto" else {}),
         )
         seconds = time.perf_counter() - t0
     written = read_changes(spark, work / name).count()
     return result, seconds, written, use
+
+
+def _print_durations(progress: dict[str, Any]) -> None:
+    print("  durations (ms):", progress.get("durationMs"))
 
 
 def source_run(spark: Any, dsn: str, options: dict[str, str], work: Path, name: str) -> Any:
@@ -193,7 +198,7 @@ def source_run(spark: Any, dsn: str, options: dict[str, str], work: Path, name: 
     rows = sum(int(p.get("numInputRows", 0)) for p in query.recentProgress)
     if os.environ.get("BENCH_DURATIONS"):
         for progress in query.recentProgress:
-            print("  durations (ms):", progress.get("durationMs"))
+            _print_durations(progress)
     written = spark.read.parquet(str(work / name)).count()
     return rows, seconds, written, use
 

@@ -313,6 +313,16 @@ def test_the_pyarrow_writer_stages_in_the_task_and_moves_the_files_on_commit(
         list(direct.stage_partition(partition, str(out)))
     assert list((out / "_pg_staging").iterdir()) == []
     monkeypatch.undo()
+    # so does one whose conversion fails (in the task's background thread)
+
+    def broken(self: Any, rows: Any) -> Any:
+        raise ValueError("cannot convert")
+
+    monkeypatch.setattr(direct._TableFile, "arrays", broken)
+    with pytest.raises(ValueError, match="cannot convert"):
+        list(direct.stage_partition(partition, str(out)))
+    assert list((out / "_pg_staging").iterdir()) == []
+    monkeypatch.undo()
 
     stale = stage()  # an attempt whose batch is never committed
     assert {r["kind"] for r in stale.collect()} == {"table", "messages"}
@@ -818,6 +828,19 @@ def test_a_row_with_one_json_column_finds_its_text_without_the_scanner(
     assert types.columns_reader([tricky, doc])(rows_as_json[-1:]) == [['","doc":1'], [
         expected[0][names.index("doc")]
     ]]  # fmt: skip
+    # jsonb's text (PostgreSQL's) never holds ',"t":', so a value followed by column t
+    # ends at the first one (',"' alone would not do); json keeps the client's text,
+    # which may hold it: it is parsed to its end, as is a value without t after it
+    jsonb_text = b'{"a": "x,\\"y", "b": [1, "2,\\""], "c": {"d": ","}, "t": 1}'
+    as_json = ColumnType("doc", 114, "json", -1, 0, 0)
+    client_text = b'{"a":1,"b":[2,"3"],"c":{"d":","},"t":1}'
+    for column, text in ((doc, jsonb_text), (as_json, client_text)):
+        orjson.loads(text)  # valid JSON, as the server sends it
+        for row in ({"id": 1, "doc": orjson.Fragment(text), "t": "z"},
+                    {"id": 1, "doc": orjson.Fragment(text)}):  # fmt: skip
+            for following in ("t", None):
+                found = types.json_member_reader(column, following)([dumps(row).decode()])
+                assert found == [text.decode()]
 
 
 def test_cli_run_error_is_one_line_and_materialize_prints_counts(

@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
+import queue
 import shutil
+import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,13 +152,66 @@ def _conform(array: Any, kind: Any) -> Any:
     return array if array.type == kind else array.cast(kind)
 
 
+class _Background:
+    """One thread that runs a task's conversions and writes, in the order given, while
+    the task reads on (Arrow's JSON reader and Parquet writer let go of the GIL). At most
+    ``queued`` jobs wait, so memory stays bounded; the first failure is raised in the
+    task's thread, at the next job or at `join`."""
+
+    def __init__(self, queued: int = 2) -> None:
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=queued)
+        self.error: BaseException | None = None
+        self._cancelled = False
+        self._thread = threading.Thread(target=self._run, name="pgtail-stage", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            if self.error is None and not self._cancelled:
+                try:
+                    job()
+                except BaseException as exc:  # raised in the task's thread
+                    self.error = exc
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._raise()
+        self._jobs.put(job)
+
+    def join(self) -> None:
+        """Wait for every job; raise the first failure."""
+        self._jobs.put(None)
+        self._thread.join()
+        self._raise()
+
+    def cancel(self) -> None:
+        """Skip the jobs not started, wait for the one running."""
+        self._cancelled = True
+        self._jobs.put(None)
+        self._thread.join()
+
+    def _raise(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+def _now(job: Callable[[], None]) -> None:
+    job()
+
+
 class _StagedFile:
     """One file a task stages: record batches gathered, then written `FLUSH_ROWS` rows
-    at a time (a row group each) as `arrays` makes them."""
+    at a time (a row group each) as `arrays` makes them, by ``run`` (at once, or by the
+    task's `_Background` thread)."""
 
-    def __init__(self, path: Path, schema: pa.Schema) -> None:
+    def __init__(
+        self, path: Path, schema: pa.Schema, run: Callable[[Callable[[], None]], None] = _now
+    ) -> None:
         self.path = path
         self.schema = schema
+        self.run = run
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
         self.rows = 0
@@ -173,12 +229,17 @@ class _StagedFile:
 
     def flush(self) -> None:
         import pyarrow as pa
-        from pyarrow import parquet as pq
 
         if not self.pending:
             return
         rows = pa.Table.from_batches(self.pending)
         self.pending, self.pending_rows = [], 0
+        self.run(functools.partial(self._write, rows))
+
+    def _write(self, rows: pa.Table) -> None:
+        import pyarrow as pa
+        from pyarrow import parquet as pq
+
         arrays = [_conform(a, f.type) for a, f in zip(self.arrays(rows), self.schema, strict=True)]
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.path, self.schema, compression="snappy")
@@ -187,6 +248,9 @@ class _StagedFile:
 
     def close(self) -> None:
         self.flush()
+        self.run(self._close)
+
+    def _close(self) -> None:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -201,11 +265,17 @@ class _StagedFile:
 class _TableFile(_StagedFile):
     """A table's changes: its columns typed (`arrow_columns_reader`), then `LOG_METADATA`."""
 
-    def __init__(self, path: Path, qualified: str, columns: Sequence[ColumnType]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        qualified: str,
+        columns: Sequence[ColumnType],
+        run: Callable[[Callable[[], None]], None] = _now,
+    ) -> None:
         from pgtail.spark.types import arrow_columns_reader
 
         self.columns = tuple(columns)
-        super().__init__(path, file_schema(log_schema(qualified, self.columns)))
+        super().__init__(path, file_schema(log_schema(qualified, self.columns)), run)
         count = len(self.columns)
         self.read = arrow_columns_reader(
             self.columns, [self.schema.field(i).type for i in range(count)]
@@ -230,6 +300,7 @@ class Stager:
         self.tables: dict[tuple[str, str], _TableFile] = {}
         self.messages: _StagedFile | None = None
         self._conn: Any = None
+        self._background = _Background()
 
     def _columns(self, schema_name: str, table_name: str) -> tuple[ColumnType, ...]:
         """The table's columns in the catalog now; when it was dropped since, those its
@@ -251,7 +322,10 @@ class Stager:
             self.directory.mkdir(parents=True, exist_ok=True)
             path = self.directory / f"{len(self.tables):05d}.parquet"
             found = _TableFile(
-                path, f"{schema_name}.{table_name}", self._columns(schema_name, table_name)
+                path,
+                f"{schema_name}.{table_name}",
+                self._columns(schema_name, table_name),
+                self._background.submit,
             )
             self.tables[key] = found
         return found
@@ -267,7 +341,9 @@ class Stager:
             if self.messages is None:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 self.messages = _StagedFile(
-                    self.directory / "messages.parquet", file_schema(SCHEMA)
+                    self.directory / "messages.parquet",
+                    file_schema(SCHEMA),
+                    self._background.submit,
                 )
             self.messages.add(batch.filter(messages))
             batch = batch.filter(pc.invert(messages))
@@ -296,21 +372,23 @@ class Stager:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self._close_connection()
+        staged = [*self.tables.values(), *([self.messages] if self.messages else [])]
+        for file in staged:
+            file.close()
+        self._background.join()
         rows: list[dict[str, Any]] = []
-        for (schema_name, table_name), staged in self.tables.items():
-            staged.close()
+        for (schema_name, table_name), table in self.tables.items():
             rows.append(
                 {
                     "kind": "table",
                     "schema": schema_name,
                     "table": table_name,
-                    "file": str(staged.path),
-                    "rows": staged.rows,
-                    "columns": _columns_json(staged.columns),
+                    "file": str(table.path),
+                    "rows": table.rows,
+                    "columns": _columns_json(table.columns),
                 }
             )
         if self.messages is not None:
-            self.messages.close()
             rows.append(
                 {
                     "kind": "messages",
@@ -325,6 +403,7 @@ class Stager:
 
     def abort(self) -> None:
         """Drop what this task staged (its attempt failed or was cut short)."""
+        self._background.cancel()
         self._close_connection()
         for staged in [*self.tables.values(), *([self.messages] if self.messages else [])]:
             staged.discard()

@@ -449,6 +449,7 @@ def column_of(field: StructField) -> ColumnType | None:
 
 BYTEA = 17
 DATE = 1082
+JSONB = 3802
 
 
 def _parse_type(column: ColumnType, target: Any) -> Any:
@@ -466,7 +467,9 @@ def _parse_type(column: ColumnType, target: Any) -> Any:
     return target
 
 
-def json_member_reader(column: ColumnType) -> Callable[[Sequence[str | None]], list[Any]]:
+def json_member_reader(
+    column: ColumnType, following: str | None = None
+) -> Callable[[Sequence[str | None]], list[Any]]:
     """The values of a json or jsonb ``column`` (not an array) of rows stored as JSON by
     pgtail, when it is the table's only json column: the text of its member as written
     (null: None), found without parsing the rest of the row.
@@ -476,10 +479,35 @@ def json_member_reader(column: ColumnType) -> Callable[[Sequence[str | None]], l
     that is part of a name or string is escaped; after its value comes ``,`` or ``}``.
     A row where that does not hold (not written compactly, the column absent) is read by
     `row_reader`, so the values are the same either way.
+
+    Where the value ends: found by parsing it, or, for a jsonb column followed by
+    ``following`` (the name of the next column, in the row when present), at the first
+    ``,"<following>":`` after it, without parsing. That sequence never occurs inside
+    jsonb's text: PostgreSQL escapes every ``"`` inside a string, so a ``"`` is followed
+    by ``:`` only as a key's closing quote, and jsonb follows a closing quote with ``,``,
+    ``:``, ``]``, ``}`` or a space, never with the first character of the name (a name
+    starting with one of those is parsed). The first ``,"`` alone would not do:
+    ``{"d": ","}`` holds one.
     """
     key = orjson.dumps(column.name).decode() + ":"
     decode = _DECODER.raw_decode
     general = row_reader([column])
+    follow = None
+    if following is not None and _base(column).type_oid == JSONB:
+        follow = "," + orjson.dumps(following).decode() + ":"
+        if follow[2:3] in (":", ",", "]", "}", " ", "\\"):
+            follow = None
+
+    def end_of(text: str, start: int) -> int:
+        """Where the value starting at ``start`` ends, or -1."""
+        if follow is not None:
+            end = text.find(follow, start)
+            if end > start:
+                return end
+        try:
+            return int(decode(text, start)[1])
+        except (ValueError, RecursionError):
+            return -1
 
     def read(texts: Sequence[str | bytes | None]) -> list[Any]:
         values: list[Any] = []
@@ -493,10 +521,7 @@ def json_member_reader(column: ColumnType) -> Callable[[Sequence[str | None]], l
             at = text.find(key)
             if at > 0 and text[at - 1] in "{,":
                 start = at + len(key)
-                try:
-                    end = decode(text, start)[1]
-                except (ValueError, RecursionError):
-                    end = -1
+                end = end_of(text, start)
                 if end > 0 and text[end : end + 1] in (",", "}"):
                     raw = text[start:end]
                     append(None if raw == "null" else raw)
@@ -533,7 +558,7 @@ def arrow_columns_reader(
     # the table's only json column (the usual table), not an array: found, not parsed
     json_columns = [i for i, c in enumerate(columns) if is_json_column(c)]
     member = {
-        i: json_member_reader(columns[i])
+        i: json_member_reader(columns[i], columns[i + 1].name if i + 1 < len(columns) else None)
         for i in json_columns
         if len(json_columns) == 1 and not _base(columns[i]).element_oid
     }
