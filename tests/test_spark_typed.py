@@ -882,6 +882,19 @@ def test_cli_run_error_is_one_line_and_materialize_prints_counts(
         "this batch)"
     ], failed.stderr[-3000:]
     assert "Traceback" not in failed.stderr
+    # a task that fails (its staging directory cannot be made) is one line too
+    (tmp_path / "a-file").write_text("")
+    failed = pgtail(
+        "run", "--dsn", db15.dsn, "--slot", "s", "--publication", "p",
+        "--output", str(tmp_path / "a-file" / "changes"), "--checkpoint", str(tmp_path / "c2"),
+        "--trigger", "available-now",
+    )  # fmt: skip
+    assert failed.returncode == 1
+    errors = [line for line in failed.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith(
+        "pgtail: error: Spark failed: NotADirectoryError: [Errno 20] Not a directory: "
+    ), failed.stderr[-3000:]
+    assert "Traceback" not in failed.stderr
     done = pgtail("materialize", "--changes", str(out), "--output", str(tmp_path / "current"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "public.t: 2 rows\n"

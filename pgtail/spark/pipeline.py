@@ -96,18 +96,25 @@ def session(
     return spark
 
 
+# Spark's loggers that print a failed query's or task's error with its traceback
+QUIETED_LOGGERS = (
+    "org.apache.spark.sql.execution.streaming",  # the query's error
+    "org.apache.spark.executor.Executor",  # a task's error (local executors log here)
+    "org.apache.spark.scheduler.TaskSetManager",  # "Lost task", "aborting job"
+)
+
+
 def quiet_query_errors(spark: Any) -> None:
-    """Stop Spark logging a failed streaming query's error with its traceback (the caller
-    reports the error itself, in one line)."""
+    """Stop Spark logging a failed streaming query's or task's error with its traceback
+    (the caller reports the error itself, in one line)."""
     import contextlib
 
     # with another logging backend, Spark's own logs stay as they are
     with contextlib.suppress(Exception):
         jvm = spark.sparkContext._jvm
         level = jvm.org.apache.logging.log4j.Level.OFF
-        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-            "org.apache.spark.sql.execution.streaming", level
-        )
+        for name in QUIETED_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
 
 
 def translate_spark_error(exc: BaseException) -> PgtailError | None:
@@ -305,10 +312,12 @@ def run(
     refuse_untyped_log(str(output).rstrip("/"), list_dirs(spark, str(output).rstrip("/")))
     sink: Any
     if chosen == "pyarrow":
-        from pgtail.spark.direct import NAME, ChangeLogCommitter
+        from pgtail.spark.direct import NAME, ChangeLogCommitter, local_path
 
-        sink = ChangeLogCommitter(output)
-        reader = spark.readStream.format(NAME).option("path", str(output).rstrip("/"))
+        # absolute: Python workers need not run in this process's directory
+        root = local_path(output).resolve()
+        sink = ChangeLogCommitter(root)
+        reader = spark.readStream.format(NAME).option("path", str(root))
         changes: Callable[[int], int | None] = sink.changes.get
     else:
         sink = ChangeLogWriter(output, parse_options(options).dsn, concurrent_writes)
