@@ -898,3 +898,55 @@ def test_cli_run_error_is_one_line_and_materialize_prints_counts(
     done = pgtail("materialize", "--changes", str(out), "--output", str(tmp_path / "current"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "public.t: 2 rows\n"
+
+
+def test_ctrl_c_stops_a_running_cli_query_cleanly_in_one_line(db15: Any, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db15.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 100) g")
+    settle(db15)
+    before = confirmed(db15)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    out = tmp_path / "changes"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pgtail", "spark", "run", "--dsn", db15.dsn, "--slot", "s",
+         "--publication", "p", "--output", str(out), "--checkpoint", str(tmp_path / "chk"),
+         "--trigger", "1s", "--master", "local[1]", "--conf", "spark.ui.enabled=false"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert run.stderr is not None
+    lines: list[str] = []
+    first_batch = threading.Event()
+
+    def read() -> None:
+        assert run.stderr is not None
+        for line in run.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("batch 0: 100 changes"):
+                first_batch.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert first_batch.wait(240), "\n".join(lines[-30:])
+        time.sleep(1)  # the query runs on, waiting for the next trigger
+        run.send_signal(signal.SIGINT)
+        assert run.wait(60) == 130
+    finally:
+        if run.poll() is None:
+            run.kill()
+    reader.join(10)
+    text = "\n".join(lines)
+    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+    [stopped] = [line for line in lines if line.startswith("stopped:")]
+    assert stopped.startswith("stopped: 100 changes in "), text[-3000:]
+    assert stopped.endswith(f"written to {out}; the slot is confirmed up to the last of them")
+    assert [line for line in lines if line.strip()][-1] == stopped
+    assert confirmed(db15) > before  # the committed batch is confirmed on the slot
+    assert sorted(p.name for p in (out / "public.t").iterdir()) == ["_pg_batch=0"]

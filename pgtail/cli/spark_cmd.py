@@ -195,7 +195,13 @@ def spark_run(
     from pgtail.spark import require_pyspark
 
     require_pyspark()
-    from pgtail.spark.pipeline import chosen_writer, run, source_options, validate_source
+    from pgtail.spark.pipeline import (
+        Interrupted,
+        chosen_writer,
+        run,
+        source_options,
+        validate_source,
+    )
 
     extra = {
         "failOnDataLoss": "true" if fail_on_data_loss else "false",
@@ -215,15 +221,24 @@ def spark_run(
 
     try:
         with _spark_errors():
-            result = run(
-                spark,
-                options=options,
-                output=output,
-                checkpoint=checkpoint,
-                trigger=trigger,
-                on_progress=progress,
-                writer=writer,
-            )
+            try:
+                result = run(
+                    spark,
+                    options=options,
+                    output=output,
+                    checkpoint=checkpoint,
+                    trigger=trigger,
+                    on_progress=progress,
+                    writer=writer,
+                )
+            except Interrupted as stopped:
+                done = stopped.result
+                click.echo(
+                    f"stopped: {done.rows} changes in {done.batches} batches written to "
+                    f"{output}; the slot is confirmed up to the last of them",
+                    err=True,
+                )
+                raise
     finally:
         spark.stop()
     click.echo(f"{result.rows} changes in {result.batches} batches written to {output}", err=True)

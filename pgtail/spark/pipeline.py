@@ -196,6 +196,15 @@ class RunResult:
     rows: int
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped `run`'s query (cleanly: its committed batches are confirmed on the
+    slot); ``result`` is what it wrote until then."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__()
+        self.result = result
+
+
 def source_options(
     *,
     dsn: str | None,
@@ -357,9 +366,27 @@ def _await(
     changes: Callable[[int], int | None] = _no_count,
 ) -> RunResult:
     """Wait for the query; ``changes(batch id)`` counts a batch's changes when its rows
-    are not changes (the pyarrow writer's manifests)."""
+    are not changes (the pyarrow writer's manifests).
+
+    Ctrl-C (SIGINT, in the main thread) stops the query between two waits, then raises
+    `Interrupted`: PySpark's own handler would cancel the jobs from inside the signal
+    handler, in the middle of a Py4J call, and print tracebacks. A second Ctrl-C
+    interrupts at once."""
+    import signal
+    import threading
+
     batches = rows = 0
     seen: set[int] = set()
+    asked = threading.Event()
+    previous: Any = None
+    if threading.current_thread() is threading.main_thread():
+
+        def on_interrupt(signum: int, frame: Any) -> None:
+            if asked.is_set():
+                raise KeyboardInterrupt
+            asked.set()
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         while True:
             try:
@@ -370,6 +397,10 @@ def _await(
                     raise translated from None
                 raise
             for progress in query.recentProgress:
+                if "addBatch" not in (progress.get("durationMs") or {}):
+                    # a trigger that found nothing new, reported under the id of the
+                    # next batch (which must not be taken as seen)
+                    continue
                 batch_id = int(progress.get("batchId", -1))
                 if batch_id in seen:
                     continue
@@ -381,12 +412,17 @@ def _await(
                 rows += int(progress.get("numInputRows", 0))
                 if on_progress is not None:
                     on_progress(progress)
+            if asked.is_set():
+                raise Interrupted(RunResult(batches=batches, rows=rows))
             if done:
                 break
     except KeyboardInterrupt:
         query.stop()
         commit_checkpoint(options, checkpoint)
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     commit_checkpoint(options, checkpoint)
     return RunResult(batches=batches, rows=rows)
 
