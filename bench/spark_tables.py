@@ -1,11 +1,13 @@
 """`pgtail spark run` on a batch that touches many tables: the typed change log writes one
-directory per table, a Spark job each, several at once.
+directory per table. With ``--writer spark`` each is a Spark job, several at once; with
+``--writer pyarrow`` the task that reads the batch writes them all.
 
 On a throwaway server, ``--tables`` tables (int key, text, timestamptz, numeric(10,2))
 each get ``--rows`` inserts; one ``available-now`` run writes them all (one micro-batch).
-The run alternates between one table at a time and the default
-(`pgtail.spark.changelog.CONCURRENT_WRITES`), each time on a fresh slot, after a first small
-query that starts the JVM's classes and the Python workers.
+The runs alternate between Spark's writer one table at a time, Spark's writer with the
+default (`pgtail.spark.changelog.CONCURRENT_WRITES`) and the pyarrow writer, each time on
+a fresh slot, after a first small query that starts the JVM's classes and the Python
+workers. Prints each run and the median speed-up of the last two against the first.
 
 Usage: python bench/spark_tables.py [--tables 40] [--rows 1000] [--repeat 2]
 """
@@ -40,7 +42,8 @@ def main() -> None:
     from pgtail.spark.changelog import CONCURRENT_WRITES as default
     from pgtail.spark.pipeline import run, session
 
-    runs = [1, default] * args.repeat
+    configs = [("spark", 1), ("spark", default), ("pyarrow", default)]
+    runs = configs * args.repeat
     server = start_server()
     work = Path(tempfile.mkdtemp(prefix="pgtail-bench-tables-"))
     try:
@@ -70,9 +73,9 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         options = {"dsn": dsn, "publication": "p"}
         run(spark, options={**options, "slot": "warm"}, output=work / "w", checkpoint=work / "wc")
-        seconds: dict[int, list[float]] = {1: [], default: []}
+        seconds: dict[tuple[str, int], list[float]] = {config: [] for config in configs}
         try:
-            for k, concurrent in enumerate(runs):
+            for k, (writer, concurrent) in enumerate(runs):
                 t0 = time.perf_counter()
                 result = run(
                     spark,
@@ -80,18 +83,28 @@ def main() -> None:
                     output=work / f"o{k}",
                     checkpoint=work / f"c{k}",
                     concurrent_writes=concurrent,
+                    writer=writer,
                 )
                 took = time.perf_counter() - t0
                 assert result.rows == args.tables * args.rows + 1, result.rows
-                seconds[concurrent].append(took)
-                print(f"concurrent writes {concurrent}: {result.rows:,} changes in {took:.1f}s")
+                seconds[writer, concurrent].append(took)
+                print(
+                    f"--writer {writer}"
+                    + (f", {concurrent} at once" if writer == "spark" else "")
+                    + f": {result.rows:,} changes in {took:.1f}s"
+                )
         finally:
             spark.stop()
-        ratios = [a / b for a, b in zip(seconds[1], seconds[default], strict=True)]
-        print(
-            f"{args.tables} tables x {args.rows} rows, one batch: {default} at once vs 1, "
-            f"median speed-up {statistics.median(ratios):.2f}x"
-        )
+        base = seconds[configs[0]]
+        for name, config in (
+            (f"spark writer, {default} at once", configs[1]),
+            ("pyarrow writer", configs[2]),
+        ):
+            ratios = [a / b for a, b in zip(base, seconds[config], strict=True)]
+            print(
+                f"{args.tables} tables x {args.rows} rows, one batch: {name} against Spark's "
+                f"writer one at a time, median speed-up {statistics.median(ratios):.2f}x"
+            )
     finally:
         server.destroy()
         shutil.rmtree(work, ignore_errors=True)

@@ -70,6 +70,7 @@ NAME = "pgtail_changelog"
 STAGING_DIR = "_pg_staging"  # hidden from Spark's readers (a leading _)
 FLUSH_ROWS = 65_536  # rows of one table converted and written at once (a row group)
 SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"  # where Spark keeps it
+_JSON_COLUMNS = frozenset({"_pg_key", "_pg_before", "_pg_after", "key", "before", "after"})
 
 MANIFEST = StructType(
     [
@@ -242,7 +243,13 @@ class _StagedFile:
 
         arrays = [_conform(a, f.type) for a, f in zip(self.arrays(rows), self.schema, strict=True)]
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, self.schema, compression="snappy")
+            self.writer = pq.ParquetWriter(
+                self.path,
+                self.schema,
+                compression="snappy",
+                # a row's JSON is unique: a dictionary of it would be tried, then dropped
+                use_dictionary=[n for n in self.schema.names if n not in _JSON_COLUMNS],
+            )
         self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.rows += rows.num_rows
 
