@@ -171,7 +171,7 @@ def recorded_columns(spark: Any, directory: str) -> tuple[ColumnType, ...] | Non
     return None
 
 
-def _retyped(table: str, known: Sequence[ColumnType], current: Sequence[ColumnType]) -> None:
+def refuse_retyped(table: str, known: Sequence[ColumnType], current: Sequence[ColumnType]) -> None:
     from pgtail.spark.types import spark_field
 
     before = {c.name: c for c in known}
@@ -291,7 +291,7 @@ class ChangeLogWriter:
             # dropped since these changes: the types last seen (the JSON keeps the rest)
             current = known or ()
         if known is not None:
-            _retyped(qualified, known, current)
+            refuse_retyped(qualified, known, current)
         self.columns[key] = current
         return current
 

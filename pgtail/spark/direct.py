@@ -49,9 +49,9 @@ from pgtail.spark.changelog import (
     BATCH_COLUMN,
     LOG_METADATA,
     MESSAGES_DIR,
-    _retyped,
     is_local,
     log_schema,
+    refuse_retyped,
     table_dir,
 )
 from pgtail.spark.source import (
@@ -488,7 +488,7 @@ class ChangeLogCommitter:
                 known = recorded_columns(table_dir(self.output, *key))
             for _, columns in entries:
                 if known is not None:
-                    _retyped(qualified, known, columns)
+                    refuse_retyped(qualified, known, columns)
                 known = columns
             written[key] = entries[-1][1]
         for key, entries in sorted(tables.items()):
