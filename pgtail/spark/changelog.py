@@ -365,7 +365,13 @@ def read_changes(spark: Any, changes: str | Path) -> Any:
     source_of = dict(LOG_METADATA)
     for name in names:
         if name == MESSAGES_DIR:
-            frames.append(spark.read.schema(SCHEMA).parquet(f"{root}/{name}").select(*COLUMNS))
+            # its batch directories by name: Spark would ignore the "_messages" root it
+            # is given (a hidden name), reading it all the same, with a warning
+            base = f"{root}/{name}"
+            batches = [f"{base}/{BATCH_COLUMN}={i}" for i in _batch_ids(spark, base)]
+            if batches:
+                messages = spark.read.schema(SCHEMA).option("basePath", base).parquet(*batches)
+                frames.append(messages.select(*COLUMNS))
         elif not name.startswith((".", "_")):
             log = spark.read.schema(metadata).parquet(f"{root}/{name}")
             renamed = {source: F.col(column) for column, source in source_of.items()}
