@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import string
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,27 +147,31 @@ def list_dirs(spark: Any, path: str) -> list[str]:
     )
 
 
-def _batch_ids(spark: Any, directory: str) -> list[int]:
+def batch_ids(names: Iterable[str]) -> list[int]:
+    """The ids of the ``_pg_batch=<id>`` directories among ``names``, sorted."""
     prefix = BATCH_COLUMN + "="
     return sorted(
         int(name[len(prefix) :])
-        for name in list_dirs(spark, directory)
+        for name in names
         if name.startswith(prefix) and name[len(prefix) :].isdigit()
     )
+
+
+def _batch_ids(spark: Any, directory: str) -> list[int]:
+    return batch_ids(list_dirs(spark, directory))
 
 
 def recorded_columns(spark: Any, directory: str) -> tuple[ColumnType, ...] | None:
     """The columns (with their PostgreSQL types) of the latest batch of a table's change
     log, as its Parquet schema records them; None when it has no readable batch."""
-    from pgtail.spark.types import column_of
+    from pgtail.spark.types import recorded_in
 
     for batch_id in reversed(_batch_ids(spark, directory)):
         try:
             fields = spark.read.parquet(f"{directory}/{BATCH_COLUMN}={batch_id}").schema.fields
         except Exception:  # a batch cut short (no data file yet): an earlier one says
             continue
-        found = [column_of(f) for f in fields]
-        return tuple(c for c in found if c is not None)
+        return recorded_in(fields)
     return None
 
 

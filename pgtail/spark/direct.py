@@ -49,6 +49,7 @@ from pgtail.spark.changelog import (
     BATCH_COLUMN,
     LOG_METADATA,
     MESSAGES_DIR,
+    batch_ids,
     is_local,
     log_schema,
     refuse_retyped,
@@ -101,27 +102,17 @@ def _columns_of_json(text: str) -> tuple[ColumnType, ...]:
     return tuple(ColumnType(**item) for item in orjson.loads(text))
 
 
-def _batch_ids(directory: Path) -> list[int]:
-    prefix = BATCH_COLUMN + "="
-    if not directory.is_dir():
-        return []
-    return sorted(
-        int(p.name[len(prefix) :])
-        for p in directory.iterdir()
-        if p.name.startswith(prefix) and p.name[len(prefix) :].isdigit()
-    )
-
-
 def recorded_columns(directory: str | Path) -> tuple[ColumnType, ...] | None:
     """`pgtail.spark.changelog.recorded_columns` of a local log, without Spark: the
     columns of its latest readable batch, from the schema Spark (or `Stager`) recorded
     in the Parquet footer; None when it has none."""
     from pyarrow import parquet as pq
 
-    from pgtail.spark.types import column_of
+    from pgtail.spark.types import recorded_in
 
     root = local_path(directory)
-    for batch_id in reversed(_batch_ids(root)):
+    names = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+    for batch_id in reversed(batch_ids(names)):
         for file in sorted((root / f"{BATCH_COLUMN}={batch_id}").glob("*.parquet")):
             try:
                 metadata = pq.read_schema(file).metadata or {}
@@ -129,8 +120,7 @@ def recorded_columns(directory: str | Path) -> tuple[ColumnType, ...] | None:
                 continue
             if SPARK_SCHEMA_KEY not in metadata:
                 continue
-            schema = StructType.fromJson(_loads(metadata[SPARK_SCHEMA_KEY]))
-            return tuple(c for c in (column_of(f) for f in schema.fields) if c is not None)
+            return recorded_in(StructType.fromJson(_loads(metadata[SPARK_SCHEMA_KEY])).fields)
     return None
 
 

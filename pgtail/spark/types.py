@@ -445,6 +445,13 @@ def column_of(field: StructField) -> ColumnType | None:
     )
 
 
+def recorded_in(fields: Sequence[StructField]) -> tuple[ColumnType, ...]:
+    """The columns the fields made with `field_metadata` describe, in order (a change
+    log's metadata fields describe none)."""
+    found = (column_of(f) for f in fields)
+    return tuple(c for c in found if c is not None)
+
+
 # --- many rows at once, vectorised --------------------------------------------------------
 
 BYTEA = 17
