@@ -398,3 +398,12 @@ def is_local(path: str | Path) -> bool:
     """A plain local path (not s3a://, hdfs://, ...), which this process can look at."""
     text = str(path)
     return "://" not in text or text.startswith("file://")
+
+
+def require_local(output: str | Path) -> None:
+    """`ConfigurationError` unless the pyarrow writer can write ``output`` (`is_local`)."""
+    if not is_local(output):
+        raise ConfigurationError(
+            f"the pyarrow writer writes local outputs only, not {str(output)!r}",
+            hint="use --writer spark (or auto) for s3a://, hdfs:// and other file systems",
+        )

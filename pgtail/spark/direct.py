@@ -50,9 +50,9 @@ from pgtail.spark.changelog import (
     LOG_METADATA,
     MESSAGES_DIR,
     batch_ids,
-    is_local,
     log_schema,
     refuse_retyped,
+    require_local,
     table_dir,
 )
 from pgtail.spark.source import (
@@ -444,11 +444,7 @@ class ChangeLogCommitter:
     manifest's)."""
 
     def __init__(self, output: str | Path) -> None:
-        if not is_local(output):
-            raise ConfigurationError(
-                f"--writer pyarrow writes local outputs only, not {str(output)!r}",
-                hint="use --writer spark (or auto) for other file systems",
-            )
+        require_local(output)
         self.output = local_path(str(output).rstrip("/"))
         self.columns: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
         self.changes: dict[int, int] = {}

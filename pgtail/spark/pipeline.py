@@ -28,6 +28,7 @@ from pgtail.spark.changelog import (
     read_changes,
     recorded_columns,
     refuse_untyped_log,
+    require_local,
     table_dir,
     typed_columns,
 )
@@ -284,11 +285,8 @@ def chosen_writer(writer: str, output: str | Path) -> str:
         raise ConfigurationError(f"unknown writer {writer!r}", hint="use " + ", ".join(WRITERS))
     if writer == "auto":
         return "pyarrow" if is_local(output) else "spark"
-    if writer == "pyarrow" and not is_local(output):
-        raise ConfigurationError(
-            f"the pyarrow writer writes local outputs only, not {str(output)!r}",
-            hint="use --writer spark (or auto) for s3a://, hdfs:// and other file systems",
-        )
+    if writer == "pyarrow":
+        require_local(output)
     return writer
 
 
