@@ -369,8 +369,7 @@ class Stager:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self._close_connection()
-        staged = [*self.tables.values(), *([self.messages] if self.messages else [])]
-        for file in staged:
+        for file in self._files():
             file.close()
         self._background.join()
         rows: list[dict[str, Any]] = []
@@ -402,9 +401,12 @@ class Stager:
         """Drop what this task staged (its attempt failed or was cut short)."""
         self._background.cancel()
         self._close_connection()
-        for staged in [*self.tables.values(), *([self.messages] if self.messages else [])]:
-            staged.discard()
+        for file in self._files():
+            file.discard()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _files(self) -> list[_StagedFile]:
+        return [*self.tables.values(), *([self.messages] if self.messages else [])]
 
     def _close_connection(self) -> None:
         if self._conn is not None and not self._conn.closed:
@@ -413,13 +415,13 @@ class Stager:
 
 
 def stage_partition(partition: SlotPartition, output: str) -> Iterator[pa.RecordBatch]:
-    """Read one slot's share of a batch and stage it as typed per-table files; yields
-    the manifest (runs on an executor)."""
-    from pgtail.spark.source import partition_events, untyped_batches
+    """Read one slot's share of a batch as the source does (`read_partition`) and stage
+    it as typed per-table files; yields the manifest (runs on an executor)."""
+    from pgtail.spark.source import read_partition
 
     stager = Stager(output, partition.dsn)
     try:
-        for batch in untyped_batches(partition_events(partition), partition.batch_rows):
+        for batch in read_partition(partition):
             stager.add(batch)
         manifest = stager.finish()
     except BaseException:
