@@ -71,7 +71,7 @@ NAME = "pgtail_changelog"
 STAGING_DIR = "_pg_staging"  # hidden from Spark's readers (a leading _)
 FLUSH_ROWS = 65_536  # rows of one table converted and written at once (a row group)
 SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"  # where Spark keeps it
-_JSON_COLUMNS = frozenset({"_pg_key", "_pg_before", "_pg_after", "key", "before", "after"})
+_JSON_COLUMNS = frozenset({"_pg_key", "_pg_before", "_pg_after"})  # a row's JSON each
 
 MANIFEST = StructType(
     [
