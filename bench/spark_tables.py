@@ -72,7 +72,14 @@ def main() -> None:
         spark = session("local[2]", "pgtail-bench-tables", {"spark.ui.enabled": "false"})
         spark.sparkContext.setLogLevel("ERROR")
         options = {"dsn": dsn, "publication": "p"}
-        run(spark, options={**options, "slot": "warm"}, output=work / "w", checkpoint=work / "wc")
+        # warms both writers' code: Spark's Parquet writer and the Python workers
+        run(
+            spark,
+            options={**options, "slot": "warm"},
+            output=work / "w",
+            checkpoint=work / "wc",
+            writer="spark",
+        )
         seconds: dict[tuple[str, int], list[float]] = {config: [] for config in configs}
         try:
             for k, (writer, concurrent) in enumerate(runs):
