@@ -173,8 +173,7 @@ def spark_run(
             output=work / name,
             checkpoint=work / f"{name}-chk",
             on_progress=progress,
-            # (left out for auto: the bench also times trees from before --writer)
-            **({"writer": writer} if writer != "auto" else {}),
+            writer=writer,
         )
         seconds = time.perf_counter() - t0
     written = read_changes(spark, work / name).count()
