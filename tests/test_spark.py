@@ -177,6 +177,24 @@ def test_batch_read_peeks_pending_changes_without_moving_the_slot(spark: Any, db
     ]
 
 
+def test_json_with_raw_tabs_and_line_breaks_reads_with_spaces(spark: Any, db15: Any) -> None:
+    """json keeps its input text, raw tabs and line breaks included (insignificant
+    whitespace): they become spaces, as in pgtail stream's JSON lines, instead of
+    breaking the source's tab-separated lines (a whole batch failed before)."""
+    db15.execute("CREATE TABLE j (id int PRIMARY KEY, doc json, b jsonb)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE j")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db15.execute(
+        "INSERT INTO j SELECT g, E'{\"a\":\\t1,\\r\\n\\t\"t\": \"x\\\\ty\"}', '{\"c\": 1}' "
+        "FROM generate_series(1, 3) g"
+    )
+    rows = spark.read.format("pgoutput").options(**options(db15)).load().orderBy("seq").collect()
+    assert [r["after"] for r in rows] == [
+        f'{{"id":{i},"doc":{{"a": 1,   "t": "x\\ty"}},"b":{{"c": 1}}}}' for i in (1, 2, 3)
+    ]
+    assert orjson.loads(rows[0]["after"])["doc"] == {"a": 1, "t": "x\ty"}
+
+
 # --- streaming ----------------------------------------------------------------
 
 

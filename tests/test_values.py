@@ -92,6 +92,7 @@ CASES: list[tuple[str, str, Any]] = [
     ("uuid", "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"),
     ("json", '{"b": [1, 2.50, "x\\n"], "a": null}', F(b'{"b": [1, 2.50, "x\\n"], "a": null}')),
     ("json", '{\n  "a": 1\r\n}', F(b'{   "a": 1  }')),
+    ("json", '{"a":\t1,\t"b": "x\\ty"}', F(b'{"a": 1, "b": "x\\ty"}')),
     ("json", "123456789012345678901234567890", F(b"123456789012345678901234567890")),
     (
         "jsonb",
@@ -977,7 +978,7 @@ def test_text_json_fast_cases_are_taken() -> None:
     assert _text_json(values.BOOL)[1](b"t") == b"true"
     assert _text_json(values.JSONB) == ("raw", bytes)
     assert _text_json(values.JSON)[1](b'{"a":\n1}') == b'{"a": 1}'
-    assert _text_json(values.JSON)[1] is values._json_bytes  # not the generic writer
+    assert _text_json(values.JSON)[1] is values.json_spaced  # not the generic writer
     assert _text_json(values.FLOAT8) == ("convert", converters(values.FLOAT8)[0])
     assert _text_json(values.TIMESTAMPTZ)[0] == "utc_timestamp"
     assert [_text_json(oid)[0] for oid in (values.INT8, values.XID8, values.TEXT)] == [

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from pgtail.values.base import Converter, StrConverter
 from pgtail.values.base import _hex as _hex  # the tests look inside
+from pgtail.values.jsontypes import json_spaced as json_spaced  # the tests look inside
 from pgtail.values.literals import to_text
 from pgtail.values.oids import (
     BIT,
@@ -161,7 +162,6 @@ from pgtail.values.tojson import (
     json_default,
     text_json,
 )
-from pgtail.values.tojson import _json_bytes as _json_bytes  # the tests look inside
 
 __all__ = [
     "Converter",

@@ -13,17 +13,23 @@ from pgtail.values.base import _hex, _safe_binary, _safe_str, _Type
 from pgtail.values.oids import JSON, JSON_ARRAY, JSONB, JSONB_ARRAY
 
 
+def json_spaced(value: bytes) -> bytes:
+    """json's text with its raw line breaks and tabs made spaces: json keeps its input
+    text, where they can only be insignificant whitespace (they are invalid inside JSON
+    strings), and they would break JSON lines (a tab: the Spark source's tab-separated
+    lines)."""
+    if b"\n" in value or b"\r" in value or b"\t" in value:
+        value = value.replace(b"\n", b" ").replace(b"\r", b" ").replace(b"\t", b" ")
+    return value
+
+
 def _json_text(value: bytes) -> orjson.Fragment:
-    # json keeps its input text; raw line breaks can only be insignificant whitespace
-    # (they are invalid inside JSON strings), and they would break JSON lines.
-    if b"\n" in value or b"\r" in value:
-        value = value.replace(b"\n", b" ").replace(b"\r", b" ")
-    return orjson.Fragment(value)
+    return orjson.Fragment(json_spaced(value))
 
 
 def _json_str(value: str) -> orjson.Fragment:
-    if "\n" in value or "\r" in value:
-        value = value.replace("\n", " ").replace("\r", " ")
+    if "\n" in value or "\r" in value or "\t" in value:
+        value = value.replace("\n", " ").replace("\r", " ").replace("\t", " ")
     return orjson.Fragment(value)
 
 

@@ -17,7 +17,7 @@ import orjson
 
 from pgtail.values.base import Converter, _decode, _hex
 from pgtail.values.datetimes import _timestamptz_text
-from pgtail.values.jsontypes import _json_text
+from pgtail.values.jsontypes import _json_text, json_spaced
 from pgtail.values.numbers import _BOOL_TEXT, _numeric_text
 
 JsonWriter = Callable[[bytes], bytes]
@@ -28,19 +28,12 @@ JSON_ESCAPES = re.compile(rb'[\x00-\x1f"\\]')
 _BOOL_JSON: dict[bytes, bytes] = {b"t": b"true", b"f": b"false"}
 
 
-def _json_bytes(value: bytes) -> bytes:
-    # what _json_text's Fragment embeds
-    if b"\n" in value or b"\r" in value:
-        value = value.replace(b"\n", b" ").replace(b"\r", b" ")
-    return value
-
-
 # text converters whose JSON has a shortcut, by the converter (so a domain, which shares
 # its base type's converter, takes it too)
 _JSON_WRITERS: dict[Any, tuple[JsonKind, JsonWriter]] = {
     _BOOL_TEXT.__getitem__: ("call", _BOOL_JSON.__getitem__),
     orjson.Fragment: ("raw", bytes),  # jsonb prints no line breaks: embedded as it is
-    _json_text: ("call", _json_bytes),
+    _json_text: ("call", json_spaced),  # what _json_text's Fragment embeds
 }
 
 
