@@ -12,7 +12,7 @@ import select
 import struct
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -560,13 +560,17 @@ def test_insert_fast_paths_write_the_same_bytes(
     assert null_rows[0] > 0  # rows with NULLs took the fast path too
 
 
-def _spark_rows(events: list[Event]) -> list[dict[str, Any]]:
+def _spark_rows(events: list[Event], *, later: int = 0) -> list[dict[str, Any]]:
     """The Spark source's rows of these events (``pgtail.spark.source.read_partition``'s
-    loop), as Python values."""
+    loop), as Python values. ``later``: taken every ``later`` rows unbuilt
+    (`RowBuffer.take_later`, as ``pgtail spark run`` does), built in another thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from pgtail.changes import Message, Truncate
     from pgtail.spark.schema import RowBuffer
 
     rows = RowBuffer()
+    taken = []
     for event in events:
         if isinstance(event, EncodedRows):
             rows.add_encoded(event)
@@ -576,7 +580,14 @@ def _spark_rows(events: list[Event]) -> list[dict[str, Any]]:
             rows.add_truncate(event)
         elif isinstance(event, Message):
             rows.add_message(event)
-    return rows.take().to_pylist()
+        if later and rows.rows >= later:
+            taken.append(rows.take_later())
+    if not later:
+        return rows.take().to_pylist()
+    taken.append(rows.take_later())
+    with ThreadPoolExecutor(1) as pool:
+        batches = list(pool.map(lambda pending: pending(), taken))
+    return [row for batch in batches for row in batch.to_pylist()]
 
 
 @pytest.mark.parametrize("generated", [True, False], ids=["generated", "plain"])
@@ -603,8 +614,14 @@ def test_spark_rows_from_encoded_lines_equal_rows_from_changes(
         assert len(got) == len(expected) > 3500
         for i, (a, b) in enumerate(zip(got, expected, strict=True)):
             assert a == b, (mode.name, i)
+        # taken unbuilt, a few runs at a time, and built in another thread: the same
+        assert _spark_rows(fast_events, later=700) == got, mode.name
         compared += 1
     assert compared >= 3
+    # a line that does not split into seq, key, old and new is an error naming the table
+    broken = replace(encoded[0], lines=b"0\tnull\tnull\n", count=1)
+    with pytest.raises(ValueError, match=f"{broken.table.qualified_name} do not split"):
+        _spark_rows([broken])
 
 
 def test_generated_and_plain_code_render_captured_changes_alike(

@@ -8,7 +8,8 @@ typed values of the foundation survive: numbers stay numbers, json stays nested.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,54 @@ def split_encoded(rows: EncodedRows) -> list[bytes]:
     return fields
 
 
+_ENCODED_FIELDS = ("seq", "key", "old", "new")
+
+
+def encoded_columns(runs: Sequence[EncodedRows]) -> list[pa.Array]:
+    """seq, key, old and new of every line of ``runs`` (`json_columns_encoder`'s lines,
+    in order) as Arrow arrays: int32, then three strings (``null``: null).
+
+    Arrow's CSV reader splits them, tab-separated, without quoting (JSON text never
+    holds a raw tab or newline), in C++, with no Python object per value. A line it
+    cannot take (not four fields, not UTF-8) is an error naming the table."""
+    import pyarrow as pa
+    from pyarrow import csv
+
+    lines = runs[0].lines if len(runs) == 1 else b"".join(run.lines for run in runs)
+    count = sum(run.count for run in runs)
+    string = pa.string()
+    try:
+        table = csv.read_csv(
+            pa.BufferReader(lines),
+            read_options=csv.ReadOptions(
+                column_names=_ENCODED_FIELDS,
+                use_threads=False,
+                block_size=min(max(1 << 20, len(lines) + 1), (1 << 31) - 1),
+            ),
+            parse_options=csv.ParseOptions(
+                delimiter="\t",
+                quote_char=False,
+                double_quote=False,
+                escape_char=False,
+                newlines_in_values=False,
+                ignore_empty_lines=False,
+            ),
+            convert_options=csv.ConvertOptions(
+                column_types={"seq": pa.int32(), "key": string, "old": string, "new": string},
+                null_values=["null"],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        names = sorted({run.table.qualified_name for run in runs})
+        raise ValueError(f"encoded rows of {', '.join(names)} do not split: {exc}") from None
+    if table.num_rows != count:
+        names = sorted({run.table.qualified_name for run in runs})
+        raise ValueError(f"{count} encoded rows of {', '.join(names)} do not split")
+    return [table.column(name).combine_chunks() for name in _ENCODED_FIELDS]
+
+
 def empty_lists(count: int, kind: pa.DataType) -> pa.Array:
     """``count`` empty lists of type ``kind`` (no unchanged TOAST in an encoded row)."""
     import pyarrow as pa
@@ -103,8 +152,10 @@ class RowBuffer:
     """Collects rows column by column and hands them out as Arrow record batches.
 
     Rows come one by one (`add_change`, ...) or as `EncodedRows` whose lines
-    `pgtail.render.jsonl.json_columns_encoder` wrote (`add_encoded`): those become Arrow
-    columns at once, the JSON split out of the lines without a Python object per value.
+    `pgtail.render.jsonl.json_columns_encoder` wrote (`add_encoded`). Consecutive runs
+    of encoded rows are kept as they are and become Arrow columns together, when the
+    rows are taken (`encoded_columns`: no Python object per value). `take_later` hands
+    the rows over unbuilt, so another thread can build them (`PendingRows`).
     """
 
     def __init__(self) -> None:
@@ -112,7 +163,8 @@ class RowBuffer:
         self._columns: dict[str, list[Any]] = {name: [] for name in COLUMNS}
         self._key_cache: dict[int, tuple[Table, tuple[str, ...]]] = {}
         self._pending = 0  # rows in _columns
-        self._batches: list[pa.RecordBatch] = []  # before the rows in _columns
+        self._encoded: list[EncodedRows] = []  # runs after the last part; then no _columns
+        self._parts: list[Any] = []  # before those: column lists and lists of runs, in order
         self.rows = 0
 
     def _append(
@@ -133,6 +185,8 @@ class RowBuffer:
         unchanged_toast: tuple[str, ...] = (),
         message: dict[str, Any] | None = None,
     ) -> None:
+        if self._encoded:
+            self._close_encoded()
         c = self._columns
         c["op"].append(op)
         c["schema"].append(schema)
@@ -166,6 +220,8 @@ class RowBuffer:
         old = change.old
         new = change.new
         names = self._key_columns(table)
+        if self._encoded:
+            self._close_encoded()
         # As `Change.key`, but only the replica identity columns, whatever the old tuple held.
         key: bytes | None = None
         if names:
@@ -192,42 +248,12 @@ class RowBuffer:
         self._pending += 1
 
     def add_encoded(self, rows: EncodedRows) -> None:
-        """A run of changes to one table in one transaction, as encoded lines."""
-        import pyarrow as pa
-
-        self._flush()
-        count = rows.count
-        tx = rows.tx
-        table = rows.table
-        fields = split_encoded(rows)
-        schema = self._schema
-        string = pa.string()
-
-        def json_column(values: list[bytes]) -> pa.Array:
-            return pa.array([None if v == b"null" else v for v in values], string)
-
-        def constant(name: str, value: Any) -> pa.Array:
-            kind = schema.field(name).type
-            return pa.repeat(pa.scalar(value, kind), count)
-
-        arrays = [
-            constant("op", rows.op),
-            constant("schema", table.schema),
-            constant("table", table.name),
-            constant("xid", tx.xid),
-            constant("commit_lsn", tx.commit_lsn),
-            constant("end_lsn", tx.end_lsn),
-            pa.array(range(rows.first_seq, rows.first_seq + count), pa.int32()),
-            constant("commit_ts", tx.commit_time),
-            json_column(fields[1::4]),
-            json_column(fields[2::4]),
-            json_column(fields[3::4]),
-            empty_lists(count, schema.field("unchanged_toast").type),
-            constant("origin", tx.origin),
-            pa.nulls(count, schema.field("message").type),
-        ]
-        self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
-        self.rows += count
+        """A run of changes to one table in one transaction, as encoded lines (kept as
+        they are until the rows are taken)."""
+        if self._pending:
+            self._close_columns()
+        self._encoded.append(rows)
+        self.rows += rows.count
 
     def add_truncate(self, truncate: Truncate) -> None:
         tx = truncate.tx
@@ -263,25 +289,99 @@ class RowBuffer:
             },
         )
 
-    def _flush(self) -> None:
-        """The rows added one by one so far become a record batch of their own."""
-        import pyarrow as pa
-
-        if not self._pending:
-            return
-        arrays = [pa.array(self._columns[field.name], type=field.type) for field in self._schema]
-        self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
+    def _close_columns(self) -> None:
+        self._parts.append(self._columns)
         self._columns = {name: [] for name in COLUMNS}
         self._pending = 0
 
+    def _close_encoded(self) -> None:
+        self._parts.append(self._encoded)
+        self._encoded = []
+
+    def take_later(self) -> PendingRows:
+        """The rows collected so far, to be built into a record batch by calling what
+        this returns (in any thread); the buffer starts empty again."""
+        if self._pending:
+            self._close_columns()
+        if self._encoded:
+            self._close_encoded()
+        parts, self._parts = self._parts, []
+        self.rows = 0
+        return PendingRows(self._schema, parts)
+
     def take(self) -> pa.RecordBatch:
         """The rows collected so far as one record batch; the buffer starts empty again."""
+        return self.take_later()()
 
-        self._flush()
-        batches = self._batches
-        self._batches = []
-        self.rows = 0
-        return join_batches(batches, self._schema)
+
+class PendingRows:
+    """Rows taken from a `RowBuffer`, not yet built: calling it builds the record batch
+    (`RowBuffer.take`'s). Each part is the column lists of rows added one by one, or a
+    list of `EncodedRows`."""
+
+    __slots__ = ("schema", "parts")
+
+    def __init__(self, schema: pa.Schema, parts: list[Any]) -> None:
+        self.schema = schema
+        self.parts = parts
+
+    def __call__(self) -> pa.RecordBatch:
+        return join_batches([self._build(part) for part in self.parts], self.schema)
+
+    def _build(self, part: Any) -> pa.RecordBatch:
+        import pyarrow as pa
+
+        schema = self.schema
+        if isinstance(part, dict):
+            arrays = [pa.array(part[field.name], type=field.type) for field in schema]
+            return pa.RecordBatch.from_arrays(arrays, schema=schema)
+        return encoded_batch(part, schema)
+
+
+_RUN_COLUMNS: tuple[tuple[str, Callable[[EncodedRows], Any]], ...] = (
+    ("op", lambda run: run.op),
+    ("schema", lambda run: run.table.schema),
+    ("table", lambda run: run.table.name),
+    ("xid", lambda run: run.tx.xid),
+    ("commit_lsn", lambda run: run.tx.commit_lsn),
+    ("end_lsn", lambda run: run.tx.end_lsn),
+    ("commit_ts", lambda run: run.tx.commit_time),
+    ("origin", lambda run: run.tx.origin),
+)
+
+
+def encoded_batch(runs: Sequence[EncodedRows], schema: pa.Schema) -> pa.RecordBatch:
+    """The source's rows of consecutive runs of encoded rows, as one record batch: the
+    JSON columns split out of the lines (`encoded_columns`), the columns every change
+    of a run shares repeated (one value per run, run-length decoded)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    count = sum(run.count for run in runs)
+    seq, key, old, new = encoded_columns(runs)
+    first = runs[0]
+    same = all(
+        run.tx is first.tx and run.table is first.table and run.op == first.op for run in runs
+    )
+    shared: dict[str, pa.Array] = {}
+    if same:
+        for name, value in _RUN_COLUMNS:
+            shared[name] = pa.repeat(pa.scalar(value(first), schema.field(name).type), count)
+    else:
+        ends = pa.array(itertools.accumulate(run.count for run in runs), pa.int32())
+        for name, value in _RUN_COLUMNS:
+            values = pa.array([value(run) for run in runs], schema.field(name).type)
+            shared[name] = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, values))
+    arrays = {
+        **shared,
+        "seq": seq,
+        "key": key,
+        "before": old,
+        "after": new,
+        "unchanged_toast": empty_lists(count, schema.field("unchanged_toast").type),
+        "message": pa.nulls(count, schema.field("message").type),
+    }
+    return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=schema)
 
 
 # --- the typed per-table read: the table's columns, then these ------------------------

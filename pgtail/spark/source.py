@@ -257,25 +257,32 @@ def partition_events(partition: SlotPartition) -> Iterator[Any]:
     return read_range(partition.dsn, partition.slot, start, partition.end, read, on_position=check)
 
 
-def read_partition(partition: SlotPartition) -> Iterator[pa.RecordBatch]:
-    """Replay one slot between two offsets as Arrow batches (runs on an executor)."""
+def read_partition(partition: SlotPartition, *, later: bool = False) -> Iterator[Any]:
+    """Replay one slot between two offsets as Arrow batches (runs on an executor).
+    ``later``: the untyped rows as `pgtail.spark.schema.PendingRows`, each built into its
+    batch by calling it (in another thread: the reading thread only decodes)."""
     from pgtail.spark.schema import TypedRowBuffer
 
     events = partition_events(partition)
     if partition.table is not None:
+        if later:
+            raise ValueError("the typed per-table read builds its batches as it reads")
         return _read_table(partition, events, TypedRowBuffer(*partition.table, partition.columns))
-    return untyped_batches(events, partition.batch_rows)
+    return untyped_batches(events, partition.batch_rows, later=later)
 
 
-def untyped_batches(events: Iterator[Any], batch_rows: int) -> Iterator[pa.RecordBatch]:
+def untyped_batches(
+    events: Iterator[Any], batch_rows: int, *, later: bool = False
+) -> Iterator[Any]:
     """The source's rows (`pgtail.spark.schema.SCHEMA`) of the events, ``batch_rows`` to a
-    record batch."""
+    record batch (``later``: to a `pgtail.spark.schema.PendingRows`)."""
     from pgtail.changes import Change, EncodedRows, Message
     from pgtail.spark.schema import RowBuffer
 
     rows = RowBuffer()
     add_change, add_truncate, add_message = rows.add_change, rows.add_truncate, rows.add_message
     add_encoded = rows.add_encoded
+    take = rows.take_later if later else rows.take
     for event in events:
         cls = type(event)
         if cls is EncodedRows:
@@ -287,9 +294,9 @@ def untyped_batches(events: Iterator[Any], batch_rows: int) -> Iterator[pa.Recor
         else:
             add_truncate(event)
         if rows.rows >= batch_rows:
-            yield rows.take()
+            yield take()
     if rows.rows:
-        yield rows.take()
+        yield take()
 
 
 def _read_table(
