@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -303,9 +304,15 @@ def test_the_pyarrow_writer_stages_in_the_task_and_moves_the_files_on_commit(
     # a task attempt that fails half way takes its staged files with it
     real = source.untyped_batches
 
-    def failing(events: Any, batch_rows: int) -> Any:
-        for batch in real(events, 1):
+    def failing(events: Any, batch_rows: int, *, later: bool = False) -> Any:
+        for batch in real(events, 1, later=later):
             yield batch
+            # the background thread has begun staging what was read
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (
+                (out / "_pg_staging").is_dir() and any((out / "_pg_staging").iterdir())
+            ):
+                time.sleep(0.01)
             raise OSError("connection lost")
 
     monkeypatch.setattr(source, "untyped_batches", failing)
@@ -841,6 +848,89 @@ def test_a_row_with_one_json_column_finds_its_text_without_the_scanner(
             for following in ("t", None):
                 found = types.json_member_reader(column, following)([dumps(row).decode()])
                 assert found == [text.decode()]
+
+
+def test_the_vectorised_jsonb_member_reads_what_the_row_reader_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`json_member_arrow` finds a jsonb column's text with Arrow's kernels and gives
+    what `json_member_reader` and `row_reader` give, for every row: the column first,
+    in the middle or last; absent; JSON null; a row not written compactly; a column
+    dropped since the row was written, right after the jsonb column or at the end
+    (other members then follow its value); text with ',"' and '"doc":' inside strings;
+    a sliced array. Only the rows the kernels cannot read take the Python path."""
+    import random
+
+    import pyarrow as pa
+
+    from pgtail.catalog.spark import ColumnType
+    from pgtail.spark import types
+    from pgtail.values import dumps
+
+    doc = ColumnType("dóc", 3802, "jsonb", -1, 0, 0)
+    values = [b'{"a": 1}', b'"x,\\"y"', b'{"b": [1.50, "}"], "c": {"d": ","}}', b"null",
+              b"[]", b'{"f,\\"l\\":": 2}', b'"\xc3\xa9"', b"12", b'{"t": ",\\"t\\":"}']  # fmt: skip
+    order = ["id", "t", "dóc", "x", "f"]  # every column a row may have, in order
+    chance = random.Random(17)
+
+    def row(columns: list[str], dropped: bool) -> str | None:
+        if chance.random() < 0.05:
+            return None
+        members: dict[str, Any] = {}
+        for name in order:
+            if name not in columns and not (dropped and chance.random() < 0.5):
+                continue
+            if chance.random() < 0.1:
+                continue  # absent (unchanged TOAST, an old row of the key only)
+            if name == "dóc":
+                members[name] = orjson.Fragment(chance.choice(values))
+            elif name == "t":
+                members[name] = chance.choice(['a"},"dóc":{', 'é,"f":', "plain", ',"'])
+            else:
+                members[name] = chance.randint(-5, 5)
+        return dumps(members).decode()
+
+    def fast(text: str, following: str | None) -> bool:
+        names = list(orjson.loads(text))
+        if not (text.startswith('{"dóc":') or ',"dóc":' in text):
+            return False  # the column absent, or not where a compact row has it
+        after = names[names.index("dóc") + 1 :]
+        value = types.row_reader([doc])(text)[0]
+        return after[:1] in ([following], []) and ',"' not in (value or "")
+
+    python_rows: list[str] = []
+    real = types.json_member_reader
+
+    def counted(column: Any, following: Any = None) -> Any:
+        read = real(column, following)
+
+        def reading(texts: Any) -> Any:
+            python_rows.extend(texts)
+            return read(texts)
+
+        return reading
+
+    monkeypatch.setattr(types, "json_member_reader", counted)
+    for columns in (["id", "t", "dóc", "f"], ["dóc", "f"], ["id", "dóc"], order):
+        after = columns.index("dóc") + 1
+        following = columns[after] if after < len(columns) else None
+        for dropped in (False, True):
+            rows = [row(columns, dropped) for _ in range(300)]
+            rows.append(" " + (rows[0] or "{}"))  # not compact
+            python_rows.clear()
+            got = types.json_member_arrow(doc, following)(
+                pa.array(["pad", *rows], pa.string()).slice(1)
+            )
+            expected = [None if r is None else types.row_reader([doc])(r)[0] for r in rows]
+            assert got.to_pylist() == expected, (columns, dropped)
+            assert real(doc, following)(rows) == expected, (columns, dropped)
+            # Python reads exactly the rows the kernels cannot: not compact, without the
+            # column, followed by another member than the next column, or a value with
+            # ',"' (a string ending in a comma)
+            assert python_rows == [r for r in rows if r is not None and not fast(r, following)]
+            assert dropped or len(python_rows) < len(rows) / 4  # most rows: the kernels
+    assert types.json_member_arrow(doc, "f")(pa.array([None, None], pa.string())).null_count == 2
+    assert len(types.json_member_arrow(doc)(pa.array([], pa.string()))) == 0
 
 
 def test_cli_run_error_is_one_line_and_materialize_prints_counts(

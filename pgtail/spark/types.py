@@ -474,6 +474,15 @@ def _parse_type(column: ColumnType, target: Any) -> Any:
     return target
 
 
+def _follow(column: ColumnType, following: str | None) -> str | None:
+    """``,"<following>":`` where a jsonb ``column``'s value ends (`json_member_reader`),
+    or None: not jsonb, nothing following, or a name that could continue jsonb text."""
+    if following is None or _base(column).type_oid != JSONB:
+        return None
+    follow = "," + orjson.dumps(following).decode() + ":"
+    return None if follow[2:3] in (":", ",", "]", "}", " ", "\\") else follow
+
+
 def json_member_reader(
     column: ColumnType, following: str | None = None
 ) -> Callable[[Sequence[str | None]], list[Any]]:
@@ -494,22 +503,23 @@ def json_member_reader(
     by ``:`` only as a key's closing quote, and jsonb follows a closing quote with ``,``,
     ``:``, ``]``, ``}`` or a space, never with the first character of the name (a name
     starting with one of those is parsed). The first ``,"`` alone would not do:
-    ``{"d": ","}`` holds one.
+    ``{"d": ","}`` holds one. A value found so that holds ``,"`` is parsed instead: it
+    may have run into other members (a column dropped since the row was written, then
+    the next column's key comes later), while jsonb's text holds one only where a
+    string ends in a comma (PostgreSQL writes ``, `` between items).
     """
     key = orjson.dumps(column.name).decode() + ":"
     decode = _DECODER.raw_decode
     general = row_reader([column])
-    follow = None
-    if following is not None and _base(column).type_oid == JSONB:
-        follow = "," + orjson.dumps(following).decode() + ":"
-        if follow[2:3] in (":", ",", "]", "}", " ", "\\"):
-            follow = None
+    follow = _follow(column, following)
 
     def end_of(text: str, start: int) -> int:
         """Where the value starting at ``start`` ends, or -1."""
         if follow is not None:
             end = text.find(follow, start)
-            if end > start:
+            # ',"' there may be other members (a column dropped since the row was
+            # written) or a string ending in a comma: the value is parsed
+            if end > start and text.find(',"', start, end) < 0:
                 return end
         try:
             return int(decode(text, start)[1])
@@ -535,6 +545,86 @@ def json_member_reader(
                     continue
             append(general(text)[0])
         return values
+
+    return read
+
+
+def json_member_arrow(column: ColumnType, following: str | None = None) -> Callable[[Any], Any]:
+    """`json_member_reader` for an Arrow array of rows (null: no row), giving an Arrow
+    string array; for a jsonb column, found by Arrow's kernels, with no Python object
+    per row (json columns: by `json_member_reader`).
+
+    A jsonb value starts after the first ``,"<name>":`` of the row (or a leading
+    ``{"<name>":``: see `json_member_reader` for why nothing before it looks so) and ends
+    at the first ``,"<following>":`` after it, else at the row's closing ``}``. It is
+    taken only when its text holds no ``,"``: jsonb's text holds one only where a string
+    ends in a comma (PostgreSQL writes ``, `` between items and escapes every ``"`` in a
+    string), and a value found past other members (a column dropped since the row was
+    written) always does. Such rows, and rows where the column is not found, are read
+    by `json_member_reader`, so the values are the same either way.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    one_by_one = json_member_reader(column, following)
+    string = pa.string()
+    if _base(column).type_oid != JSONB:
+
+        def read_json(texts: Any) -> Any:
+            return pa.array(one_by_one(texts.to_pylist()), string)
+
+        return read_json
+    key = orjson.dumps(column.name).decode() + ":"
+    key_bytes = len(key.encode())
+    follow = _follow(column, following)
+    none = pa.scalar(None, string)
+
+    def read(texts: Any) -> Any:
+        if texts.type != string:
+            return pa.array(one_by_one(texts.to_pylist()), string)
+        count = len(texts)
+        at = pc.if_else(pc.starts_with(texts, "{" + key), 0, pc.find_substring(texts, "," + key))
+        start = pc.add(at, 1 + key_bytes)
+        last = pc.subtract(pc.binary_length(texts), 1)
+        if follow is None:
+            end = last
+        else:
+            found = pc.find_substring(texts, follow)
+            end = pc.if_else(pc.greater_equal(found, 0), found, last)
+        size = pc.subtract(end, start)
+        ok = pc.and_(pc.greater_equal(at, 0), pc.greater(size, 0))
+        ok = pc.and_(ok, pc.or_(pc.less(end, last), pc.ends_with(texts, "}")))
+        ok = pc.fill_null(ok, False)
+        offsets = pa.Array.from_buffers(
+            pa.int32(), count, [None, texts.buffers()[1]], offset=texts.offset
+        )
+        data = texts.buffers()[2]
+        if data is None:  # every row null or empty
+            data = pa.py_buffer(b"")
+        size = pc.if_else(ok, size, 0)
+        views = pa.ListViewArray.from_arrays(
+            pc.if_else(ok, pc.add(offsets, start), 0),
+            size,
+            pa.Array.from_buffers(pa.uint8(), data.size, [None, data]),
+        )
+        flat = pc.list_flatten(views)
+        ends = pc.cumulative_sum(size)
+        bounds = pa.concat_arrays([pa.array([0], pa.int32()), ends.cast(pa.int32())])
+        values = pa.Array.from_buffers(
+            string,
+            count,
+            [None, bounds.buffers()[1], flat.buffers()[1].slice(flat.offset, len(flat))],
+            offset=0,
+        )
+        # a value with ',"' in it ran into other members: read one by one, as is a row
+        # where the column was not found
+        ok = pc.and_(ok, pc.equal(pc.find_substring(values, ',"'), -1))
+        found = pc.if_else(pc.and_(ok, pc.not_equal(values, "null")), values, none)
+        again = pc.and_(pc.invert(ok), pc.is_valid(texts))
+        if pc.any(again).as_py():
+            redo = pa.array(one_by_one(texts.filter(again).to_pylist()), string)
+            found = pc.replace_with_mask(found, again, redo)
+        return found
 
     return read
 
@@ -565,7 +655,7 @@ def arrow_columns_reader(
     # the table's only json column (the usual table), not an array: found, not parsed
     json_columns = [i for i, c in enumerate(columns) if is_json_column(c)]
     member = {
-        i: json_member_reader(columns[i], columns[i + 1].name if i + 1 < len(columns) else None)
+        i: json_member_arrow(columns[i], columns[i + 1].name if i + 1 < len(columns) else None)
         for i in json_columns
         if len(json_columns) == 1 and not _base(columns[i]).element_oid
     }
@@ -606,14 +696,15 @@ def arrow_columns_reader(
                     with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
                         found.update(parse(data, [i]))
         rest = tuple(i for i in range(len(columns)) if i not in found and i not in member)
-        rows = texts.to_pylist() if rest or member else []
+        rows = texts.to_pylist() if rest else []
         if rest:
             if rest not in slow_readers:
                 slow_readers[rest] = columns_reader([columns[i] for i in rest])
             for i, values in zip(rest, slow_readers[rest](rows), strict=True):
                 found[i] = pa.array(values, type=targets[i])
         for i, read_member in member.items():
-            found[i] = pa.array(read_member(rows), type=targets[i])
+            values = read_member(texts)
+            found[i] = values if values.type == targets[i] else values.cast(targets[i])
         return [found[i] for i in range(len(columns))]
 
     return read
