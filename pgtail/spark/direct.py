@@ -35,6 +35,7 @@ import functools
 import os
 import queue
 import shutil
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -69,7 +70,10 @@ if TYPE_CHECKING:
 
 NAME = "pgtail_changelog"
 STAGING_DIR = "_pg_staging"  # hidden from Spark's readers (a leading _)
-FLUSH_ROWS = 65_536  # rows of one table converted and written at once (a row group)
+CONVERT_ROWS = 32_768  # rows of one table converted at once (so little is left at the end)
+FLUSH_ROWS = 65_536  # rows of one table written at once (a row group)
+STAGE_QUEUE = 8  # batches read (`DEFAULT_BATCH_ROWS` rows each) waiting to be staged
+SWITCH_INTERVAL = 0.0001  # seconds: `sys.setswitchinterval` while a task stages
 SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"  # where Spark keeps it
 _JSON_COLUMNS = frozenset({"_pg_key", "_pg_before", "_pg_after"})  # a row's JSON each
 
@@ -144,12 +148,12 @@ def _conform(array: Any, kind: Any) -> Any:
 
 
 class _Background:
-    """One thread that runs a task's conversions and writes, in the order given, while
-    the task reads on (Arrow's JSON reader and Parquet writer let go of the GIL). At most
-    ``queued`` jobs wait, so memory stays bounded; the first failure is raised in the
-    task's thread, at the next job or at `join`."""
+    """One thread that runs a task's jobs (building, converting and writing what the
+    task read), in the order given, while the task reads on. At most ``queued`` jobs
+    wait, so memory stays bounded; the first failure is raised in the task's thread, at
+    the next job or at `join`."""
 
-    def __init__(self, queued: int = 2) -> None:
+    def __init__(self, queued: int) -> None:
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=queued)
         self.error: BaseException | None = None
         self._cancelled = False
@@ -188,24 +192,18 @@ class _Background:
             raise self.error
 
 
-def _now(job: Callable[[], None]) -> None:
-    job()
-
-
 class _StagedFile:
-    """One file a task stages: record batches gathered, then written `FLUSH_ROWS` rows
-    at a time (a row group each) as `arrays` makes them, by ``run`` (at once, or by the
-    task's `_Background` thread)."""
+    """One file a task stages: record batches gathered, converted `CONVERT_ROWS` rows at
+    a time (`arrays`), and written `FLUSH_ROWS` rows at a time (a row group each)."""
 
-    def __init__(
-        self, path: Path, schema: pa.Schema, run: Callable[[Callable[[], None]], None] = _now
-    ) -> None:
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
         self.path = path
         self.schema = schema
-        self.run = run
-        self.pending: list[pa.RecordBatch] = []
-        self.pending_rows = 0
-        self.rows = 0
+        self.raw: list[pa.RecordBatch] = []  # the source's rows, not converted yet
+        self.raw_rows = 0
+        self.typed: list[pa.RecordBatch] = []  # converted, not written yet
+        self.typed_rows = 0
+        self.rows = 0  # written
         self.writer: pq.ParquetWriter | None = None
 
     def arrays(self, rows: pa.Table) -> list[Any]:
@@ -213,25 +211,32 @@ class _StagedFile:
         return [rows.column(field.name).combine_chunks() for field in self.schema]
 
     def add(self, batch: pa.RecordBatch) -> None:
-        self.pending.append(batch)
-        self.pending_rows += batch.num_rows
-        if self.pending_rows >= FLUSH_ROWS:
-            self.flush()
+        self.raw.append(batch)
+        self.raw_rows += batch.num_rows
+        if self.raw_rows >= CONVERT_ROWS:
+            self._convert()
 
-    def flush(self) -> None:
+    def _convert(self) -> None:
         import pyarrow as pa
 
-        if not self.pending:
+        if not self.raw:
             return
-        rows = pa.Table.from_batches(self.pending)
-        self.pending, self.pending_rows = [], 0
-        self.run(functools.partial(self._write, rows))
+        rows = pa.Table.from_batches(self.raw)
+        self.raw, self.raw_rows = [], 0
+        arrays = [_conform(a, f.type) for a, f in zip(self.arrays(rows), self.schema, strict=True)]
+        self.typed.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.typed_rows += rows.num_rows
+        if self.typed_rows >= FLUSH_ROWS:
+            self._write()
 
-    def _write(self, rows: pa.Table) -> None:
+    def _write(self) -> None:
         import pyarrow as pa
         from pyarrow import parquet as pq
 
-        arrays = [_conform(a, f.type) for a, f in zip(self.arrays(rows), self.schema, strict=True)]
+        if not self.typed:
+            return
+        rows = pa.Table.from_batches(self.typed)
+        self.typed, self.typed_rows = [], 0
         if self.writer is None:
             self.writer = pq.ParquetWriter(
                 self.path,
@@ -240,14 +245,12 @@ class _StagedFile:
                 # a row's JSON is unique: a dictionary of it would be tried, then dropped
                 use_dictionary=[n for n in self.schema.names if n not in _JSON_COLUMNS],
             )
-        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.writer.write_table(rows, row_group_size=rows.num_rows)
         self.rows += rows.num_rows
 
     def close(self) -> None:
-        self.flush()
-        self.run(self._close)
-
-    def _close(self) -> None:
+        self._convert()
+        self._write()
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -262,17 +265,11 @@ class _StagedFile:
 class _TableFile(_StagedFile):
     """A table's changes: its columns typed (`arrow_columns_reader`), then `LOG_METADATA`."""
 
-    def __init__(
-        self,
-        path: Path,
-        qualified: str,
-        columns: Sequence[ColumnType],
-        run: Callable[[Callable[[], None]], None] = _now,
-    ) -> None:
+    def __init__(self, path: Path, qualified: str, columns: Sequence[ColumnType]) -> None:
         from pgtail.spark.types import arrow_columns_reader
 
         self.columns = tuple(columns)
-        super().__init__(path, file_schema(log_schema(qualified, self.columns)), run)
+        super().__init__(path, file_schema(log_schema(qualified, self.columns)))
         count = len(self.columns)
         self.read = arrow_columns_reader(
             self.columns, [self.schema.field(i).type for i in range(count)]
@@ -288,7 +285,8 @@ class _TableFile(_StagedFile):
 
 class Stager:
     """The files one task stages under ``<output>/_pg_staging/<task>/``: a table's
-    changes (`add`, the source's record batches in order) go to that table's file."""
+    changes (`add`, the source's record batches in order) go to that table's file.
+    Used by one thread at a time."""
 
     def __init__(self, output: str | Path, dsn: str) -> None:
         self.output = local_path(output)
@@ -297,7 +295,6 @@ class Stager:
         self.tables: dict[tuple[str, str], _TableFile] = {}
         self.messages: _StagedFile | None = None
         self._conn: Any = None
-        self._background = _Background()
 
     def _columns(self, schema_name: str, table_name: str) -> tuple[ColumnType, ...]:
         """The table's columns in the catalog now; when it was dropped since, those its
@@ -319,10 +316,7 @@ class Stager:
             self.directory.mkdir(parents=True, exist_ok=True)
             path = self.directory / f"{len(self.tables):05d}.parquet"
             found = _TableFile(
-                path,
-                f"{schema_name}.{table_name}",
-                self._columns(schema_name, table_name),
-                self._background.submit,
+                path, f"{schema_name}.{table_name}", self._columns(schema_name, table_name)
             )
             self.tables[key] = found
         return found
@@ -338,9 +332,7 @@ class Stager:
             if self.messages is None:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 self.messages = _StagedFile(
-                    self.directory / "messages.parquet",
-                    file_schema(SCHEMA),
-                    self._background.submit,
+                    self.directory / "messages.parquet", file_schema(SCHEMA)
                 )
             self.messages.add(batch.filter(messages))
             batch = batch.filter(pc.invert(messages))
@@ -371,7 +363,6 @@ class Stager:
         self._close_connection()
         for file in self._files():
             file.close()
-        self._background.join()
         rows: list[dict[str, Any]] = []
         for (schema_name, table_name), table in self.tables.items():
             rows.append(
@@ -399,7 +390,6 @@ class Stager:
 
     def abort(self) -> None:
         """Drop what this task staged (its attempt failed or was cut short)."""
-        self._background.cancel()
         self._close_connection()
         for file in self._files():
             file.discard()
@@ -416,18 +406,36 @@ class Stager:
 
 def stage_partition(partition: SlotPartition, output: str) -> Iterator[pa.RecordBatch]:
     """Read one slot's share of a batch as the source does (`read_partition`) and stage
-    it as typed per-table files; yields the manifest (runs on an executor)."""
+    it as typed per-table files; yields the manifest (runs on an executor).
+
+    The task's thread only decodes (`read_partition` ``later``: rows as the decoder
+    wrote them); a second thread (`_Background`) builds them into record batches,
+    converts and writes them, while the decoding goes on."""
     from pgtail.spark.source import read_partition
 
     stager = Stager(output, partition.dsn)
+    switch = sys.getswitchinterval()
+    # The reading thread holds the GIL all the time; the other one takes it back after
+    # each Arrow call. With Python's 5 ms interval it would wait up to that long each
+    # time, and fall behind (the reading then waits on the queue).
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    background = _Background(STAGE_QUEUE)
     try:
-        for batch in read_partition(partition):
-            stager.add(batch)
+        for pending in read_partition(partition, later=True):
+            background.submit(functools.partial(_stage, stager, pending))
+        background.join()
         manifest = stager.finish()
     except BaseException:
+        background.cancel()
         stager.abort()
         raise
+    finally:
+        sys.setswitchinterval(switch)
     yield manifest
+
+
+def _stage(stager: Stager, pending: Callable[[], pa.RecordBatch]) -> None:
+    stager.add(pending())
 
 
 def _replace_dir(target: Path, files: Sequence[Path]) -> None:
