@@ -5,8 +5,10 @@ json > /dev/null`` of the same changes, alternating, on a throwaway server.
 Prints each pair and the median of the ratios (CLI time / read time: 1.0 means the
 executor decodes as fast as the CLI). ``--typed``: the typed per-table read
 (``option("table", "public.mixed")``: the table's columns with Spark types) instead of
-the JSON rows. Usage: python bench/spark_read.py [--changes N] [--repeat K] [--typed]
-(the ``pgtail`` imported is the one on ``sys.path``).
+the JSON rows. ``--stage``: what a task of ``pgtail spark run --writer pyarrow`` does
+(`pgtail.spark.direct.stage_partition`: read, convert to typed columns, write Parquet),
+without Spark. Usage: python bench/spark_read.py [--changes N] [--repeat K] [--typed |
+--stage] (the ``pgtail`` imported is the one on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,9 +34,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=4)
-    parser.add_argument("--typed", action="store_true")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--typed", action="store_true")
+    kind.add_argument("--stage", action="store_true")
     args = parser.parse_args()
 
+    from pgtail.spark.direct import stage_partition
     from pgtail.spark.source import _Driver, parse_options, read_partition
 
     server = start_server(settings=SERVER_SETTINGS)
@@ -56,7 +62,12 @@ def main() -> None:
         ratios = []
         for i in range(args.repeat):
             t0 = time.perf_counter()
-            rows = sum(batch.num_rows for batch in read_partition(partition))
+            if args.stage:
+                with tempfile.TemporaryDirectory(prefix="pgtail-bench-stage-") as output:
+                    [manifest] = stage_partition(partition, output)
+                    rows = sum(manifest.column("rows").to_pylist())
+            else:
+                rows = sum(batch.num_rows for batch in read_partition(partition))
             read = time.perf_counter() - t0
             assert rows == args.changes, rows
             t0 = time.perf_counter()
@@ -68,9 +79,12 @@ def main() -> None:
             )  # fmt: skip
             cli = time.perf_counter() - t0
             ratios.append(cli / read)
-            print(f"read_partition {read:.2f}s  pgtail stream {cli:.2f}s  ratio {cli / read:.2f}")
+            name = "stage_partition" if args.stage else "read_partition"
+            print(f"{name} {read:.2f}s  pgtail stream {cli:.2f}s  ratio {cli / read:.2f}")
         print(
-            f"{args.changes:,} changes: executor read{' (typed)' if args.typed else ''} vs "
+            f"{args.changes:,} changes: executor "
+            + ("read (typed)" if args.typed else "stage" if args.stage else "read")
+            + " vs "
             "pgtail stream, median ratio "
             f"{statistics.median(ratios):.2f} (PostgreSQL {server.major})"
         )

@@ -12,7 +12,9 @@ JVM:
   (`pgtail.spark.types.arrow_columns_reader`) and written with pyarrow to a staged file
   under ``<output>/_pg_staging/`` (the columns looked up in the catalog when the table
   first appears; a staged file records them as Spark would, so Spark reads it back the
-  same). The task's rows are one manifest row per file (`MANIFEST`).
+  same). The task's thread only decodes; a second thread builds what it decoded into
+  record batches, converts and writes them (`_Background`). The task's rows are one
+  manifest row per file (`MANIFEST`).
 - on the driver (`ChangeLogCommitter`, the ``foreachBatch`` function): once every task
   of the batch succeeded, each table's columns are checked against its log (a retyped
   column stops the run before anything moves), then each staged file moves into

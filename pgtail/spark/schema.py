@@ -71,15 +71,6 @@ def arrow_schema() -> pa.Schema:
     return to_arrow_schema(SCHEMA, timezone="UTC")
 
 
-def split_encoded(rows: EncodedRows) -> list[bytes]:
-    """The fields of `json_columns_encoder`'s lines (seq TAB key TAB old TAB new, per
-    line), all in one list: one split, then ``[1::4]`` are the keys, and so on."""
-    fields = rows.lines[:-1].replace(b"\n", b"\t").split(b"\t")
-    if len(fields) != 4 * rows.count:
-        raise ValueError(f"{rows.count} encoded rows of {rows.table.qualified_name} do not split")
-    return fields
-
-
 _ENCODED_FIELDS = ("seq", "key", "old", "new")
 
 
@@ -350,30 +341,38 @@ _RUN_COLUMNS: tuple[tuple[str, Callable[[EncodedRows], Any]], ...] = (
 )
 
 
-def encoded_batch(runs: Sequence[EncodedRows], schema: pa.Schema) -> pa.RecordBatch:
-    """The source's rows of consecutive runs of encoded rows, as one record batch: the
-    JSON columns split out of the lines (`encoded_columns`), the columns every change
-    of a run shares repeated (one value per run, run-length decoded)."""
+def run_values(
+    runs: Sequence[EncodedRows], columns: Sequence[tuple[Callable[[EncodedRows], Any], Any]]
+) -> list[pa.Array]:
+    """For each (value of a run, Arrow type) of ``columns``: an array of that value for
+    every change of ``runs``, in order (one value per run, run-length decoded)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     count = sum(run.count for run in runs)
-    seq, key, old, new = encoded_columns(runs)
     first = runs[0]
-    same = all(
-        run.tx is first.tx and run.table is first.table and run.op == first.op for run in runs
-    )
-    shared: dict[str, pa.Array] = {}
-    if same:
-        for name, value in _RUN_COLUMNS:
-            shared[name] = pa.repeat(pa.scalar(value(first), schema.field(name).type), count)
-    else:
-        ends = pa.array(itertools.accumulate(run.count for run in runs), pa.int32())
-        for name, value in _RUN_COLUMNS:
-            values = pa.array([value(run) for run in runs], schema.field(name).type)
-            shared[name] = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, values))
+    if all(run.tx is first.tx and run.table is first.table and run.op == first.op for run in runs):
+        return [pa.repeat(pa.scalar(value(first), kind), count) for value, kind in columns]
+    ends = pa.array(itertools.accumulate(run.count for run in runs), pa.int32())
+    return [
+        pc.run_end_decode(
+            pa.RunEndEncodedArray.from_arrays(ends, pa.array([value(r) for r in runs], kind))
+        )
+        for value, kind in columns
+    ]
+
+
+def encoded_batch(runs: Sequence[EncodedRows], schema: pa.Schema) -> pa.RecordBatch:
+    """The source's rows of consecutive runs of encoded rows, as one record batch: the
+    JSON columns split out of the lines (`encoded_columns`), the columns every change
+    of a run shares repeated (`run_values`)."""
+    import pyarrow as pa
+
+    count = sum(run.count for run in runs)
+    seq, key, old, new = encoded_columns(runs)
+    shared = run_values(runs, [(value, schema.field(name).type) for name, value in _RUN_COLUMNS])
     arrays = {
-        **shared,
+        **dict(zip((name for name, _ in _RUN_COLUMNS), shared, strict=True)),
         "seq": seq,
         "key": key,
         "before": old,
@@ -436,8 +435,7 @@ class TypedRowBuffer:
         )
         self._columns: list[list[Any]] = [[] for _ in range(self._width)]
         self._batches: list[pa.RecordBatch] = []  # before the rows in _columns/_encoded
-        self._encoded: list[list[pa.Array]] = []  # metadata columns of each encoded run
-        self._encoded_texts: list[bytes | None] = []  # their row JSON
+        self._encoded: list[EncodedRows] = []  # runs of encoded rows, built at once
         self._checked: Table | None = None
         self.rows = 0
 
@@ -481,58 +479,48 @@ class TypedRowBuffer:
 
     def add_encoded(self, rows: EncodedRows) -> None:
         """A run of changes to the table in one transaction, as the lines
-        `pgtail.render.jsonl.json_columns_encoder` wrote. The row JSON of each (the new
-        row, or the old one of a delete) is kept until the next row added one by one or
-        `take`, then all of it is converted to the typed columns at once, by the rule of
-        `add_change` (`pgtail.spark.types.arrow_columns_reader`)."""
-        import pyarrow as pa
-
+        `pgtail.render.jsonl.json_columns_encoder` wrote. The runs are kept until the
+        next row added one by one or `take`, then split (`encoded_columns`) and
+        converted to the typed columns at once, by the rule of `add_change`
+        (`pgtail.spark.types.arrow_columns_reader`): the new row's JSON, or the old
+        one's (a delete, or no new row)."""
         self._check(rows.table)
         self._flush()
-        count = rows.count
-        tx = rows.tx
-        fields = split_encoded(rows)
-        texts: list[bytes | None] = list(fields[2::4] if rows.op == "delete" else fields[3::4])
-        if b"null" in texts:  # no row there (not expected): the other one, else none
-            texts = [
-                (new if new != b"null" else None if old == b"null" else old)
-                for old, new in zip(fields[2::4], fields[3::4], strict=True)
-            ]
-        arrow = self._arrow
-        n = len(self._names)
-
-        def constant(i: int, value: Any) -> pa.Array:
-            return pa.repeat(pa.scalar(value, arrow.field(i).type), count)
-
-        self._encoded_texts.extend(texts)
-        self._encoded.append(
-            [
-                constant(n, rows.op),
-                constant(n + 1, tx.commit_lsn),
-                constant(n + 2, tx.commit_time),
-                constant(n + 3, tx.xid),
-                pa.array(range(rows.first_seq, rows.first_seq + count), arrow.field(n + 4).type),
-            ]
-        )
-        self.rows += count
+        self._encoded.append(rows)
+        self.rows += rows.count
 
     def _flush_encoded(self) -> None:
         """The encoded rows kept so far become a record batch of their own."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        if not self._encoded:
+        runs = self._encoded
+        if not runs:
             return
+        self._encoded = []
         arrow = self._arrow
-        count = len(self._encoded_texts)
-        metadata = [pa.concat_arrays(list(parts)) for parts in zip(*self._encoded, strict=True)]
+        n = len(self._names)
+        count = sum(run.count for run in runs)
+        seq, _key, old, new = encoded_columns(runs)
+        op, commit_lsn, commit_time, xid = run_values(
+            runs,
+            [
+                (lambda run: run.op, arrow.field(n).type),
+                (lambda run: run.tx.commit_lsn, arrow.field(n + 1).type),
+                (lambda run: run.tx.commit_time, arrow.field(n + 2).type),
+                (lambda run: run.tx.xid, arrow.field(n + 3).type),
+            ],
+        )
         arrays = [
-            *self._read_json(pa.array(self._encoded_texts, pa.string())),
-            *metadata,
+            *self._read_json(pc.coalesce(new, old)),
+            op,
+            commit_lsn,
+            commit_time,
+            xid,
+            seq.cast(arrow.field(n + 4).type),
             empty_lists(count, arrow.field(len(arrow) - 1).type),
         ]
         self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=arrow))
-        self._encoded = []
-        self._encoded_texts = []
 
     def add_truncate(self, truncate: Truncate) -> None:
         tx = truncate.tx
