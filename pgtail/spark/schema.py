@@ -74,9 +74,12 @@ def arrow_schema() -> pa.Schema:
 _ENCODED_FIELDS = ("seq", "key", "old", "new")
 
 
-def encoded_columns(runs: Sequence[EncodedRows]) -> list[pa.Array]:
-    """seq, key, old and new of every line of ``runs`` (`json_columns_encoder`'s lines,
-    in order) as Arrow arrays: int32, then three strings (``null``: null).
+def encoded_columns(
+    runs: Sequence[EncodedRows], fields: Sequence[str] = _ENCODED_FIELDS
+) -> list[pa.Array]:
+    """The ``fields`` (of seq, key, old and new) of every line of ``runs``
+    (`json_columns_encoder`'s lines, in order) as Arrow arrays: seq int32, the others
+    strings (``null``: null).
 
     Arrow's CSV reader splits them, tab-separated, without quoting (JSON text never
     holds a raw tab or newline), in C++, with no Python object per value. A line it
@@ -108,6 +111,7 @@ def encoded_columns(runs: Sequence[EncodedRows]) -> list[pa.Array]:
                 null_values=["null"],
                 strings_can_be_null=True,
                 quoted_strings_can_be_null=False,
+                include_columns=list(fields),
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -116,7 +120,7 @@ def encoded_columns(runs: Sequence[EncodedRows]) -> list[pa.Array]:
     if table.num_rows != count:
         names = sorted({run.table.qualified_name for run in runs})
         raise ValueError(f"{count} encoded rows of {', '.join(names)} do not split")
-    return [table.column(name).combine_chunks() for name in _ENCODED_FIELDS]
+    return [table.column(name).combine_chunks() for name in fields]
 
 
 def empty_lists(count: int, kind: pa.DataType) -> pa.Array:
@@ -501,7 +505,7 @@ class TypedRowBuffer:
         arrow = self._arrow
         n = len(self._names)
         count = sum(run.count for run in runs)
-        seq, _key, old, new = encoded_columns(runs)
+        seq, old, new = encoded_columns(runs, ("seq", "old", "new"))
         op, commit_lsn, commit_time, xid = run_values(
             runs,
             [
