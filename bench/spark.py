@@ -9,9 +9,9 @@ changes (inserts of a mixed-type table in transactions of ``--tx-rows``) are com
 - ``pgtail spark run``: `pgtail.spark.pipeline.run` with ``available-now`` (the typed
   per-table change logs), once with each ``--writers`` (pyarrow: the executors write;
   spark: Spark's Parquet writer), each on its own slot; timed from the start of the query
-  to its end (session start-up and a first small query, which loads the JVM's classes
-  and starts the Python workers, reported apart), and its batches alone (Spark's
-  ``triggerExecution``: without starting and stopping the query).
+  to its end (session start-up and a first small query with each writer, which loads
+  the JVM's classes and starts the Python workers, reported apart), and its batches
+  alone (Spark's ``triggerExecution``: without starting and stopping the query).
 - ``spark, two slots``: ``pgtail spark run`` reading two slots (one partition each) at
   once (the default writer).
 - ``json``: ``pgtail stream --slot <slot> --end <lsn> --format json > /dev/null``.
@@ -66,7 +66,7 @@ FROM generate_series(%s, %s) g
 """
 SLOTS = (
     "spark_slot", "spark_slot_spark", "source_slot", "spark_a", "spark_b", "json_slot",
-    "warm_slot",
+    "warm_slot", "warm_slot_pyarrow",
 )  # fmt: skip
 SERVER_SETTINGS = {"logical_decoding_work_mem": "256MB", "max_wal_size": "4GB"}
 
@@ -288,11 +288,13 @@ def main() -> None:
             },
         )
         spark.sparkContext.setLogLevel("ERROR")
-        # a first small query loads the JVM's classes (Spark's Parquet writer's too) and
-        # starts the Python workers
-        spark_run(
-            spark, dsn, {"slot": "warm_slot", "publication": "warm_pub"}, work, "warm", "spark"
-        )
+        # a first small query with each writer loads the JVM's classes (Spark's Parquet
+        # writer's too) and starts the Python workers with what each writer imports
+        for writer, slot in (("spark", "warm_slot"), ("pyarrow", "warm_slot_pyarrow")):
+            spark_run(
+                spark, dsn, {"slot": slot, "publication": "warm_pub"}, work, f"warm-{writer}",
+                writer,
+            )  # fmt: skip
         startup = time.perf_counter() - t0
         try:
             rows, seconds, written, use = source_run(
