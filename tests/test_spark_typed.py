@@ -398,6 +398,36 @@ def test_a_column_added_mid_stream_appears_from_then_on(
 
 
 @pytest.mark.parametrize("writer", WRITERS)
+def test_a_jsonb_column_keeps_its_text_when_the_column_after_it_was_dropped(
+    spark: Any, db15: Any, tmp_path: Path, writer: str
+) -> None:
+    """Rows written before ``DROP COLUMN x`` carry x between the jsonb column and the next
+    one: the jsonb value ends before x's member, not at the next column's key (it took
+    ``,"x":…`` in before). Values with a string ending in a comma read the same."""
+    from pgtail.spark.pipeline import materialize, run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, doc jsonb, x int, f text)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db15.execute(
+        "INSERT INTO t SELECT g, jsonb_build_object('n', g, 's', 'a comma,'), g, 'f' || g "
+        "FROM generate_series(1, 50) g"
+    )
+    db15.execute("ALTER TABLE t DROP COLUMN x")
+    db15.execute("INSERT INTO t VALUES (51, '[1, 2]', 'f51')")
+    settle(db15)
+    out = tmp_path / "changes"
+    run(spark, options=options(db15), output=out, checkpoint=tmp_path / "chk", writer=writer)
+    expected = db15.execute("SELECT id, doc::text, f FROM t ORDER BY id")
+    logged = typed_log(spark, out, "public.t").orderBy("id").collect()
+    assert [(r["id"], r["doc"], r["f"]) for r in logged] == [tuple(e) for e in expected]
+    assert orjson.loads(logged[0]["_pg_after"])["x"] == 1  # the JSON keeps the dropped one
+    materialize(spark, out, tmp_path / "current")
+    current = spark.read.parquet(str(tmp_path / "current" / "public.t")).orderBy("id")
+    assert [tuple(r) for r in current.collect()] == [tuple(e) for e in expected]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
 def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
     spark: Any, db15: Any, tmp_path: Path, writer: str
 ) -> None:
