@@ -566,14 +566,14 @@ def json_member_arrow(column: ColumnType, following: str | None = None) -> Calla
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    one_by_one = json_member_reader(column, following)
+    by_rows = json_member_reader(column, following)
     string = pa.string()
+
+    def one_by_one(texts: Any) -> Any:
+        return pa.array(by_rows(texts.to_pylist()), string)
+
     if _base(column).type_oid != JSONB:
-
-        def read_json(texts: Any) -> Any:
-            return pa.array(one_by_one(texts.to_pylist()), string)
-
-        return read_json
+        return one_by_one
     key = orjson.dumps(column.name).decode() + ":"
     key_bytes = len(key.encode())
     follow = _follow(column, following)
@@ -581,7 +581,7 @@ def json_member_arrow(column: ColumnType, following: str | None = None) -> Calla
 
     def read(texts: Any) -> Any:
         if texts.type != string:
-            return pa.array(one_by_one(texts.to_pylist()), string)
+            return one_by_one(texts)
         count = len(texts)
         at = pc.if_else(pc.starts_with(texts, "{" + key), 0, pc.find_substring(texts, "," + key))
         start = pc.add(at, 1 + key_bytes)
@@ -616,14 +616,13 @@ def json_member_arrow(column: ColumnType, following: str | None = None) -> Calla
             [None, bounds.buffers()[1], flat.buffers()[1].slice(flat.offset, len(flat))],
             offset=0,
         )
-        # a value with ',"' in it ran into other members: read one by one, as is a row
-        # where the column was not found
+        # a value with ',"' in it may have run into other members (or holds a string
+        # ending in a comma): read one by one, as is a row where the column was not found
         ok = pc.and_(ok, pc.equal(pc.find_substring(values, ',"'), -1))
         found = pc.if_else(pc.and_(ok, pc.not_equal(values, "null")), values, none)
         again = pc.and_(pc.invert(ok), pc.is_valid(texts))
         if pc.any(again).as_py():
-            redo = pa.array(one_by_one(texts.filter(again).to_pylist()), string)
-            found = pc.replace_with_mask(found, again, redo)
+            found = pc.replace_with_mask(found, again, one_by_one(texts.filter(again)))
         return found
 
     return read
