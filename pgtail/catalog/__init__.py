@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pgtail.catalog.connection import (
     APPLICATION_NAME,
+    CLIENT_ENCODING,
     DECODING_SETTINGS,
     connect,
     connection_string,
@@ -148,6 +149,7 @@ from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualifi
 
 __all__ = [
     "APPLICATION_NAME",
+    "CLIENT_ENCODING",
     "BUSY_RETRY_SECONDS",
     "DECODING_SETTINGS",
     "DEFAULT_BUSY_TIMEOUT",

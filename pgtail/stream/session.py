@@ -62,7 +62,13 @@ from psycopg2.extensions import connection as PgConnection
 from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
-from pgtail.catalog import decoding_options, primary_message, resolve_dsn, translate_connect_error
+from pgtail.catalog import (
+    CLIENT_ENCODING,
+    decoding_options,
+    primary_message,
+    resolve_dsn,
+    translate_connect_error,
+)
 from pgtail.errors import (
     ConfigurationError,
     PgtailError,
@@ -207,6 +213,7 @@ class Session:
                 connection_factory=psycopg2.extras.LogicalReplicationConnection,
                 application_name=self.config.application_name,
                 options=decoding_options(self.dsn),
+                client_encoding=CLIENT_ENCODING,
             )
         except psycopg2.Error as exc:
             raise translate_connect_error(exc, self.dsn) from None
