@@ -73,7 +73,11 @@ def _log(message: str) -> None:
     help="pgoutput protocol version (default: the highest the server supports).",
 )
 @binary_option
-@click.option("--messages", is_flag=True, help="Include logical decoding messages (PG14+).")
+@click.option(
+    "--messages",
+    is_flag=True,
+    help="Include logical decoding messages (PG14+; --ops with message implies it).",
+)
 @click.option(
     "--streaming",
     type=click.Choice(["off", "on", "parallel"]),
@@ -166,6 +170,9 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     if start is not None and end is not None and end < start:
         raise usage_error("--end is before --start")
     tables = tuple(opts["tables"])
+    # --ops message asks for messages: without them decoded, it would show nothing and
+    # confirm past them (gone from the slot), so it implies --messages
+    messages = opts["messages"] or "message" in (opts["ops"] or ())
     config = StreamConfig(
         dsn=opts["dsn"],
         slot=opts["slot"],
@@ -176,7 +183,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         publication_schemas=tuple(opts["schemas"]),
         proto_version=opts["proto_version"],
         binary=opts["binary"],
-        messages=opts["messages"],
+        messages=messages,
         streaming=opts["streaming"],
         two_phase=opts["two_phase"],
         origin=opts["origin"],
