@@ -91,7 +91,16 @@ from pgtail.stream.publications import (
     warn_unmatched_filters,
 )
 from pgtail.stream.signals import Signals
-from pgtail.stream.writer import STOP, Batch, OutputState, Writer, pipe_kind, reader_gone
+from pgtail.stream.writer import (
+    LINE_STARTS,
+    STOP,
+    Batch,
+    OutputState,
+    Writer,
+    mend_torn_tail,
+    pipe_kind,
+    reader_gone,
+)
 from pgtail.values import UserType
 
 
@@ -877,6 +886,10 @@ def run(
                 stream.feedback.written(state.position)
             stream.state = state
             target = output_file
+        if stream.state is None and stream.pipe is None:
+            # no state file to cut an unconfirmed tail by (``>> FILE``, or --output with a
+            # temporary slot): a torn last line is cut or ended before we append
+            mend_torn_tail(target, LINE_STARTS.get(config.format, ()), logger)
         with _fewer_collections():
             return _run(stream, target, output_file is not None)
     finally:
