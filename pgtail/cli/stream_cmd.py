@@ -34,7 +34,7 @@ from pgtail.cli.output_options import (
 )
 from pgtail.errors import ConfigurationError
 from pgtail.lsn import format_lsn
-from pgtail.stream import ReconnectPolicy, StreamConfig, run
+from pgtail.stream import FIRST_CONTACT_WAIT, ReconnectPolicy, StreamConfig, run
 
 
 def _log(message: str) -> None:
@@ -133,7 +133,9 @@ def _log(message: str) -> None:
     type=click.IntRange(min=0),
     default=10,
     show_default=True,
-    help="Reconnect this many times in a row after a lost connection (0: never).",
+    help="Reconnect this many times in a row after a lost connection (0: never). Given, "
+    "also how often a first connection that finds no server is retried (else for a few "
+    "seconds).",
 )
 @click.option(
     "--reconnect-max-delay",
@@ -197,13 +199,22 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         status_interval=opts["status_interval"],
         filter=event_filter(opts),
         reconnect=ReconnectPolicy(
-            attempts=opts["reconnect_attempts"], max_delay=opts["reconnect_max_delay"]
+            attempts=opts["reconnect_attempts"],
+            max_delay=opts["reconnect_max_delay"],
+            # a server that does not answer before it was ever reached: a few seconds (a
+            # restart), unless --reconnect-attempts asks to wait for it
+            first_contact_wait=(
+                None if _given(ctx, "reconnect_attempts") else FIRST_CONTACT_WAIT
+            ),
         ),
     )
     out = sys.stdout.buffer
     result = run(config, out, log=_log)
     if result.reason == "signal":
-        _log(f"pgtail: stopped; confirmed up to {format_lsn(result.confirmed_lsn)}")
+        if result.confirmed_lsn:
+            _log(f"pgtail: stopped; confirmed up to {format_lsn(result.confirmed_lsn)}")
+        else:
+            _log("pgtail: stopped; nothing was confirmed")
         code = int(
             {signal.SIGTERM: ExitCode.SIGTERM, signal.SIGHUP: ExitCode.SIGHUP}.get(
                 signal.Signals(result.signal or signal.SIGINT), ExitCode.SIGINT
@@ -218,6 +229,11 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         sys.exit(code)
     if result.reason == "closed":
         _quiet_stdout()
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source != click.core.ParameterSource.DEFAULT
 
 
 def _isatty() -> bool:

@@ -76,6 +76,7 @@ from pgtail.errors import (
     ReplicationError,
     ServerCapabilityError,
     ServerUnavailable,
+    ServerUnreachable,
     SlotError,
 )
 from pgtail.feedback import Feedback
@@ -289,12 +290,19 @@ class Session:
             with contextlib.suppress(Exception):
                 conn.close()
 
-    def retry_start(self, step: Callable[[], None]) -> None:
+    def retry_start(self, step: Callable[[], None], *, first_contact: bool = False) -> None:
         """Run a start-up step; while the server is away for now (`ServerUnavailable`:
         starting up, shutting down, recovering, refusing connections), try it again
-        with the reconnect backoff, one line on stderr per attempt."""
+        with the reconnect backoff, one line on stderr per attempt.
+
+        ``first_contact``: the run has not reached the server yet. Then a server that
+        does not answer at all (`ServerUnreachable`: a wrong port as likely as a restart)
+        is tried only for the policy's ``first_contact_wait``, unless it has answered
+        in between (it is starting up: worth the whole backoff)."""
         policy = self.config.reconnect
         attempt = 0
+        began = time.monotonic()
+        answered = False  # the server said it is starting up, shutting down, ...
         while True:
             try:
                 step()
@@ -310,7 +318,23 @@ class Session:
                         ) from None
                     raise
                 delay = policy.delay(attempt)
-                self.log(f"pgtail: {exc.message}; retrying in {delay:.1f}s (attempt {attempt})")
+                answered = answered or not isinstance(exc, ServerUnreachable)
+                wait = policy.first_contact_wait
+                if first_contact and not answered and wait is not None:
+                    left = began + wait - time.monotonic()
+                    if left <= 0:
+                        raise ServerUnreachable(
+                            f"{exc.message} (tried for {wait:g}s)",
+                            hint="check the host and port, and that the server is running and"
+                            " accepts TCP connections there; --reconnect-attempts N waits longer",
+                        ) from None
+                    if attempt == 1:  # one line for the short wait, then the error
+                        self.log(f"pgtail: {exc.message}; trying again for {wait:g}s")
+                    delay = min(delay, left)
+                else:
+                    self.log(
+                        f"pgtail: {exc.message}; retrying in {delay:.1f}s (attempt {attempt})"
+                    )
                 if _sleep_unless_signalled(self, delay):
                     raise _Stop("signal") from None
 
@@ -850,7 +874,7 @@ def run(
     output_file: BinaryIO | None = None
     try:
         try:
-            stream.retry_start(stream.preflight)
+            stream.retry_start(stream.preflight, first_contact=True)
         except _Stop:
             return StreamResult(
                 reason="signal",
