@@ -20,6 +20,7 @@ from pgtail.cli.completers import complete_logical_slot
 from pgtail.cli.options import (
     LSN,
     SLOT_NAME,
+    Seconds,
     binary_option,
     connection_options,
     publication_option,
@@ -105,7 +106,7 @@ def _log(message: str) -> None:
 @max_changes_option
 @click.option(
     "--idle-exit",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(min=0, min_open=True),
     default=None,
     metavar="SECONDS",
     help="Exit when nothing arrives for SECONDS.",
@@ -122,7 +123,7 @@ def _log(message: str) -> None:
 )
 @click.option(
     "--status-interval",
-    type=click.FloatRange(min=0.1),
+    type=Seconds(min=0.1),
     default=10.0,
     show_default=True,
     metavar="SECONDS",
@@ -139,7 +140,7 @@ def _log(message: str) -> None:
 )
 @click.option(
     "--reconnect-max-delay",
-    type=click.FloatRange(min=0.1),
+    type=Seconds(min=0.1),
     default=30.0,
     show_default=True,
     metavar="SECONDS",
