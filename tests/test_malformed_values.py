@@ -1,0 +1,100 @@
+"""Values no server sends (a proxy, a bug or a future server might): one `DecodeError`
+naming the table and the column, from the assembler and from every renderer -- never a
+ValueError, KeyError, TypeError or AttributeError, and never a JSON line that says
+something else than the row (a json value that adds a field)."""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import pytest
+
+from pgtail import render
+from pgtail.changes import Assembler, Event
+from pgtail.errors import DecodeError
+from tests import pgbytes as pb
+
+INT4, INT8, TEXT, JSON, JSONB, INT4_ARRAY = 23, 20, 25, 114, 3802, 1007
+T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+
+# public.items: id int4 (key), v <type>
+def _relation(type_oid: int) -> bytes:
+    return pb.relation(16384, "public", "items", [("id", INT4, True), ("v", type_oid, False)])
+
+
+def _tx(*body: bytes) -> list[bytes]:
+    return [pb.begin(0x1000, T0, 7), *body, pb.commit(0x1000, 0x1010, T0)]
+
+
+@pytest.fixture(autouse=True, params=["generated", "plain"])
+def codegen(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "plain":
+        monkeypatch.setenv("PGTAIL_NO_CODEGEN", "1")
+    else:
+        monkeypatch.delenv("PGTAIL_NO_CODEGEN", raising=False)
+    return str(request.param)
+
+
+def _render(fmt: str | None, payloads: Iterable[bytes], binary: bool = False) -> bytes:
+    """Feed ``payloads`` (with the renderer's fast path when ``fmt`` has one) and render
+    the events in ``fmt`` (None: only assemble)."""
+    encoder = render.insert_encoder(fmt) if fmt else None
+    asm = Assembler(1, binary=binary, encoder=encoder)
+    events: list[Event] = []
+    for payload in payloads:
+        events.extend(asm.feed(payload))
+    out = io.BytesIO()
+    if fmt is not None:
+        renderer = render.make_renderer(fmt, out)
+        for event in events:
+            renderer.render(event)
+        renderer.close()
+    return out.getvalue()
+
+
+FORMATS = [None, "json", "sql", "table"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    "change",
+    [
+        pb.insert(16384, [b"x", b"a"]),
+        pb.insert(16384, [b"x", None]),  # the way with NULLs
+        pb.update(16384, [b"x", b"a"]),
+        pb.delete(16384, [b"x", None]),  # old key
+        pb.delete(16384, [b"x", None], old_kind="O"),  # old row
+    ],
+    ids=["insert", "insert-nulls", "update", "delete-key", "delete-full"],
+)
+def test_a_text_int_that_is_not_a_number(fmt: str | None, change: bytes) -> None:
+    with pytest.raises(DecodeError, match=r"column 'id' \(integer\) of public\.items: b'x'"):
+        _render(fmt, [_relation(TEXT), *_tx(change)])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("width", [0, 3, 9])
+def test_a_binary_int_of_another_width(fmt: str | None, width: int) -> None:
+    value = ("b", b"\x01" * width)
+    with pytest.raises(DecodeError, match=r"binary value for column 'v' \(bigint\)"):
+        _render(fmt, [_relation(INT8), *_tx(pb.insert(16384, [("b", b"\0\0\0\1"), value]))], True)
+
+
+def _int4_array_of(element_oid: int, *elements: bytes) -> bytes:
+    head = struct.pack("!iiIii", 1, 0, element_oid, len(elements), 1)
+    return head + b"".join(struct.pack("!i", len(e)) + e for e in elements)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_binary_array_of_another_element_type(fmt: str | None) -> None:
+    good = _int4_array_of(INT4, b"\0\0\0\1")
+    row = [("b", b"\0\0\0\1"), ("b", good)]
+    _render(fmt, [_relation(INT4_ARRAY), *_tx(pb.insert(16384, row))], True)  # fine
+    text_elements = _int4_array_of(TEXT, b"abc")
+    row = [("b", b"\0\0\0\1"), ("b", text_elements)]
+    with pytest.raises(DecodeError, match=r"column 'v' \(integer\[\]\) of public\.items"):
+        _render(fmt, [_relation(INT4_ARRAY), *_tx(pb.insert(16384, row))], True)
