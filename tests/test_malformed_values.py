@@ -10,6 +10,7 @@ import struct
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+import orjson
 import pytest
 
 from pgtail import render
@@ -98,3 +99,42 @@ def test_a_binary_array_of_another_element_type(fmt: str | None) -> None:
     row = [("b", b"\0\0\0\1"), ("b", text_elements)]
     with pytest.raises(DecodeError, match=r"column 'v' \(integer\[\]\) of public\.items"):
         _render(fmt, [_relation(INT4_ARRAY), *_tx(pb.insert(16384, row))], True)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("type_oid", [JSON, JSONB])
+@pytest.mark.parametrize(
+    "value", [b'1,"op":"delete"', b'{"a": 1}, "op": "delete", "b": {}', b"", b"{", b'"a']
+)
+def test_a_json_value_that_is_not_one_json_value(
+    fmt: str | None, type_oid: int, value: bytes
+) -> None:
+    """It was embedded in the JSON line as it is: ``1,"op":"delete"`` added a field."""
+    for change in (pb.insert(16384, [b"1", value]), pb.update(16384, [b"1", value])):
+        with pytest.raises(DecodeError, match=r"column 'v' \(jsonb?\) of public\.items"):
+            _render(fmt, [_relation(type_oid), *_tx(change)])
+
+
+@pytest.mark.parametrize("type_oid", [JSON, JSONB])
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"1" + b"0" * 400,  # numeric past a double: jsonb keeps it
+        b"1e999",
+        b'{"a": [1, 2.50, "\\u00e9"], "b": null}',
+        b"  [true, false]  ",
+    ],
+)
+def test_json_values_postgresql_takes_stay_as_they_are(type_oid: int, value: bytes) -> None:
+    out = _render("json", [_relation(type_oid), *_tx(pb.insert(16384, [b"1", value]))])
+    line = out.splitlines()[0]
+    assert b'"v":' + value + b"}" in line
+    if b"e999" not in value and len(value) < 100:
+        assert orjson.loads(line)["new"]["v"] == orjson.loads(value)
+
+
+def test_a_lone_surrogate_in_json_stays_as_it_is() -> None:
+    """json keeps its input text, and takes a lone surrogate escape (orjson does not)."""
+    value = b'"\\ud800"'
+    out = _render("json", [_relation(JSON), *_tx(pb.insert(16384, [b"1", value]))])
+    assert b'"v":"\\ud800"}' in out

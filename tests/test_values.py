@@ -619,6 +619,8 @@ def test_malformed_values_raise_only_where_they_must() -> None:
                     values.XID8,
                     values.FLOAT4,
                     values.FLOAT8,
+                    values.JSON,
+                    values.JSONB,
                 ), (oid, garbage, error)
 
 
@@ -699,7 +701,9 @@ def _json_ready(value: Any) -> bool:
 
 _ALL_OIDS = sorted(set(values._TYPES) | set(values._ARRAYS))
 # Text converters that trust the server (bool, integers, floats): plain int/float/dict calls.
-_TRUSTED_TEXT = {
+_TRUSTED_TEXT = {  # the text converters that raise on a value no server sends
+    values.JSON,  # not one JSON value: it would be embedded in the JSON line as it is
+    values.JSONB,
     values.BOOL,
     values.INT2,
     values.INT4,
@@ -995,9 +999,12 @@ def test_text_json_fast_cases_are_taken() -> None:
     )
     assert _fast_json(values.TEXT_ARRAY, b'{a,"b c",NULL}') == b'["a","b c",null]'
     assert _text_json(values.BOOL)[1](b"t") == b"true"
-    assert _text_json(values.JSONB) == ("raw", bytes)
+    assert _text_json(values.JSONB)[1](b'{"a": 1}') == b'{"a": 1}'  # checked, as it is
     assert _text_json(values.JSON)[1](b'{"a":\n1}') == b'{"a": 1}'
-    assert _text_json(values.JSON)[1] is values.json_spaced  # not the generic writer
+    for oid in (values.JSON, values.JSONB):
+        assert _text_json(oid)[0] == "call"  # not the generic writer
+        with pytest.raises(ValueError):
+            _text_json(oid)[1](b'1,"op":"delete"')
     assert _text_json(values.FLOAT8) == ("convert", converters(values.FLOAT8)[0])
     assert _text_json(values.TIMESTAMPTZ)[0] == "utc_timestamp"
     assert [_text_json(oid)[0] for oid in (values.INT8, values.XID8, values.TEXT)] == [

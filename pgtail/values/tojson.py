@@ -17,7 +17,7 @@ import orjson
 
 from pgtail.values.base import Converter, _decode, _hex
 from pgtail.values.datetimes import _timestamptz_text
-from pgtail.values.jsontypes import _json_text, json_spaced
+from pgtail.values.jsontypes import _json_text, _jsonb_text, json_checked, json_text_spaced
 from pgtail.values.numbers import _BOOL_TEXT, _numeric_text
 
 JsonWriter = Callable[[bytes], bytes]
@@ -32,8 +32,8 @@ _BOOL_JSON: dict[bytes, bytes] = {b"t": b"true", b"f": b"false"}
 # its base type's converter, takes it too)
 _JSON_WRITERS: dict[Any, tuple[JsonKind, JsonWriter]] = {
     _BOOL_TEXT.__getitem__: ("call", _BOOL_JSON.__getitem__),
-    orjson.Fragment: ("raw", bytes),  # jsonb prints no line breaks: embedded as it is
-    _json_text: ("call", json_spaced),  # what _json_text's Fragment embeds
+    _jsonb_text: ("call", json_checked),  # jsonb prints no line breaks: embedded as it is
+    _json_text: ("call", json_text_spaced),  # what _json_text's Fragment embeds
 }
 
 
