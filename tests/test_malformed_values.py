@@ -138,3 +138,28 @@ def test_a_lone_surrogate_in_json_stays_as_it_is() -> None:
     value = b'"\\ud800"'
     out = _render("json", [_relation(JSON), *_tx(pb.insert(16384, [b"1", value]))])
     assert b'"v":"\\ud800"}' in out
+
+
+@pytest.mark.parametrize("type_oid", [TEXT, 1043])  # text, varchar
+def test_a_nul_byte_in_text_for_the_sql_renderer(type_oid: int) -> None:
+    """PostgreSQL text holds no NUL: the SQL renderer raised ValueError."""
+    for change in (
+        pb.insert(16384, [b"1", b"a\x00b"]),
+        pb.update(16384, [b"1", b"a\x00b"]),
+        pb.delete(16384, [b"1", b"a\x00b"], old_kind="O"),
+    ):
+        with pytest.raises(
+            DecodeError, match=r"public\.items: cannot write the value of column 'v' \(.*\) as SQL"
+        ):
+            _render("sql", [_relation(type_oid), *_tx(change)])
+    # JSON and the table show it, escaped
+    out = _render("json", [_relation(type_oid), *_tx(pb.insert(16384, [b"1", b"a\x00b"]))])
+    assert orjson.loads(out.splitlines()[0])["new"]["v"] == "a\x00b"
+
+
+def test_an_integer_no_json_reader_takes_is_named_too() -> None:
+    """An update with its old key (no fast path) of a bigint past 64 bits: orjson's
+    TypeError before."""
+    change = pb.update(16384, [b"1", b"99999999999999999999999"], old=[b"2", None])
+    with pytest.raises(DecodeError, match=r"column 'v' \(bigint\) as JSON"):
+        _render("json", [_relation(INT8), *_tx(change)])

@@ -71,9 +71,13 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.lsn import format_lsn
-from pgtail.render.options import RenderOptions
+from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
+
+
+def _dump_value(_name: str, value: Any) -> bytes:
+    return dumps(value)
 
 
 def iso_time(value: datetime) -> str:
@@ -583,7 +587,11 @@ class JsonLinesRenderer:
     def render(self, event: Event) -> None:
         cls = type(event)
         if cls is Change:
-            self._out.write(self.change_line(event))  # type: ignore[arg-type]
+            try:
+                line = self.change_line(event)  # type: ignore[arg-type]
+            except UNWRITABLE as exc:
+                raise unwritable_value(event, exc, _dump_value, "JSON") from None  # type: ignore[arg-type]
+            self._out.write(line)
             return
         if cls is EncodedRows:
             self._out.write(self.encoded_lines(event))  # type: ignore[arg-type]
