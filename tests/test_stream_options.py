@@ -109,3 +109,26 @@ def test_a_server_that_answers_is_not_unreachable() -> None:
         dsn,
     )
     assert isinstance(refused, ServerUnreachable)
+
+
+def test_start_before_the_slots_position_is_said(db: Any) -> None:
+    """The server starts at the slot's confirmed position: --start before it was
+    silently ignored."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY); CREATE PUBLICATION pub FOR TABLE t")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db.execute("INSERT INTO t VALUES (1)")
+    settle(db)
+    end = format_lsn(insert_lsn(db))
+    args = ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub", "--end", end]
+    code, out, err = run_cli([*args, "--format", "json"])
+    assert code == 0 and len(out.splitlines()) == 1, err
+    assert "--start" not in err
+    db.execute("INSERT INTO t VALUES (2)")
+    settle(db)
+    end = format_lsn(insert_lsn(db))
+    args = ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub", "--end", end]
+    code, out, err = run_cli([*args, "--format", "json", "--start", "0/1"])
+    assert code == 0, err
+    assert [orjson.loads(line)["new"]["id"] for line in out.splitlines()] == [2]
+    assert "pgtail: --start 0/1 is before slot 's'" in err, err
+    assert "streaming from there" in err

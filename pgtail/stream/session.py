@@ -211,8 +211,17 @@ class Session:
                     )
                 if slot is not None:
                     catalog.check_slot_usable(slot, server.database, idle=True)
-                    if slot.confirmed_flush_lsn:
-                        self.feedback.start_lsn = slot.confirmed_flush_lsn
+                    confirmed = slot.confirmed_flush_lsn
+                    if confirmed:
+                        self.feedback.start_lsn = confirmed
+                    start = self.config.start_lsn
+                    if start and confirmed and start < confirmed:
+                        # the server silently starts at the slot's position instead
+                        self.log(
+                            f"pgtail: --start {format_lsn(start)} is before slot"
+                            f" {self.slot!r}'s confirmed position {format_lsn(confirmed)}:"
+                            " streaming from there (a slot cannot go back)"
+                        )
         finally:
             conn.close()
 
