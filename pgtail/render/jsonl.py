@@ -207,8 +207,11 @@ def row_encoders(
                 f"        j{i} = w{i}(j{i})",
             ]
         elif kind == "raw":
-            plain.append(f"    j{i} = {value}")
+            # embedded as it is once orjson reads it as one JSON value (else the general
+            # path decides: what orjson refuses and PostgreSQL takes, or a DecodeError)
+            plain += [f"    _loads({value})", f"    j{i} = {value}"]
             plain_pieces[column.name] = name + b":%b"
+            nullable += ["    else:", f"        _loads(j{i})"]
         elif kind == "convert":
             namespace[f"c{i}"] = writer
             plain.append(f"    j{i} = _dumps(c{i}({value}), default=_default)")
@@ -252,6 +255,7 @@ def row_encoders(
         for i in checked:  # the converter decides
             plain.append(f"{indent}j{i} = _dumps(c{i}(v{i}), default=_default)")
     namespace["_dumps"] = orjson.dumps
+    namespace["_loads"] = orjson.loads
     namespace["_default"] = json_default
     keys = table.key_columns
     position = {c.name: i for i, c in enumerate(columns)}
@@ -326,7 +330,10 @@ def _loop_encoders(
         for (kind, write), value in zip(kinds, values, strict=True):
             if kind == "int":
                 out.append(int(value))
-            elif kind == "string" or kind == "raw":
+            elif kind == "string":
+                out.append(value)
+            elif kind == "raw":
+                orjson.loads(value)
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))
@@ -361,6 +368,7 @@ def _loop_encoders(
                 else:
                     out.append(write(value))
             elif kind == "raw":
+                orjson.loads(value)
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))

@@ -32,7 +32,7 @@ _BOOL_JSON: dict[bytes, bytes] = {b"t": b"true", b"f": b"false"}
 # its base type's converter, takes it too)
 _JSON_WRITERS: dict[Any, tuple[JsonKind, JsonWriter]] = {
     _BOOL_TEXT.__getitem__: ("call", _BOOL_JSON.__getitem__),
-    _jsonb_text: ("call", json_checked),  # jsonb prints no line breaks: embedded as it is
+    _jsonb_text: ("raw", json_checked),  # jsonb prints no line breaks: embedded as it is
     _json_text: ("call", json_text_spaced),  # what _json_text's Fragment embeds
 }
 
@@ -44,7 +44,8 @@ def text_json(convert: Converter) -> tuple[JsonKind, Callable[[bytes], Any]]:
     - ``("int", w)``: ``b"%d" % int(value)``;
     - ``("string", w)``: the text as a JSON string (``b'"' + value + b'"'``) when the value
       is ASCII with nothing JSON escapes, otherwise ``w(value)``;
-    - ``("raw", w)``: the value's bytes as they are;
+    - ``("raw", w)``: the value's bytes as they are, once ``orjson.loads`` takes them as
+      one JSON value (``w`` checks the same, with the fallback of `one_json_value`);
     - ``("call", w)``: ``w(value)``;
     - ``("convert", convert)``: no shortcut, ``dumps(convert(value))`` itself (the caller
       inlines it);
