@@ -1,0 +1,161 @@
+"""One look at the server's logical replication for `pgtail top`, `slot info` and the
+doctor's root causes (`replication_facts`): slots with their xmin horizons, their
+statistics (pg_stat_replication_slots, 14+), the walsenders (pg_stat_replication), the
+oldest open and prepared transactions, per-database change counters and the WAL settings
+that bound a slot. A handful of queries per look; what a server version lacks is None
+(or, for the statistics, an empty mapping), decided here.
+"""
+
+from __future__ import annotations
+
+from psycopg2.extensions import connection as PgConnection
+
+from pgtail.catalog.connection import connect, fetchall, fetchone
+from pgtail.catalog.facts import OpenTransaction, ReplicationFacts, SenderFacts, SlotStats
+from pgtail.catalog.server import CURRENT_LSN, lsn_or_none, server_version_num, settings
+from pgtail.catalog.slots import slot_listing
+
+WAL_SETTINGS = ("max_slot_wal_keep_size", "max_wal_size", "wal_keep_size", "wal_keep_segments")
+
+# how many of the oldest open transactions a look keeps
+OLDEST_TRANSACTIONS = 5
+
+_SENDERS = """
+SELECT r.pid, s.slot_name, r.application_name, r.client_addr::text, r.state,
+       extract(epoch FROM clock_timestamp() - r.backend_start)::float8,
+       r.sent_lsn::text, r.write_lsn::text, r.flush_lsn::text, r.replay_lsn::text,
+       extract(epoch FROM r.write_lag)::float8, extract(epoch FROM r.flush_lag)::float8,
+       extract(epoch FROM r.replay_lag)::float8,
+       extract(epoch FROM clock_timestamp() - r.reply_time)::float8
+FROM pg_stat_replication r LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid
+ORDER BY r.pid
+"""
+
+# client backends in a transaction, oldest first (not this session, not walsenders)
+_TRANSACTIONS = """
+SELECT pid, datname, usename, application_name, state,
+       extract(epoch FROM clock_timestamp() - xact_start)::float8,
+       backend_xid::text, age(backend_xmin)
+FROM pg_stat_activity
+WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()
+  AND coalesce(backend_type, 'client backend') = 'client backend'
+ORDER BY xact_start LIMIT %s
+"""
+
+_PREPARED = """
+SELECT gid, database, owner, extract(epoch FROM clock_timestamp() - prepared)::float8,
+       transaction::text, age(transaction)
+FROM pg_prepared_xacts ORDER BY prepared
+"""
+
+
+def _stats_query(version: int) -> str:
+    totals = "total_txns, total_bytes" if version >= 150000 else "NULL, NULL"
+    return (
+        "SELECT slot_name, spill_txns, spill_count, spill_bytes, stream_txns, stream_count,"
+        f" stream_bytes, {totals} FROM pg_stat_replication_slots"
+    )
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None else None
+
+
+def replication_facts(conn: PgConnection) -> ReplicationFacts:
+    """Everything one interval of `pgtail top` shows, read now."""
+    version = server_version_num(conn)
+    taken_at, database, current = fetchone(
+        conn,
+        "SELECT extract(epoch FROM clock_timestamp())::float8, current_database(),"
+        f" ({CURRENT_LSN})::text",
+    )
+    listing = slot_listing(conn)
+    stats: dict[str, SlotStats] = {}
+    if version >= 140000:
+        for row in fetchall(conn, _stats_query(version)):
+            spill_txns, spill_count, spill_bytes, stream_txns, stream_count, stream_bytes = (
+                int(v or 0) for v in row[1:7]
+            )
+            stats[row[0]] = SlotStats(
+                spill_txns,
+                spill_count,
+                spill_bytes,
+                stream_txns,
+                stream_count,
+                stream_bytes,
+                total_txns=_int(row[7]),
+                total_bytes=_int(row[8]),
+            )
+    senders = tuple(
+        SenderFacts(
+            pid=int(r[0]),
+            slot=r[1],
+            application_name=r[2] or "",
+            client_addr=r[3],
+            state=r[4],
+            started_ago=r[5],
+            sent_lsn=lsn_or_none(r[6]),
+            write_lsn=lsn_or_none(r[7]),
+            flush_lsn=lsn_or_none(r[8]),
+            replay_lsn=lsn_or_none(r[9]),
+            write_lag=r[10],
+            flush_lag=r[11],
+            replay_lag=r[12],
+            reply_ago=r[13],
+        )
+        for r in fetchall(conn, _SENDERS)
+    )
+    transactions = tuple(
+        OpenTransaction(
+            pid=int(r[0]),
+            database=r[1],
+            user=r[2],
+            application_name=r[3],
+            state=r[4],
+            age_seconds=r[5],
+            xid=_int(r[6]),
+            xmin_age=r[7],
+        )
+        for r in fetchall(conn, _TRANSACTIONS, (OLDEST_TRANSACTIONS,))
+    )
+    prepared = tuple(
+        OpenTransaction(
+            pid=None,
+            database=r[1],
+            user=r[2],
+            application_name=None,
+            state="prepared",
+            age_seconds=r[3],
+            xid=_int(r[4]),
+            xmin_age=r[5],
+            prepared_gid=r[0],
+        )
+        for r in fetchall(conn, _PREPARED)
+    )
+    changes = {
+        str(r[0]): int(r[1])
+        for r in fetchall(
+            conn,
+            "SELECT datname, coalesce(tup_inserted + tup_updated + tup_deleted, 0)"
+            " FROM pg_stat_database WHERE datname IS NOT NULL",
+        )
+    }
+    return ReplicationFacts(
+        version_num=version,
+        taken_at=float(taken_at),
+        current_lsn=lsn_or_none(current) or 0,
+        database=str(database),
+        settings=settings(conn, WAL_SETTINGS),
+        slots=listing,
+        stats=stats,
+        senders=senders,
+        transactions=transactions,
+        prepared=prepared,
+        database_changes=changes,
+    )
+
+
+def read_replication(dsn: str | None) -> ReplicationFacts:
+    """`replication_facts` on a connection of its own."""
+    with connect(dsn) as conn:
+        return replication_facts(conn)
