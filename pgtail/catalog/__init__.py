@@ -14,7 +14,13 @@ Callers use the package: ``from pgtail import catalog; catalog.list_slots(dsn)``
 
 from __future__ import annotations
 
-from pgtail.catalog.activity import read_replication, replication_facts
+from pgtail.catalog.activity import (
+    TOP_SLOT_PREFIX,
+    ChangeSampler,
+    Watcher,
+    read_replication,
+    replication_facts,
+)
 from pgtail.catalog.connection import (
     APPLICATION_NAME,
     DECODING_SETTINGS,
@@ -152,6 +158,9 @@ from pgtail.catalog.types import lookup_user_types, user_types
 from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualified
 
 __all__ = [
+    "TOP_SLOT_PREFIX",
+    "ChangeSampler",
+    "Watcher",
     "OpenTransaction",
     "ReplicationFacts",
     "SenderFacts",

@@ -8,12 +8,18 @@ that bound a slot. A handful of queries per look; what a server version lacks is
 
 from __future__ import annotations
 
+import os
+import secrets
+
+import psycopg2
 from psycopg2.extensions import connection as PgConnection
 
-from pgtail.catalog.connection import connect, fetchall, fetchone
+from pgtail.catalog.connection import connect, fetchall, fetchone, open_connection
+from pgtail.catalog.errors import translate_error
 from pgtail.catalog.facts import OpenTransaction, ReplicationFacts, SenderFacts, SlotStats
 from pgtail.catalog.server import CURRENT_LSN, lsn_or_none, server_version_num, settings
 from pgtail.catalog.slots import slot_listing
+from pgtail.sqlnames import publication_names_option
 
 WAL_SETTINGS = ("max_slot_wal_keep_size", "max_wal_size", "wal_keep_size", "wal_keep_segments")
 
@@ -159,3 +165,100 @@ def read_replication(dsn: str | None) -> ReplicationFacts:
     """`replication_facts` on a connection of its own."""
     with connect(dsn) as conn:
         return replication_facts(conn)
+
+
+class Watcher:
+    """One connection kept open for a live view: `look` reads `replication_facts`."""
+
+    def __init__(self, dsn: str | None) -> None:
+        self._conn = open_connection(dsn)
+
+    def look(self) -> ReplicationFacts:
+        try:
+            return replication_facts(self._conn)
+        except psycopg2.Error as exc:
+            raise translate_error(exc) from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+# pg_create_logical_replication_slot waits for every open transaction to end (it needs a
+# consistent start); a live view does not wait that long
+CREATE_TIMEOUT_MS = 3000
+TOP_SLOT_PREFIX = "pgtail_top_"
+
+
+class ChangeSampler:
+    """A temporary pgoutput slot of `pgtail top`'s own, read (and so consumed) through the
+    SQL interface each interval. It never touches another slot; it is dropped when its
+    session ends. `start` returns None, or the one line that says why there are no rates.
+    """
+
+    def __init__(self, dsn: str | None, publication: str, limit: int = 100_000) -> None:
+        self.dsn = dsn
+        self.publication = publication
+        self.limit = limit
+        self.slot = f"{TOP_SLOT_PREFIX}{os.getpid()}_{secrets.token_hex(3)}"
+        self._conn: PgConnection | None = None
+
+    def start(self) -> str | None:
+        conn = open_connection(self.dsn)
+        try:
+            found = fetchone(
+                conn, "SELECT 1 FROM pg_publication WHERE pubname = %s", (self.publication,)
+            )
+            if found is None:
+                return (
+                    f"no publication {self.publication!r} in database "
+                    f"{conn.info.dbname!r}: no per-table rates"
+                )
+            fetchall(conn, f"SET statement_timeout = {CREATE_TIMEOUT_MS}")
+            fetchall(
+                conn,
+                "SELECT pg_create_logical_replication_slot(%s, 'pgoutput', true)",
+                (self.slot,),
+            )
+            fetchall(conn, "SET statement_timeout = 0")
+        except psycopg2.Error as exc:
+            conn.close()
+            return _sampler_failure(exc)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return None
+
+    def read(self) -> tuple[list[bytes], bool]:
+        """The messages committed since the last read, and whether more are pending."""
+        assert self._conn is not None
+        try:
+            rows = fetchall(
+                self._conn,
+                "SELECT data FROM pg_logical_slot_get_binary_changes(%s, NULL, %s,"
+                " 'proto_version', '1', 'publication_names', %s)",
+                (self.slot, self.limit, publication_names_option([self.publication])),
+            )
+        except psycopg2.Error as exc:
+            raise translate_error(exc) from None
+        return [bytes(r[0]) for r in rows], len(rows) >= self.limit
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()  # the temporary slot goes with the session
+            self._conn = None
+
+
+def _sampler_failure(exc: psycopg2.Error) -> str:
+    code = exc.pgcode or ""
+    if code == "42501":
+        return "no REPLICATION privilege for a temporary slot: no per-table rates"
+    if code == "53400":
+        return "no free replication slot entry (max_replication_slots): no per-table rates"
+    if code == "57014":
+        return (
+            "a temporary slot waits for open transactions to end before it can start:"
+            " no per-table rates"
+        )
+    first = (exc.pgerror or str(exc)).strip().splitlines()[0].removeprefix("ERROR:").strip()
+    return f"cannot create a temporary slot ({first}): no per-table rates"
