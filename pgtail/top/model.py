@@ -179,8 +179,10 @@ def build_view(
     before: ReplicationFacts | None = None,
     publication: PublicationActivity | None = None,
     notes: tuple[str, ...] = (),
+    hide: tuple[str, ...] = (),
 ) -> TopView:
-    """The view of ``facts``; with the previous look, rates and trends too."""
+    """The view of ``facts``; with the previous look, rates and trends too. Slots named
+    in ``hide`` (top's own temporary slot) are left out."""
     wal_rate: float | None = None
     if before is not None and facts.taken_at > before.taken_at:
         wal_rate = max(
@@ -188,6 +190,8 @@ def build_view(
         )
     rows = []
     for slot in facts.slots.slots:
+        if slot.name in hide:
+            continue
         trend = slot_trend(before, facts, slot.name) if before is not None else None
         sender = facts.sender_of(slot)
         lag_seconds, estimated = _lag_seconds(slot, sender, wal_rate)
