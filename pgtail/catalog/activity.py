@@ -201,6 +201,7 @@ class ChangeSampler:
         self.limit = limit
         self.slot = f"{TOP_SLOT_PREFIX}{os.getpid()}_{secrets.token_hex(3)}"
         self._conn: PgConnection | None = None
+        self.retriable = False  # start failed only because transactions were open
 
     def start(self) -> str | None:
         conn = open_connection(self.dsn)
@@ -222,6 +223,7 @@ class ChangeSampler:
             fetchall(conn, "SET statement_timeout = 0")
         except psycopg2.Error as exc:
             conn.close()
+            self.retriable = exc.pgcode == "57014"
             return _sampler_failure(exc)
         except BaseException:
             conn.close()
@@ -258,7 +260,7 @@ def _sampler_failure(exc: psycopg2.Error) -> str:
     if code == "57014":
         return (
             "a temporary slot waits for open transactions to end before it can start:"
-            " no per-table rates"
+            " no per-table rates until it can (retried)"
         )
     first = (exc.pgerror or str(exc)).strip().splitlines()[0].removeprefix("ERROR:").strip()
     return f"cannot create a temporary slot ({first}): no per-table rates"

@@ -312,6 +312,8 @@ class DoctorFacts:
     walsenders: tuple[WalsenderFacts, ...]
     all_publications: tuple[str, ...] = field(default_factory=tuple)
     run_publications: tuple[RunPublication, ...] = ()
+    # walsenders, slot statistics, open transactions: for the slots' root causes
+    replication: ReplicationFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from pgtail.top.model import TopView
 
 
+# a temporary slot that could not start while transactions were open is tried again
+# every this many looks
+RETRY_LOOKS = 10
+
+
 @cli.command("top")
 @click.option(
     "--interval",
@@ -85,9 +90,10 @@ def top(
             sampler = catalog.ChangeSampler(dsn, publication)
             reason = sampler.start()
             if reason is not None:
-                sampler = None
                 click.echo(f"pgtail: note: {reason}", err=True)
-        views = _views(watcher, sampler, publication, reason, interval)
+                if not sampler.retriable:
+                    sampler = None
+        views = _views(watcher, sampler, publication, reason)
         if as_json or not stdout_is_terminal():
             _print_json(views, once, interval)
         else:
@@ -103,7 +109,6 @@ def _views(
     sampler: ChangeSampler | None,
     publication: str | None,
     reason: str | None,
-    interval: float,
 ) -> Iterator[TopView]:
     """One view per look; the first look is shown without rates, every later one with."""
     from pgtail import catalog
@@ -114,11 +119,15 @@ def _views(
     counter = ChangeCounter()
     before: ReplicationFacts | None = None
     hide = (sampler.slot,) if sampler is not None else ()
+    looks = 0
     while True:
         facts = watcher.look()
         activity: PublicationActivity | None = None
+        if sampler is not None and reason is not None and looks % RETRY_LOOKS == 0 and looks:
+            reason = sampler.start()  # open transactions kept it from starting: try again
+        looks += 1
         if publication is not None:
-            if sampler is None:
+            if sampler is None or reason is not None:
                 activity = unavailable(publication, reason or "not available")
             else:
                 activity = _sample(sampler, counter, publication, facts, before)

@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 from pgtail.doctor.findings import Check, Status, human_bytes, literal
 
 if TYPE_CHECKING:
-    from pgtail.catalog.facts import OpenTransaction, ReplicationFacts, SenderFacts, SlotInfo
+    from pgtail.catalog.facts import (
+        DoctorFacts,
+        OpenTransaction,
+        ReplicationFacts,
+        SenderFacts,
+        SlotInfo,
+    )
 
 BEHIND_BYTES = 1024 * 1024  # a slot this far behind (or a gap this wide) is "behind"
 FORECAST_SECONDS = 3600.0  # warn when invalidation is nearer than this
@@ -314,4 +320,23 @@ def slot_causes(facts: ReplicationFacts, before: ReplicationFacts | None = None)
     return [
         slot_cause(facts, s, slot_trend(before, facts, s.name) if before else None)
         for s in facts.slots.slots
+    ]
+
+
+# causes the doctor's other slot checks already report (slot.invalidated, slot.wal_keep,
+# slot.activity); the rest become a "slot.cause" check
+_REPORTED_ELSEWHERE = frozenset({"invalidated", "unreserved", "no_consumer", "ok"})
+
+
+def cause_checks(facts: DoctorFacts) -> list[Check]:
+    """The doctor's findings for why a slot holds WAL or is behind (one look: no trends)."""
+    replication = facts.replication
+    if replication is None:
+        return []
+    wanted = set(facts.requested_slots)
+    return [
+        cause.to_check()
+        for cause in slot_causes(replication)
+        if (not wanted or cause.slot in wanted)
+        and (cause.code not in _REPORTED_ELSEWHERE or cause.invalidation_in is not None)
     ]

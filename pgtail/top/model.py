@@ -133,8 +133,10 @@ def _describe(tx: OpenTransaction) -> str:
     age = human_seconds(tx.age_seconds)
     if tx.prepared_gid is not None:
         return f"prepared {age} ago in {tx.database} (xid {tx.xid})"
-    wrote = f"xid {tx.xid}" if tx.xid is not None else "no xid"
-    return f"open {age} in {tx.database}, {tx.state} ({wrote}; xmin age {tx.xmin_age})"
+    held = f"xid {tx.xid}" if tx.xid is not None else "no xid"
+    if tx.xmin_age is not None:
+        held += f", xmin age {tx.xmin_age}"
+    return f"open {age} in {tx.database}, {tx.state} ({held})"
 
 
 def pins(facts: ReplicationFacts) -> list[Pin]:

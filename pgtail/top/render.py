@@ -122,10 +122,10 @@ def _header(view: TopView) -> Text:
     facts = view.facts
     when = datetime.fromtimestamp(facts.taken_at).strftime("%H:%M:%S")
     rate = _rate(view.wal_rate) if view.wal_rate is not None else "…"
-    text = Text()
+    text = Text(no_wrap=True, overflow="ellipsis")
     text.append("pgtail top", style="bold")
-    text.append(f"  PostgreSQL {view.major}  {facts.database}  WAL {_lsn(facts.current_lsn)}")
-    text.append(f"  {rate}", style="bold")
+    text.append(f"  PG {view.major}  {facts.database}  WAL {_lsn(facts.current_lsn)} ")
+    text.append(rate, style="bold")
     text.append(f"  {when}  q quits", style="dim")
     return text
 
