@@ -311,6 +311,8 @@ NOTHING :: no old row; UPDATE and DELETE fail once published. Fine for insert-on
 Large values stored out of line (TOAST) that an UPDATE did not change are not sent; pgtail lists them as `unchanged_toast`. With REPLICA IDENTITY FULL the old row carries them.
 
 `pgtail identity TABLE` shows a table's replica identity and what the stream will carry; `--set` changes it and prints the before and after.
+
+For each slot, a `slot.cause` finding names why it holds WAL or is behind where the other slot checks do not already say it, with the fix: a consumer connected but not confirming, the server side slow or spilling, a transaction that pins the restart position, an invalidation forecast (see pgtail-top(1)).
 """,
         "EXAMPLES": """
 Check the server, a publication and a slot:

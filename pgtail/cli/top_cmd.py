@@ -22,6 +22,7 @@ from pgtail.cli import cli
 from pgtail.cli.completers import complete_publication
 from pgtail.cli.options import connection_options, json_option
 from pgtail.cli.slot_cmd import stdout_is_terminal
+from pgtail.errors import PgtailError
 
 if TYPE_CHECKING:
     from pgtail.catalog import ChangeSampler, ReplicationFacts
@@ -130,7 +131,13 @@ def _views(
             if sampler is None or reason is not None:
                 activity = unavailable(publication, reason or "not available")
             else:
-                activity = _sample(sampler, counter, publication, facts, before)
+                try:
+                    activity = _sample(sampler, counter, publication, facts, before)
+                except PgtailError as exc:  # the publication dropped, the slot terminated
+                    reason = f"reading the temporary slot stopped: {exc}"
+                    sampler.close()
+                    sampler = None
+                    activity = unavailable(publication, reason)
         view = build_view(facts, before, activity, hide=hide)
         before = facts
         yield view
