@@ -235,6 +235,19 @@ def test_keeping_up() -> None:
     assert (cause.code, cause.status) == ("ok", "ok")
 
 
+def test_physical_slot_of_a_standby_that_keeps_up() -> None:
+    s = slot(
+        slot_type="physical",
+        plugin=None,
+        database=None,
+        confirmed_flush_lsn=None,
+        restart_lsn=CURRENT - 100,
+    )
+    assert slot_cause(facts(s, senders=(sender(),)), s).code == "ok"
+    behind = replace(s, restart_lsn=CURRENT - 50 * MB)
+    assert slot_cause(facts(behind, senders=(sender(),)), behind).code == "not_confirming"
+
+
 def test_trend_between_two_looks() -> None:
     a = slot(restart_lsn=10 * MB, confirmed_flush_lsn=10 * MB, current_lsn=20 * MB)
     b = replace(a, current_lsn=24 * MB, restart_lsn=11 * MB, confirmed_flush_lsn=12 * MB)

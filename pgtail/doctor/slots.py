@@ -238,7 +238,8 @@ def _active_cause(facts: ReplicationFacts, slot: SlotInfo, trend: SlotTrend | No
     who = _who(sender, slot)
     current = facts.current_lsn or slot.current_lsn
     sent = sender.sent_lsn if sender is not None else None
-    confirmed = slot.confirmed_flush_lsn or 0
+    # a physical slot has no confirmed position: its standby's flush moves restart_lsn
+    confirmed = (slot.confirmed_flush_lsn if slot.slot_type == "logical" else slot.restart_lsn) or 0
     stats = facts.stats.get(name)
     spilling = (
         stats is not None
