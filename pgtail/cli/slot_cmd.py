@@ -6,6 +6,7 @@ rich table on a terminal, aligned plain text when piped, JSON with ``--json``.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -350,7 +351,21 @@ def slot_info(name: str, dsn: str | None, as_json: bool) -> None:
     pairs = list(zip([*_HEADERS, *optional], _slot_row(s, optional), strict=True))
     pairs.insert(8, ("current_wal", _lsn(s.current_lsn)))
     pairs += _activity_pairs(row, view.facts.version_num)
+    if stdout_is_terminal():
+        pairs = _wrapped(pairs[1:], shutil.get_terminal_size().columns)
+        print_fields(pairs, title=f"slot {s.name}")
+        return
     print_fields(pairs[1:], title=f"slot {s.name}")
+
+
+def _wrapped(pairs: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    """Long values (the cause, the fix) wrapped under themselves to fit ``width``."""
+    import textwrap
+
+    key_width = max((len(k) for k, _ in pairs), default=0)
+    room = max(20, width - key_width - 4)
+    indent = "\n" + " " * (key_width + 4)
+    return [(k, indent.join(textwrap.wrap(v, room)) if len(v) > room else v) for k, v in pairs]
 
 
 def _activity_pairs(row: SlotRow, version: int) -> list[tuple[str, str]]:
