@@ -426,3 +426,18 @@ def test_change_counter_counts_per_table_and_op_and_the_largest_transactions() -
         1.0,
     )
     assert later.rates[0].table == "public.orders"
+
+
+def test_names_with_terminal_escapes_are_shown_escaped() -> None:
+    evil = "shop\x1b]0;owned\x07"
+    s = slot(database=evil, active=False, active_pid=None)
+    view = build_view(replace(facts(s), database=evil), transactions_free(evil))
+    text = "\n".join(_lines(render(view, 160), 160))
+    assert "\x1b" not in text and "\x07" not in text
+    assert "shop\\u001b]0;owned\\u0007" in text
+
+
+def transactions_free(database: str) -> ReplicationFacts:
+    """An earlier look of the same slot (so the view has a trend)."""
+    s = slot(database=database, active=False, active_pid=None)
+    return replace(facts(s, taken_at=0.0), database=database)

@@ -3,7 +3,9 @@
 Fits 80 columns: the slot table's least important columns give way first
 (`pgtail.columns`), names are cut with an ellipsis, never a column of zero width; each
 slot's cause and fix wrap below the table. Colour says the state (green ok, yellow
-warn, red fail, dim for what the server cannot show). Pure: a view in, a renderable out.
+warn, red fail, dim for what the server cannot show). Names are data: control and
+formatting characters in them show as \\uXXXX escapes, never reach the terminal.
+Pure: a view in, a renderable out.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pgtail.columns import fit_columns
 from pgtail.doctor.findings import human_bytes
 from pgtail.doctor.slots import human_seconds
 from pgtail.lsn import format_lsn
+from pgtail.render.table import escape_text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -102,6 +105,7 @@ def _table(
     width: int,
     flex: tuple[int, ...],
 ) -> Table:
+    rows = [[escape_text(cell) for cell in row] for row in rows]  # names are data
     fit = fit_columns(headers, rows, width, separator=3, importance=importance, flex=flex)
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     for i, w in zip(fit.keep, fit.widths, strict=True):
@@ -124,16 +128,16 @@ def _header(view: TopView) -> Text:
     rate = _rate(view.wal_rate) if view.wal_rate is not None else "…"
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("pgtail top", style="bold")
-    text.append(f"  PG {view.major}  {facts.database}  WAL {_lsn(facts.current_lsn)} ")
+    text.append(f"  PG {view.major}  {escape_text(facts.database)}  WAL {_lsn(facts.current_lsn)} ")
     text.append(rate, style="bold")
     text.append(f"  {when}  q quits", style="dim")
     return text
 
 
 def _publication(activity: PublicationActivity, width: int) -> list[RenderableType]:
-    title = Text(f"publication {activity.publication}", style="bold")
+    title = Text(f"publication {escape_text(activity.publication)}", style="bold")
     if not activity.available:
-        return [title + Text(f": {activity.reason}", style="yellow")]
+        return [title + Text(f": {escape_text(activity.reason or '')}", style="yellow")]
     out: list[RenderableType] = [title]
     if not activity.rates:
         out.append(Text("  no changes in this interval", style="dim"))
@@ -154,7 +158,7 @@ def _publication(activity: PublicationActivity, width: int) -> list[RenderableTy
             f"xid {t.xid}: {t.changes} changes ({human_bytes(t.bytes)}, {t.table})"
             for t in activity.largest[:3]
         )
-        out.append(Text(f"largest transactions: {sizes}", overflow="fold"))
+        out.append(Text(f"largest transactions: {escape_text(sizes)}", overflow="fold"))
     if activity.more_pending:
         out.append(Text("more changes pending than one interval reads", style="yellow"))
     return out
@@ -179,15 +183,15 @@ def render(view: TopView, width: int) -> RenderableType:
         for r in view.slots:
             line = Text()
             line.append(f"{r.slot.name}: ", style="bold")
-            line.append(r.cause.summary, style=STATUS_STYLE.get(r.cause.status, ""))
+            line.append(escape_text(r.cause.summary), style=STATUS_STYLE.get(r.cause.status, ""))
             if r.cause.fix:
-                line.append(f"\n  fix: {r.cause.fix}", style="dim")
+                line.append(f"\n  fix: {escape_text(r.cause.fix)}", style="dim")
             parts.append(line)
     else:
         parts.append(Text("no replication slots", style="dim"))
     if view.pins:
         pins = Text("holding back: ", style="bold")
-        pins.append("; ".join(f"{p.kind} {p.subject} ({p.detail})" for p in view.pins))
+        pins.append(escape_text("; ".join(f"{p.kind} {p.subject} ({p.detail})" for p in view.pins)))
         parts.append(pins)
     if view.publication is not None:
         parts.extend(_publication(view.publication, width))
