@@ -321,3 +321,19 @@ def test_publication_that_cannot_be_read_says_why_in_one_line(db: Database) -> N
         assert "REPLICATION" in orjson.loads(out)["publication"]["reason"]
     finally:
         db.execute("DROP ROLE top_plain")
+
+
+def test_no_free_slot_entry_says_so_and_the_view_runs(db: Database) -> None:
+    setup(db)
+    limit = int(str(db.execute("SHOW max_replication_slots")[0][0]))
+    used = int(str(db.execute("SELECT count(*) FROM pg_replication_slots")[0][0]))
+    for i in range(limit - used):
+        db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (f"fill_{i}",))
+    code, out, err = run_cli(
+        ["top", "--once", "--json", "--interval", "0.3", "--publication", "p", db.dsn]
+    )
+    assert code == 0, err
+    assert err.count("\n") == 1 and "no free replication slot entry" in err
+    doc = orjson.loads(out)
+    assert doc["publication"]["available"] is False
+    assert len(doc["slots"]) >= limit - used + 1
