@@ -18,6 +18,7 @@ SUMMARIES: dict[str, str] = {
     "doctor": "check a server for logical replication, and show or set replica identity",
     "spark": "run the slot to Spark to Parquet change-data pipeline",
     "demo": "watch pgtail stream a live throwaway database",
+    "top": "a live view of logical replication: which slot holds WAL, and why",
 }
 
 # hand-written sections placed after the generated COMMANDS, in this order
@@ -190,6 +191,8 @@ Stop at a known point and print a protocol trace:
         "DESCRIPTION": """
 Replication slots remember how far a consumer has read and make the server keep the WAL it has not confirmed yet. A slot nobody reads holds WAL forever and can fill the disk: `pgtail slot list` shows each slot's lag and retained WAL, and `pgtail doctor` warns about inactive slots.
 
+`slot list` also shows the lag in time and the age of each slot's catalog_xmin (an old one keeps vacuum from removing dead catalog rows), and gives way column by column on a narrow terminal, the least important first. `slot info` adds xmin and catalog_xmin with their age, the consumer and the positions it reported, spill and stream statistics (PostgreSQL 14+) and the root cause of the slot's lag with its fix, as `pgtail top` names it (see pgtail-top(1)); `--json` of both carries all of it.
+
 pgtail creates logical slots with the `pgoutput` plugin. `peek` shows pending changes through the SQL interface without consuming them, rendered like `pgtail stream`, with its output options (`--format`, `--color`, `--max-width`, `--changed-only`, ...), filters and `--max-changes N`, which counts changes (rows, truncates, messages) as `stream` does. Peeking never moves the slot.
 """,
         "EXAMPLES": """
@@ -209,6 +212,46 @@ Create, inspect, peek and drop:
 Skip everything pending (the changes are lost to this slot):
 
     pgtail slot advance app "$(psql -Atc 'SELECT pg_current_wal_lsn()')"
+""",
+    },
+    "top": {
+        "DESCRIPTION": """
+`pgtail top` shows the server's logical replication live, like `top` for slots, refreshed every `--interval` seconds (2 by default); q or Ctrl-C quits. For every slot: who consumes it (walsender PID, application_name, client address), how far its confirmed position is behind the WAL in bytes and in time (the walsender's flush_lag; for a slot without consumer the bytes over the WAL rate, marked ~), the WAL it retains and how fast that grows, wal_status and safe_wal_size with a forecast of when max_slot_wal_keep_size invalidates it at the current rate, spill and stream rates (pg_stat_replication_slots), the sent, flush and replay positions of pg_stat_replication and the age of its catalog_xmin. Below the table, one line per slot names why it holds WAL or is behind, with the fix; then the server's WAL rate and what holds back the oldest position: the slot with the oldest restart_lsn, the oldest open transaction (pg_stat_activity) and prepared transaction (pg_prepared_xacts), the slots with the oldest xmin and catalog_xmin.
+
+The causes, first match wins:
+
+invalidated :: wal_status lost, an invalidation_reason (17+) or a conflict: the slot cannot be read any more; drop it, create it again and resynchronise the consumer.
+about to be :: wal_status unreserved: past max_slot_wal_keep_size, invalidated at the next checkpoint. A forecast nearer than an hour is added to any other cause and makes it a warning.
+no consumer :: inactive, since inactive_since (17+): start its consumer, or drop the slot.
+server side slow :: the walsender's sent position is a megabyte or more behind the WAL: decoding is slower than WAL is written; when it spills large transactions to disk, stream them (`pgtail stream --streaming`) or raise logical_decoding_work_mem.
+pinned :: the confirmed position is far ahead of restart_lsn while a transaction that has written (it has an xid) or a prepared one is open: it holds the restart position of every logical slot; end it, or COMMIT PREPARED / ROLLBACK PREPARED.
+idle database :: the consumer is connected and has received everything, but its database had no changes while others wrote, so it had nothing to confirm: send a heartbeat in that database (SELECT pg_logical_emit_message(false, 'heartbeat', now()::text) every minute) or let the consumer confirm keepalive positions. It takes two looks to tell this from the next cause; one look (`slot info`, the doctor) mentions both.
+not confirming :: the consumer is connected but its flush position is a megabyte or more behind what was sent: the client is slow or stuck.
+
+`pgtail slot info` shows the same cause, and `pgtail doctor` reports the causes its other slot checks do not as `slot.cause` findings with the fix.
+
+With `--publication NAME`, top also shows the changes per table and operation (count and rate) and the largest transactions of each interval, decoded with pgtail's own decoder from a temporary slot of its own, read through the SQL interface; it never reads or moves another slot, and the temporary slot goes when top exits. Only committed transactions reach that slot: a large transaction still open shows as a pin and, while it spills, in the spill rate. Without the REPLICATION privilege, without a free slot entry (max_replication_slots) or without such a publication, top says so in one line and runs without rates; a temporary slot cannot start while transactions are open (it waits for them), so top tries again every ten intervals.
+
+On a terminal the view fits its width down to 80 columns: the least important columns give way first, names are cut with an ellipsis, no column is ever zero wide; colour shows the state (green ok, yellow warning, red failure). Piped, or with `--json`, it prints one JSON document per interval, one per line, for scripts and monitoring: taken_at, server_version, current_lsn, wal_rate_bytes_per_second, slots (each with everything `slot list --json` shows, consumer, stats, trend, lag_seconds and cause), pins, transactions, prepared, notes and publication. `--once` takes two looks `--interval` apart (so the rates are known), prints one view and exits.
+
+What a server lacks is shown as `-` (null in JSON) and named in the notes: wal_status and safe_wal_size need PostgreSQL 13, pg_stat_replication_slots 14 (its total_txns and total_bytes 15), inactive_since 17.
+""",
+        "EXAMPLES": """
+Watch every slot of a server:
+
+    pgtail top postgresql://me@db.example.com/shop
+
+With the change rates of a publication, every second:
+
+    pgtail top --publication app_pub --interval 1
+
+Why each slot holds WAL, for a script:
+
+    pgtail top --once --json | jq -r '.slots[] | "\\(.slot_name): \\(.cause.summary)"'
+
+Feed a monitoring system, one document every 10 seconds:
+
+    pgtail top --json --interval 10 >> /var/log/pgtail-top.jsonl
 """,
     },
     "publication": {
@@ -268,6 +311,8 @@ NOTHING :: no old row; UPDATE and DELETE fail once published. Fine for insert-on
 Large values stored out of line (TOAST) that an UPDATE did not change are not sent; pgtail lists them as `unchanged_toast`. With REPLICA IDENTITY FULL the old row carries them.
 
 `pgtail identity TABLE` shows a table's replica identity and what the stream will carry; `--set` changes it and prints the before and after.
+
+For each slot, a `slot.cause` finding names why it holds WAL or is behind where the other slot checks do not already say it, with the fix: a consumer connected but not confirming, the server side slow or spilling, a transaction that pins the restart position, an invalidation forecast (see pgtail-top(1)).
 """,
         "EXAMPLES": """
 Check the server, a publication and a slot:

@@ -34,6 +34,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "doctor": ("doctor", "identity"),
     "spark": ("spark",),
     "demo": ("demo",),
+    "top": ("top",),
 }
 
 

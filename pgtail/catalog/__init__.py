@@ -14,6 +14,13 @@ Callers use the package: ``from pgtail import catalog; catalog.list_slots(dsn)``
 
 from __future__ import annotations
 
+from pgtail.catalog.activity import (
+    TOP_SLOT_PREFIX,
+    ChangeSampler,
+    Watcher,
+    read_replication,
+    replication_facts,
+)
 from pgtail.catalog.connection import (
     APPLICATION_NAME,
     DECODING_SETTINGS,
@@ -65,15 +72,19 @@ from pgtail.catalog.facts import (
     DoctorFacts,
     IdentityReport,
     IndexFacts,
+    OpenTransaction,
     PublicationInfo,
     PublicationTableRow,
     PublishedTable,
+    ReplicationFacts,
     RoleFacts,
     RunPublication,
+    SenderFacts,
     ServerFacts,
     ServerInfo,
     SlotInfo,
     SlotListing,
+    SlotStats,
     TableFacts,
     WalsenderFacts,
 )
@@ -147,6 +158,15 @@ from pgtail.catalog.types import lookup_user_types, user_types
 from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualified
 
 __all__ = [
+    "TOP_SLOT_PREFIX",
+    "ChangeSampler",
+    "Watcher",
+    "OpenTransaction",
+    "ReplicationFacts",
+    "SenderFacts",
+    "SlotStats",
+    "read_replication",
+    "replication_facts",
     "APPLICATION_NAME",
     "BUSY_RETRY_SECONDS",
     "DECODING_SETTINGS",

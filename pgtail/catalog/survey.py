@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import psycopg2
 from psycopg2.extensions import connection as PgConnection
 
+from pgtail.catalog.activity import replication_facts
 from pgtail.catalog.connection import connect, fetchall, fetchone
 from pgtail.catalog.facts import (
     MANAGED_REPLICATION_ROLES,
@@ -161,4 +162,5 @@ def _read_facts(
         walsenders=tuple(walsenders),
         all_publications=all_pubs,
         run_publications=run_pubs,
+        replication=replication_facts(conn),
     )

@@ -89,6 +89,7 @@ _COMMAND_MODULES: list[str] = [
     "slot_cmd",
     "publication_cmd",
     "doctor_cmd",
+    "top_cmd",
     "stream_cmd",
 ]
 
