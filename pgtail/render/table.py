@@ -52,7 +52,11 @@ from pgtail.changes import (
     Event,
     Message,
     RollbackPrepared,
+    SnapshotBegin,
+    SnapshotEnd,
+    SnapshotRows,
     Table,
+    TableCopy,
     Transaction,
     Truncate,
     TxBegin,
@@ -351,6 +355,8 @@ class TableRenderer:
         # (table, note) pairs noted so far: each note once per table per run
         self._noted: set[tuple[str, str]] = set()
         self._tx: Transaction | None = None
+        self._terminal = opts.width is not None  # progress bars redraw in place there
+        self._copied = 0  # rows of the current snapshot table so far
 
     # -- output helpers
 
@@ -405,6 +411,8 @@ class TableRenderer:
             self._write_lines([" " + self._paint.paint(line, "truncate") for line in wrapped])
         elif isinstance(event, Message):
             self._message(event)
+        elif isinstance(event, SnapshotRows | SnapshotBegin | SnapshotEnd):
+            self._snapshot(event)
         elif isinstance(event, CommitPrepared):
             self._flush_all()
             gid = escape_text(json.dumps(event.gid, ensure_ascii=False))
@@ -422,6 +430,41 @@ class TableRenderer:
 
     def close(self) -> None:
         self._flush_all()
+
+    def _snapshot(self, event: SnapshotBegin | SnapshotRows | SnapshotEnd) -> None:
+        """A snapshot's table: a header, then one progress bar redrawn in place on a
+        terminal (one line when it ends elsewhere) instead of every row."""
+        copy = event.copy
+        if isinstance(event, SnapshotBegin):
+            self._flush_all()
+            self._copied = 0
+            name = escape_text(quote_qualified(copy.table.schema, copy.table.name))
+            parts = [f"snapshot of {name}", f"lsn {format_lsn(copy.lsn)}"]
+            parts.append(f"table {copy.number} of {copy.tables}")
+            self._write_lines(self._header(parts))
+            if self._terminal:
+                self._out.write(self._progress(copy, 0, False).encode("utf-8"))
+            return
+        if isinstance(event, SnapshotRows):
+            self._copied = event.first_seq + event.count
+            if self._terminal:
+                self._out.write(self._progress(copy, self._copied, False).encode("utf-8"))
+            return
+        self._copied = event.rows
+        line = self._progress(copy, event.rows, True)
+        self._out.write(((line if self._terminal else line.lstrip("\r")) + "\n\n").encode())
+
+    def _progress(self, copy: TableCopy, rows: int, done: bool) -> str:
+        """``\\r`` and a progress bar of ``rows`` against the table's estimate."""
+        estimate = max(copy.rows_estimate, rows)
+        if done:
+            estimate = rows
+        text = f" {rows:,} rows" if done else f" {rows:,} of ~{estimate:,} rows"
+        width = max(10, min(40, self._width - len(text) - 10))
+        filled = width if done or not estimate else min(width, width * rows // estimate)
+        percent = 100 if done or not estimate else min(99, 100 * rows // estimate)
+        bar = self._paint.paint("█" * filled, "summary") + "░" * (width - filled)
+        return f"\r {bar} {percent:3d}%{text}"
 
     def _begin(self, tx: Transaction) -> None:
         self._flush_all()
