@@ -88,6 +88,16 @@ def writer(db: Database) -> Iterator[threading.Event]:
         thread.join(30)
 
 
+def replay(target: Database, script: str) -> None:
+    """What ``psql -f`` does with the script (psql is not installed for every major)."""
+    conn = target.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(script)
+    finally:
+        conn.close()
+
+
 def state(db: Database) -> list[tuple[Any, ...]]:
     return db.execute("SELECT * FROM t ORDER BY id")
 
@@ -108,12 +118,14 @@ def apply_json(lines: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return rows
 
 
-def run_until_idle(proc: subprocess.Popen[bytes], stop: threading.Event) -> tuple[bytes, bytes]:
+def run_until_idle(
+    proc: subprocess.Popen[bytes], stop: threading.Event, skip: int = 0
+) -> tuple[bytes, bytes]:
     """Let the writer run until half the copy is read (pgtail cannot copy further than
     its output is read, so the writer changes the table during the copy), then stop it
     and collect everything pgtail writes until it goes idle."""
     assert proc.stdout is not None
-    first = [proc.stdout.readline() for _ in range(ROWS // 2)]
+    first = [proc.stdout.readline() for _ in range(skip + ROWS // 2)]
     assert first[-1], proc.stderr.read() if proc.stderr else b""
     stop.set()
     rest = proc.stdout.read()  # (communicate() would skip what the reader buffered)
@@ -181,12 +193,7 @@ def test_sql_replay_into_a_second_database_equals_the_table(db: Database, tmp_pa
         assert proc.returncode == 0, err
         text = data.decode()
         assert text.index("TRUNCATE public.t;") < text.index("INSERT INTO public.t")
-        psql = Path(db.server.bindir) / "psql"
-        subprocess.run(
-            [str(psql), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", target.dsn, "-f", str(out_file)],
-            check=True,
-            capture_output=True,
-        )
+        replay(target, out_file.read_text())
         assert state(target) == state(db)
         # the slot carries on from there: nothing confirmed twice or skipped
         db.execute("INSERT INTO t (id, name) VALUES (-1, 'after')")
@@ -212,6 +219,45 @@ def test_sql_replay_into_a_second_database_equals_the_table(db: Database, tmp_pa
         ).stdout.decode()
         assert "INSERT INTO public.t" in more and "'after'" in more
         assert "TRUNCATE" not in more
+    finally:
+        drop_database(db.server, target.name)
+
+
+@pytest.mark.majors(13, 15, 18)
+@pytest.mark.parametrize("fmt", ["json", "sql"])
+def test_existing_slot_with_a_backlog(db: Database, fmt: str) -> None:
+    """A slot with changes waiting, some to the copied table (in the copy: skipped),
+    some to another table (kept), then a copy of one table while a writer runs."""
+    setup(db)
+    db.execute("CREATE TABLE side (k int PRIMARY KEY)")
+    db.execute("ALTER PUBLICATION pub ADD TABLE side")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db.execute(FILL, (ROWS + 100_000, ROWS + 100_010))
+    db.execute("UPDATE t SET name = 'backlog' WHERE id < 50")
+    db.execute("DELETE FROM t WHERE id BETWEEN 50 AND 60")
+    db.execute("INSERT INTO side VALUES (1), (2)")
+    target = create_database(db.server, "target_")
+    try:
+        target.execute(TABLE_DDL)
+        target.execute("CREATE TABLE side (k int PRIMARY KEY)")
+        with writer(db) as stop:
+            proc = pgtail(
+                db.dsn,
+                *("--slot", "s", "--publication", "pub", "--snapshot-table", "t"),
+                *("--format", fmt, "--idle-exit", "3"),
+            )
+            out, err = run_until_idle(proc, stop, skip=0 if fmt == "json" else 3)
+        assert proc.returncode == 0, err
+        if fmt == "sql":
+            replay(target, out.decode())
+            assert state(target) == state(db)
+            assert target.execute("SELECT k FROM side ORDER BY k") == [(1,), (2,)]
+            return
+        lines = [orjson.loads(line) for line in out.splitlines()]
+        assert [x["new"] for x in lines if x["table"] == "side"] == [{"k": 1}, {"k": 2}]
+        rows = apply_json([x for x in lines if x["table"] == "t"])
+        assert sorted(rows) == [r[0] for r in db.execute("SELECT id FROM t ORDER BY id")]
+        assert all(rows[r[0]]["name"] == r[1] for r in db.execute("SELECT id, name FROM t"))
     finally:
         drop_database(db.server, target.name)
 
@@ -303,19 +349,6 @@ def test_snapshot_with_start_is_a_usage_error(db15: Database) -> None:
     )
     assert code == 2
     assert "--snapshot cannot be combined with --start" in err
-
-
-def test_snapshot_of_an_existing_slot_is_refused(db15: Database) -> None:
-    setup(db15)
-    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
-    code, out, err = run_cli(
-        ["stream", "--dsn", db15.dsn, "--slot", "s", "--publication", "pub", "--snapshot"]
-    )
-    assert code == 1
-    assert "replication slot 's' exists: --snapshot needs a slot this run creates" in err
-    assert "pgtail slot drop s" in err
-    assert len(err.strip().splitlines()) == 1
-    assert out == ""
 
 
 def test_snapshot_without_select_privilege(db15: Database) -> None:

@@ -443,28 +443,38 @@ class TableRenderer:
             parts.append(f"table {copy.number} of {copy.tables}")
             self._write_lines(self._header(parts))
             if self._terminal:
-                self._out.write(self._progress(copy, 0, False).encode("utf-8"))
+                self._redraw(self._progress(copy, 0, False))
             return
         if isinstance(event, SnapshotRows):
             self._copied = event.first_seq + event.count
             if self._terminal:
-                self._out.write(self._progress(copy, self._copied, False).encode("utf-8"))
+                self._redraw(self._progress(copy, self._copied, False))
             return
         self._copied = event.rows
         line = self._progress(copy, event.rows, True)
-        self._out.write(((line if self._terminal else line.lstrip("\r")) + "\n\n").encode())
+        if self._terminal:
+            self._redraw(line)
+            line = ""
+        self._out.write((line + "\n\n").encode("utf-8"))
+
+    def _redraw(self, line: str) -> None:
+        """``line`` over the terminal's current line (carriage return, erase to its end)."""
+        self._out.write(("\r" + line + "\x1b[K").encode("utf-8"))
 
     def _progress(self, copy: TableCopy, rows: int, done: bool) -> str:
-        """``\\r`` and a progress bar of ``rows`` against the table's estimate."""
-        estimate = max(copy.rows_estimate, rows)
+        """A progress bar of ``rows`` against the table's estimate."""
+        estimate = copy.rows_estimate
+        noun = "row" if rows == 1 else "rows"
+        width = max(10, min(40, self._width - 40))
         if done:
-            estimate = rows
-        text = f" {rows:,} rows" if done else f" {rows:,} of ~{estimate:,} rows"
-        width = max(10, min(40, self._width - len(text) - 10))
-        filled = width if done or not estimate else min(width, width * rows // estimate)
-        percent = 100 if done or not estimate else min(99, 100 * rows // estimate)
+            text, filled, percent = f" {rows:,} {noun}", width, "100%"
+        elif estimate > rows:
+            text = f" {rows:,} of ~{estimate:,} rows"
+            filled, percent = width * rows // estimate, f"{100 * rows // estimate:3d}%"
+        else:  # no estimate (never analyzed), or past it
+            text, filled, percent = f" {rows:,} {noun}", 0, " ..."
         bar = self._paint.paint("█" * filled, "summary") + "░" * (width - filled)
-        return f"\r {bar} {percent:3d}%{text}"
+        return f" {bar} {percent}{text}"
 
     def _begin(self, tx: Transaction) -> None:
         self._flush_all()

@@ -231,13 +231,16 @@ class Session:
                     " with the connection and cannot be resumed (use --slot NAME --create-slot)"
                 )
         elif first and self.config.create_slot:
-            created = self._create_slot(cur, temporary=False, if_missing=not export, export=export)
+            created = self._create_slot(cur, temporary=False, if_missing=True, export=export)
             if created:
                 self.created_slot = True
                 self.log(f"pgtail: created replication slot {self.slot!r}")
         if export:
-            assert self.exported is not None
-            self.snapshot = SnapshotCopy(self, *self.exported)
+            self.snapshot = (
+                SnapshotCopy(self, *self.exported)
+                if self.exported is not None
+                else SnapshotCopy.of_existing_slot(self)
+            )
         start = self.config.start_lsn if (first and self.config.start_lsn) else 0
         try:
             cur.start_replication(
@@ -443,7 +446,7 @@ class Session:
         # the renderer's fast path for text rows (not with --redact: it needs values)
         encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
         assembler = Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
-        flt = None if cfg.filter.is_noop else cfg.filter
+        flt = self.event_filter()
         policy = self.policy
         past_end, written = policy.past_end, policy.written
         batch_size = policy.batch_size
@@ -791,6 +794,12 @@ class Session:
                 f" ({primary_message(exc)}); their values stay text (hex with --binary)"
             )
             return {}
+
+    def event_filter(self) -> Any:
+        """The filter events go through (None: none): the user's, and after the snapshot
+        of a slot that existed, the one that drops the changes the copy holds."""
+        flt = None if self.config.filter.is_noop else self.config.filter
+        return flt if self.snapshot is None else self.snapshot.event_filter(flt)
 
     def copy_snapshot(self) -> None:
         """--snapshot: every table's rows, before the first change is read."""

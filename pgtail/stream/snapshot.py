@@ -18,17 +18,35 @@ it and rerun).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import fnmatch
+import os
 import re
+import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import psycopg2
+import psycopg2.extras
+from psycopg2 import sql
 
 from pgtail import catalog
 from pgtail.catalog.snapshot import SnapshotReader, SnapshotTable, snapshot_tables
-from pgtail.changes import SnapshotBegin, SnapshotEnd, Table, unknown_type_oids
+from pgtail.changes import (
+    Change,
+    EncodedRows,
+    Event,
+    SnapshotBegin,
+    SnapshotEnd,
+    Table,
+    Truncate,
+    unknown_type_oids,
+)
 from pgtail.changes.snapshot import TableRows
-from pgtail.errors import ConfigurationError, SlotError
-from pgtail.filters import REDACTED
+from pgtail.errors import ConfigurationError
+from pgtail.filters import REDACTED, EventFilter
+from pgtail.lsn import parse_lsn
 from pgtail.render import insert_encoder
 from pgtail.stream.writer import Batch
 
@@ -75,21 +93,8 @@ def selector(config: StreamConfig) -> Callable[[str, str], bool]:
 
 
 def preflight(conn: PgConnection, session: Session) -> None:
-    """Before the slot is made: what would be copied, and may it be read? Refuses a slot
-    that exists (its changes began before any snapshot this run can take)."""
+    """Before any slot is made: what would be copied, and may it be read?"""
     config = session.config
-    if not session.temporary and catalog.slot_info(conn, session.slot) is not None:
-        raise SlotError(
-            f"replication slot {session.slot!r} exists: --snapshot needs a slot this run"
-            " creates, whose changes start where its snapshot is consistent",
-            hint=f"pgtail slot drop {session.slot}, then rerun with --create-slot"
-            " (or use a temporary slot: no --slot)",
-        )
-    if not session.temporary and not config.create_slot:
-        raise SlotError(
-            f"replication slot {session.slot!r} does not exist",
-            hint="add --create-slot: --snapshot starts a new slot",
-        )
     tables = snapshot_tables(conn, session.publications, selector(config))
     if not tables and config.snapshot_tables:
         session.log(
@@ -99,12 +104,71 @@ def preflight(conn: PgConnection, session: Session) -> None:
         )
 
 
+def export_from_temporary_slot(session: Session) -> tuple[Any, str, int]:
+    """For a slot that exists: a temporary slot on a second replication connection,
+    created only for its exported snapshot. Returns (that connection, snapshot name,
+    consistent point); closing the connection drops the slot, once the snapshot is
+    imported."""
+    assert session.server is not None
+    name = f"pgtail_snapshot_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        conn = psycopg2.connect(
+            session.dsn,
+            connection_factory=psycopg2.extras.LogicalReplicationConnection,
+            application_name=f"{session.config.application_name} snapshot",
+            options=catalog.decoding_options(session.dsn),
+        )
+    except psycopg2.Error as exc:
+        raise catalog.translate_connect_error(exc, session.dsn) from None
+    export = "(SNAPSHOT 'export')" if session.server.major >= 15 else "EXPORT_SNAPSHOT"
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            sql.SQL("CREATE_REPLICATION_SLOT {} TEMPORARY LOGICAL pgoutput {}").format(
+                sql.Identifier(name), sql.SQL(export)
+            )
+        )
+        row = cur.fetchone()
+    except psycopg2.Error as exc:
+        conn.close()
+        raise catalog.translate_create_slot_error(exc, name) from None
+    return conn, str(row[2]), parse_lsn(str(row[1]))
+
+
+class SkipCopied:
+    """The event filter of a stream whose slot existed before its snapshot: changes to
+    a copied table that committed before the snapshot's consistent point are in the
+    copy, so they are dropped (still confirmed, as filtered changes are); the rest goes
+    through the user's filter."""
+
+    def __init__(self, tables: set[tuple[str, str]], lsn: int, inner: EventFilter | None):
+        self.tables = tables
+        self.lsn = lsn
+        self.inner = inner
+
+    def apply(self, event: Event) -> Event | None:
+        if isinstance(event, Change | EncodedRows):
+            table = event.table
+            if event.tx.commit_lsn < self.lsn and (table.schema, table.name) in self.tables:
+                return None
+        elif isinstance(event, Truncate) and event.tx.commit_lsn < self.lsn:
+            kept = tuple(t for t in event.tables if (t.schema, t.name) not in self.tables)
+            if not kept:
+                return None
+            if len(kept) != len(event.tables):
+                event = dataclasses.replace(event, tables=kept)
+        return self.inner.apply(event) if self.inner is not None else event
+
+
 class SnapshotCopy:
     """The snapshot of one run: imported at `begin`, copied by `run`."""
 
-    def __init__(self, session: Session, snapshot_name: str, lsn: int) -> None:
+    def __init__(
+        self, session: Session, snapshot_name: str, lsn: int, *, existing: bool = False
+    ) -> None:
         self.session = session
         self.lsn = lsn
+        self.existing = existing  # the slot's changes began before the snapshot
         self.done = False
         config = session.config
         self.reader = SnapshotReader(
@@ -115,6 +179,25 @@ class SnapshotCopy:
         except BaseException:
             self.reader.close()
             raise
+
+    @classmethod
+    def of_existing_slot(cls, session: Session) -> SnapshotCopy:
+        """A snapshot for a slot that exists: a temporary slot's, imported before that
+        slot goes away; the stream then drops the copied tables' changes that committed
+        before it (`SkipCopied`)."""
+        conn, snapshot_name, lsn = export_from_temporary_slot(session)
+        try:
+            return cls(session, snapshot_name, lsn, existing=True)
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def event_filter(self, inner: EventFilter | None) -> SkipCopied | EventFilter | None:
+        """The filter for the stream after the copy."""
+        if not self.existing:
+            return inner
+        copied = {(t.relation.namespace, t.relation.name) for t in self.tables}
+        return SkipCopied(copied, self.lsn, inner)
 
     def run(self, enqueue: Callable[[Batch], None], stop: Callable[[], bool]) -> bool:
         """Copy every table; False when ``stop()`` said to stop before the end."""
