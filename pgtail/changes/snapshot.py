@@ -91,7 +91,10 @@ class TableRows:
         if encoders is not None:
             try:
                 return SnapshotRows(
-                    self.copy, first, len(lines), lines=self._encode(encoders, lines, first)
+                    self.copy,
+                    first,
+                    len(lines),
+                    lines=self._encode(encoders, lines, first, b"\\" in data),
                 )
             except Exception:  # noqa: BLE001, S110 - the general path decides (and raises)
                 pass
@@ -116,15 +119,18 @@ class TableRows:
         return SnapshotRows(self.copy, first, len(lines), rows=tuple(rows))
 
     @staticmethod
-    def _encode(encoders: InsertEncoders, lines: list[bytes], first: int) -> bytes:
+    def _encode(encoders: InsertEncoders, lines: list[bytes], first: int, escaped: bool) -> bytes:
         plain = encoders.plain
+        if not escaped:  # no escapes, no NULLs in the whole chunk: the usual case
+            return b"".join(
+                [plain(seq, *line.split(b"\t")) for seq, line in enumerate(lines, first)]
+            )
         with_nulls = encoders.with_nulls
-        out = []
-        seq = first
-        for line in lines:
-            if b"\\" in line:
-                out.append(with_nulls(seq, *copy_fields(line)))
-            else:
-                out.append(plain(seq, *line.split(b"\t")))
-            seq += 1
-        return b"".join(out)
+        return b"".join(
+            [
+                with_nulls(seq, *copy_fields(line))
+                if b"\\" in line
+                else plain(seq, *line.split(b"\t"))
+                for seq, line in enumerate(lines, first)
+            ]
+        )

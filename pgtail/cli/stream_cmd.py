@@ -103,8 +103,8 @@ def _log(message: str) -> None:
     is_flag=True,
     help="First every existing row of the published tables (JSON op \"snapshot\"; SQL: "
     "each table emptied and filled in one transaction), then every change, with no gap "
-    "and no duplicate. Needs a slot this run creates: a temporary one, or --slot NAME "
-    "--create-slot.",
+    "and no duplicate. An existing --slot gets a temporary slot's snapshot, and its "
+    "changes to the copied tables from before it are skipped.",
 )
 @click.option(
     "--snapshot-table",

@@ -1,19 +1,22 @@
 """``pgtail stream --snapshot``: every existing row of the published tables, then every
 change, with no gap and no duplicate.
 
-The slot this run creates exports a snapshot (``CREATE_REPLICATION_SLOT ... (SNAPSHOT
+A slot this run creates exports a snapshot (``CREATE_REPLICATION_SLOT ... (SNAPSHOT
 'export')``, ``EXPORT_SNAPSHOT`` before PostgreSQL 15) consistent with the point its
-changes start at. `SnapshotCopy.begin` imports it on an ordinary connection
-(`pgtail.catalog.SnapshotReader`) before START_REPLICATION -- the export lives only
-until the replication connection's next command, the imported snapshot as long as that
-transaction -- and `SnapshotCopy.run`, once streaming has started and before the first
-message is read, copies each table through the same converters and renderer the streamed
-rows take, handing the rows to the writer in bounded batches (output blocked: the reader
-waits, and keeps the walsender alive). Nothing of the slot is confirmed before every
-table is written: the snapshot's batches confirm nothing, and no change is read before
-the copy ends. A run stopped during the copy (Ctrl-C, an error) drops the slot it
-created; after kill -9 the slot stays and the next ``--snapshot`` run refuses it (drop
-it and rerun).
+changes start at. For a slot that exists, a temporary slot on a second replication
+connection exports one at its own consistent point X, and the stream then drops the
+slot's changes to the copied tables that committed before X (`SkipCopied`): they are in
+the copy; later ones are not. Either way `SnapshotCopy` imports the snapshot on an
+ordinary connection (`pgtail.catalog.SnapshotReader`) before START_REPLICATION -- the
+export lives only until its replication connection's next command, the imported
+snapshot as long as the reading transaction -- and `SnapshotCopy.run`, once streaming
+has started and before the first message is read, copies each table through the
+converters and renderer streamed rows take, in bounded batches (output blocked: the
+copy waits, and the walsender is kept alive). The slot is confirmed past nothing before
+every table is written: the snapshot's batches confirm nothing, and no change is read
+before the copy ends. A run stopped during the copy (Ctrl-C, an error) drops a slot it
+created; after a kill -9 the slot stays, and the next ``--snapshot`` run copies again
+as for a slot that exists.
 """
 
 from __future__ import annotations
