@@ -203,6 +203,23 @@ class SnapshotEnd:
 
 
 @dataclass(frozen=True, slots=True)
+class SchemaChange:
+    """A table's definition changed (columns added, dropped, renamed, retyped; replica
+    identity): ``previous`` is how it was, ``table`` how the next event's rows are. Made
+    by `pgtail.changes.schema.SchemaTracker`, before the first event that uses it."""
+
+    table: Table
+    previous: Table
+    tx: Transaction | None
+
+    def notes(self) -> list[str]:
+        """What changed, in words, one item each (for comments and the table view)."""
+        from pgtail.changes.schema import describe
+
+        return describe(self.previous, self.table)
+
+
+@dataclass(frozen=True, slots=True)
 class CommitPrepared:
     xid: int
     gid: str
@@ -233,6 +250,7 @@ Event = (
     | SnapshotBegin
     | SnapshotRows
     | SnapshotEnd
+    | SchemaChange
 )
 # encode(seq, v0, ..., vN) -> one line of an EncodedRows (see Assembler): the row's
 # values are the text of each column, None for NULL

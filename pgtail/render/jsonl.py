@@ -43,6 +43,13 @@ Transaction fields, on every line that belongs to a transaction:
   table's copy, from 0), then ``replica_identity``, ``key``, ``old`` (null),
   ``old_kind`` (null), ``new`` and ``unchanged_toast`` (``[]``) as for an insert.
 
+``"op": "schema"``: a table's definition changed (a column added, dropped, renamed or
+  retyped, the replica identity or key changed), written before the first change that
+  uses the new one: ``schema``, ``table``, the transaction fields of that change,
+  ``replica_identity``, ``columns`` (list of ``{"name", "type", "type_oid", "key"}``),
+  ``old`` (``schema``, ``table``, ``replica_identity`` and ``columns`` before) and
+  ``changes`` (what changed, in words). A table's first change in a run has none.
+
 ``"op": "begin"`` / ``"op": "commit"`` (only with ``--tx``): transaction fields.
 ``"op": "prepare"``: a prepared transaction's changes were all written (always
   emitted; transaction fields with ``gid`` and ``prepared``).
@@ -71,6 +78,7 @@ from pgtail.changes import (
     InsertEncoders,
     Message,
     RollbackPrepared,
+    SchemaChange,
     SnapshotBegin,
     SnapshotEnd,
     SnapshotRows,
@@ -400,6 +408,13 @@ def _loop_encoders(
     )
 
 
+def _columns(table: Table) -> list[dict[str, Any]]:
+    return [
+        {"name": c.name, "type": c.type_name, "type_oid": c.type_oid, "key": c.is_key}
+        for c in table.columns
+    ]
+
+
 def _percent(text: bytes) -> bytes:
     """``text`` as a literal part of a bytes % format."""
     return text.replace(b"%", b"%%")
@@ -611,6 +626,8 @@ class JsonLinesRenderer:
                 record["xid"] = None
             record["seq"] = event.seq
             return record
+        if isinstance(event, SchemaChange):
+            return self.schema_record(event)
         if isinstance(event, CommitPrepared):
             return {
                 "op": "commit_prepared",
@@ -631,6 +648,23 @@ class JsonLinesRenderer:
                 "rollback_time": iso_time(event.rollback_time),
             }
         raise TypeError(f"cannot render {type(event).__name__} as JSON")
+
+    def schema_record(self, event: SchemaChange) -> dict[str, Any]:
+        """``"op": "schema"``: the table's definition now and before, and what changed."""
+        table, previous = event.table, event.previous
+        record: dict[str, Any] = {"op": "schema", "schema": table.schema, "table": table.name}
+        if event.tx is not None:
+            record.update(self._fields(event.tx))
+        record["replica_identity"] = table.replica_identity
+        record["columns"] = _columns(table)
+        record["old"] = {
+            "schema": previous.schema,
+            "table": previous.name,
+            "replica_identity": previous.replica_identity,
+            "columns": _columns(previous),
+        }
+        record["changes"] = event.notes()
+        return record
 
     def render(self, event: Event) -> None:
         cls = type(event)

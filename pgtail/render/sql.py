@@ -75,6 +75,7 @@ from pgtail.changes import (
     InsertEncoders,
     Message,
     RollbackPrepared,
+    SchemaChange,
     SnapshotBegin,
     SnapshotEnd,
     SnapshotRows,
@@ -745,6 +746,10 @@ class SqlRenderer:
         elif isinstance(event, SnapshotEnd):
             name = self._plan(event.copy.table).name
             self._write(f"COMMIT;\n-- snapshot of {name}: {event.rows} rows\n")
+        elif isinstance(event, SchemaChange):
+            name = self._plan(event.table).name
+            notes = "; ".join(event.notes())
+            self._write(f"-- schema of {_one_line(name)} changed: {_one_line(notes)}\n")
         elif isinstance(event, Truncate):
             self._write(self.truncate_sql(event))
         elif isinstance(event, Message):

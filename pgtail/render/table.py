@@ -52,6 +52,7 @@ from pgtail.changes import (
     Event,
     Message,
     RollbackPrepared,
+    SchemaChange,
     SnapshotBegin,
     SnapshotEnd,
     SnapshotRows,
@@ -411,6 +412,12 @@ class TableRenderer:
             self._write_lines([" " + self._paint.paint(line, "truncate") for line in wrapped])
         elif isinstance(event, Message):
             self._message(event)
+        elif isinstance(event, SchemaChange):
+            self._flush_all()
+            name = escape_text(quote_qualified(event.table.schema, event.table.name))
+            text = f"schema of {name} changed: " + escape_text("; ".join(event.notes()))
+            wrapped = textwrap.wrap(text, max(self._width - 3, 10), subsequent_indent="  ")
+            self._write_lines([" " + self._paint.paint(line, "summary") for line in wrapped])
         elif isinstance(event, SnapshotRows | SnapshotBegin | SnapshotEnd):
             self._snapshot(event)
         elif isinstance(event, CommitPrepared):

@@ -63,6 +63,7 @@ from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
 from pgtail.catalog import decoding_options, primary_message, resolve_dsn, translate_connect_error
+from pgtail.changes.schema import with_schema_events
 from pgtail.errors import (
     ConfigurationError,
     PgtailError,
@@ -987,6 +988,8 @@ def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], N
 def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
     config = stream.config
     stream.render, stream.close_renderer = _make_render(config, stream.buffer)
+    if config.format != "raw":
+        stream.render = with_schema_events(stream.render)
     writer = Writer(
         out,
         stream.feedback,
