@@ -13,6 +13,7 @@ Rows are handed on in chunks as they arrive: memory stays bounded on a table of 
 from __future__ import annotations
 
 import contextlib
+import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +33,9 @@ from pgtail.catalog.publications import (
 from pgtail.catalog.server import server_version_num
 from pgtail.errors import PgtailError, ReplicationError, ServerCapabilityError
 
-# rows handed on per chunk: large enough that per-chunk work vanishes, small enough that
-# a chunk of wide rows stays a few megabytes
-CHUNK_ROWS = 2000
-CHUNK_BYTES = 4 << 20
+# bytes of rows handed on per chunk: large enough that per-chunk work vanishes, small
+# enough to bound memory (a few chunks are in flight between the copy and the output)
+CHUNK_BYTES = 512 << 10
 
 _SERIALIZATION_FAILURE = "40001"  # a standby cancelled the query: snapshot too old
 _INVALID_PARAMETER = "22023"  # SET TRANSACTION SNAPSHOT: no such snapshot (any more)
@@ -147,30 +147,33 @@ def _table(
     return SnapshotTable(relation, relkind == "p", None, int(estimate))
 
 
-class _Chunks:
-    """The file COPY writes into: psycopg2 calls ``write`` once per row; whole chunks of
-    rows go to ``handle``."""
+class _Chunks(io.RawIOBase):
+    """Where COPY's rows go: psycopg2 calls ``write`` once per row, on the
+    `io.BufferedWriter` in front of this (in C); this gets its buffer, about CHUNK_BYTES
+    at a time, and hands the whole rows in it to ``handle`` (COPY's text format escapes
+    line breaks in values: a newline only ends a row)."""
 
     def __init__(self, handle: Callable[[bytes], None]) -> None:
         self.handle = handle
-        self.rows: list[bytes] = []
-        self.size = 0
+        self.rest = b""  # a row cut at the end of the last buffer
         self.count = 0
 
-    def write(self, row: bytes) -> None:
-        rows = self.rows
-        rows.append(row)
-        self.size += len(row)
-        if len(rows) >= CHUNK_ROWS or self.size >= CHUNK_BYTES:
-            self.flush()
+    def writable(self) -> bool:
+        return True
 
-    def flush(self) -> None:
-        if self.rows:
-            self.count += len(self.rows)
-            data = b"".join(self.rows)
-            self.rows = []
-            self.size = 0
-            self.handle(data)
+    def write(self, data: Any) -> int:
+        size = len(data)
+        chunk = self.rest + bytes(data)
+        end = chunk.rfind(b"\n") + 1
+        self.rest = chunk[end:]
+        if end:
+            self.count += chunk.count(b"\n", 0, end)
+            self.handle(chunk[:end])
+        return size
+
+
+def _discard(data: bytes) -> None:
+    pass
 
 
 class SnapshotReader:
@@ -213,12 +216,17 @@ class SnapshotReader:
                 query += sql.SQL(" WHERE ") + sql.SQL(table.row_filter)  # noqa: S608
             query = sql.SQL("COPY ({}) TO STDOUT").format(query)
         chunks = _Chunks(handle)
+        buffered = io.BufferedWriter(chunks, buffer_size=CHUNK_BYTES)
         try:
             with self.conn.cursor() as cur:
-                cur.copy_expert(query, chunks)
+                cur.copy_expert(query, buffered)
+            buffered.flush()
         except psycopg2.Error as exc:
             raise snapshot_error(exc, f"copying {table.qualified_name}") from None
-        chunks.flush()
+        finally:
+            # a copy stopped midway: what is still buffered goes nowhere when the
+            # BufferedWriter is collected
+            chunks.handle = _discard
         return chunks.count
 
     def close(self) -> None:
