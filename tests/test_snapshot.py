@@ -397,6 +397,29 @@ def test_snapshot_without_select_privilege(db15: Database) -> None:
         db15.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")
 
 
+def test_no_free_replication_slot_entry(db15: Database) -> None:
+    """An existing slot's snapshot needs a temporary slot: none free is one line."""
+    setup(db15)
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    free = int(db15.execute("SHOW max_replication_slots")[0][0]) - int(
+        db15.execute("SELECT count(*) FROM pg_replication_slots")[0][0]
+    )
+    fillers = [f"filler_{os.getpid()}_{i}" for i in range(free)]
+    for name in fillers:
+        db15.execute("SELECT pg_create_physical_replication_slot(%s)", (name,))
+    try:
+        code, _, err = run_cli(
+            ["stream", "--dsn", db15.dsn, "--slot", "s", "--publication", "pub", "--snapshot"]
+        )
+        assert code == 1
+        assert "all replication slots are in use" in err
+        assert "max_replication_slots" in err
+        assert len(err.strip().splitlines()) == 1
+    finally:
+        for name in fillers:
+            db15.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+
+
 def test_snapshot_with_raw_format(db15: Database) -> None:
     code, _, err = run_cli(
         ["stream", "--dsn", db15.dsn, "--snapshot", "--format", "raw", "--publication", "p"]

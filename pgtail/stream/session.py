@@ -224,6 +224,7 @@ class Session:
         self.cursor = cur
         assert self.server is not None
         export = first and self.config.snapshot
+        self.exported = None  # (a retried start-up must not take an earlier attempt's)
         if self.temporary:
             self._create_slot(cur, temporary=True, export=export)
             if first:
@@ -816,7 +817,7 @@ class Session:
         """A copy that did not finish leaves no slot this run created: the next run
         starts afresh (a temporary slot went with its connection)."""
         snapshot = self.snapshot
-        if snapshot is None or snapshot.done or not self.created_slot:
+        if not (self.config.snapshot and self.created_slot) or (snapshot and snapshot.done):
             return
         try:
             catalog.drop_slot(self.dsn, self.slot, if_exists=True, force=True)
