@@ -22,9 +22,10 @@ import orjson
 import pytest
 
 from pgtail import pgoutput as po
+from pgtail.changes import SnapshotBegin, SnapshotEnd
 from pgtail.changes.snapshot import TableRows, copy_fields
 from pgtail.lsn import parse_lsn
-from pgtail.render import insert_encoder, make_renderer
+from pgtail.render import RenderOptions, insert_encoder, make_renderer
 from tests.helpers import Database, create_database, drop_database, run_cli
 
 PY = sys.executable
@@ -466,3 +467,21 @@ def test_snapshot_rows_match_the_streamed_insert(fmt: str, codegen: Any) -> None
                     b"INSERT INTO public.t (id, v) VALUES (1, E'a\\tb');\n"
                     b"INSERT INTO public.t (id, v) VALUES (2, NULL);\n"
                 )
+
+
+def test_table_view_shows_progress_not_rows() -> None:
+    relation = po.Relation(None, 1, "public", "t", "d", (po.RelationColumn(1, "id", 23, -1),))
+    rows = TableRows(relation, rows_estimate=4)
+    events = [SnapshotBegin(rows.copy), rows.rows(b"1\n2\n"), rows.rows(b"3\n4\n5\n")]
+    events.append(SnapshotEnd(rows.copy, 5))
+    for width, expected in ((100, " 50% 2 of ~4 rows"), (None, "")):
+        out = io.BytesIO()
+        renderer = make_renderer("table", out, RenderOptions(width=width))
+        for event in events:
+            renderer.render(event)
+        text = out.getvalue().decode()
+        assert "snapshot of public.t" in text and "table 1 of 1" in text
+        assert expected in text
+        assert "100% 5 rows" in text
+        assert ("\r" in text) == (width is not None)  # redrawn in place on a terminal only
+        assert "│" not in text  # no rows shown
