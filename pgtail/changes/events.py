@@ -212,12 +212,6 @@ class SchemaChange:
     previous: Table
     tx: Transaction | None
 
-    def notes(self) -> list[str]:
-        """What changed, in words, one item each (for comments and the table view)."""
-        from pgtail.changes.schema import describe
-
-        return describe(self.previous, self.table)
-
 
 @dataclass(frozen=True, slots=True)
 class CommitPrepared:

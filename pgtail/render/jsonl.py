@@ -89,6 +89,7 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
+from pgtail.changes.schema import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.options import RenderOptions
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
@@ -663,7 +664,7 @@ class JsonLinesRenderer:
             "replica_identity": previous.replica_identity,
             "columns": _columns(previous),
         }
-        record["changes"] = event.notes()
+        record["changes"] = describe(previous, table)
         return record
 
     def render(self, event: Event) -> None:

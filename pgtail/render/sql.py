@@ -86,6 +86,7 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
+from pgtail.changes.schema import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.options import RenderOptions
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
@@ -748,7 +749,7 @@ class SqlRenderer:
             self._write(f"COMMIT;\n-- snapshot of {name}: {event.rows} rows\n")
         elif isinstance(event, SchemaChange):
             name = self._plan(event.table).name
-            notes = "; ".join(event.notes())
+            notes = "; ".join(describe(event.previous, event.table))
             self._write(f"-- schema of {_one_line(name)} changed: {_one_line(notes)}\n")
         elif isinstance(event, Truncate):
             self._write(self.truncate_sql(event))

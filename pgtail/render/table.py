@@ -63,6 +63,7 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
+from pgtail.changes.schema import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.options import RenderOptions
 from pgtail.render.psql_values import (
@@ -415,7 +416,8 @@ class TableRenderer:
         elif isinstance(event, SchemaChange):
             self._flush_all()
             name = escape_text(quote_qualified(event.table.schema, event.table.name))
-            text = f"schema of {name} changed: " + escape_text("; ".join(event.notes()))
+            notes = "; ".join(describe(event.previous, event.table))
+            text = f"schema of {name} changed: " + escape_text(notes)
             wrapped = textwrap.wrap(text, max(self._width - 3, 10), subsequent_indent="  ")
             self._write_lines([" " + self._paint.paint(line, "summary") for line in wrapped])
         elif isinstance(event, SnapshotRows | SnapshotBegin | SnapshotEnd):

@@ -27,15 +27,14 @@ import fnmatch
 import os
 import re
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg2
 import psycopg2.extras
 from psycopg2 import sql
 
 from pgtail import catalog
-from pgtail.catalog.snapshot import SnapshotReader, SnapshotTable, snapshot_tables
 from pgtail.changes import (
     Change,
     EncodedRows,
@@ -52,12 +51,25 @@ from pgtail.filters import REDACTED, EventFilter
 from pgtail.lsn import parse_lsn
 from pgtail.render import insert_encoder
 from pgtail.stream.writer import Batch
+from pgtail.values import UserType
 
 if TYPE_CHECKING:
     from psycopg2.extensions import connection as PgConnection
 
     from pgtail.stream.config import StreamConfig
-    from pgtail.stream.session import Session
+
+
+class Session(Protocol):
+    """What the snapshot needs of the stream's session (`pgtail.stream.session`)."""
+
+    dsn: str
+    config: StreamConfig
+    publications: tuple[str, ...]
+    server: catalog.ServerInfo | None
+
+    def log(self, message: str) -> None: ...
+
+    def lookup_types(self, type_oids: Sequence[int]) -> dict[int, UserType]: ...
 
 
 def check_config(config: StreamConfig) -> None:
@@ -98,7 +110,7 @@ def selector(config: StreamConfig) -> Callable[[str, str], bool]:
 def preflight(conn: PgConnection, session: Session) -> None:
     """Before any slot is made: what would be copied, and may it be read?"""
     config = session.config
-    tables = snapshot_tables(conn, session.publications, selector(config))
+    tables = catalog.snapshot_tables(conn, session.publications, selector(config))
     if not tables and config.snapshot_tables:
         session.log(
             "pgtail: warning: --snapshot-table "
@@ -174,7 +186,7 @@ class SnapshotCopy:
         self.existing = existing  # the slot's changes began before the snapshot
         self.done = False
         config = session.config
-        self.reader = SnapshotReader(
+        self.reader = catalog.SnapshotReader(
             session.dsn, snapshot_name, f"{config.application_name} snapshot"
         )
         try:
@@ -217,7 +229,7 @@ class SnapshotCopy:
 
     def _copy(
         self,
-        table: SnapshotTable,
+        table: catalog.SnapshotTable,
         number: int,
         enqueue: Callable[[Batch], None],
         stop: Callable[[], bool],
