@@ -23,6 +23,8 @@ from pgtail.changes.events import (
     Table,
     Transaction,
     Truncate,
+    TxBegin,
+    TxCommit,
 )
 
 
@@ -105,12 +107,22 @@ class SchemaTracker:
 
 def with_schema_events(render: Callable[[Any], None]) -> Callable[[Any], None]:
     """``render`` that first renders a `SchemaChange` when an event's table changed."""
-    check = SchemaTracker().check
+    tracker = SchemaTracker()
+    check = tracker.check
+    known = tracker._known  # the per-row case inlined: this runs once per rendered event
 
     def render_checked(event: Any) -> None:
-        change = check(event)
-        if change is not None:
-            render(change)
+        cls = type(event)
+        if cls is Change or cls is EncodedRows:
+            table = event.table
+            if known.get(table.relation_id) is not table:
+                change = check(event)
+                if change is not None:
+                    render(change)
+        elif cls is not TxBegin and cls is not TxCommit:
+            change = check(event)
+            if change is not None:
+                render(change)
         render(event)
 
     return render_checked
