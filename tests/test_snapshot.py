@@ -424,6 +424,39 @@ def test_no_free_replication_slot_entry(db15: Database) -> None:
             db15.execute("SELECT pg_drop_replication_slot(%s)", (name,))
 
 
+def test_existing_slot_with_two_phase_is_refused(db15: Database) -> None:
+    setup(db15)
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput', false, true)")
+    code, _, err = run_cli(
+        [
+            "stream",
+            "--dsn",
+            db15.dsn,
+            "--slot",
+            "s",
+            "--publication",
+            "pub",
+            "--snapshot",
+            "--two-phase",
+        ]
+    )
+    assert code == 1
+    assert "--snapshot of a slot that exists cannot go with --two-phase" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_table_without_columns(db15: Database) -> None:
+    db15.execute("CREATE TABLE z ()")
+    db15.execute("INSERT INTO z DEFAULT VALUES")
+    db15.execute("INSERT INTO z DEFAULT VALUES")
+    db15.execute("CREATE PUBLICATION pub FOR TABLE z")
+    code, out, err = run_cli(
+        ["stream", "--dsn", db15.dsn, "--publication", "pub", "--snapshot", "--idle-exit", "1"]
+    )
+    assert code == 0, err
+    assert [orjson.loads(x)["new"] for x in out.splitlines()] == [{}, {}]
+
+
 def test_snapshot_with_raw_format(db15: Database) -> None:
     code, _, err = run_cli(
         ["stream", "--dsn", db15.dsn, "--snapshot", "--format", "raw", "--publication", "p"]

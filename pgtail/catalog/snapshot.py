@@ -205,7 +205,7 @@ class SnapshotReader:
         relation = table.relation
         ident = sql.Identifier(relation.namespace, relation.name)
         names = sql.SQL(", ").join(sql.Identifier(c.name) for c in relation.columns)
-        if table.row_filter is None and not table.partitioned:
+        if table.row_filter is None and not table.partitioned and relation.columns:
             query = sql.SQL("COPY {} ({}) TO STDOUT").format(ident, names)
         else:
             query = sql.SQL("SELECT {} FROM {}{}").format(

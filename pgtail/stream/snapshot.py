@@ -200,6 +200,14 @@ class SnapshotCopy:
         """A snapshot for a slot that exists: a temporary slot's, imported before that
         slot goes away; the stream then drops the copied tables' changes that committed
         before it (`SkipCopied`)."""
+        if session.config.two_phase:
+            # a transaction prepared before the snapshot and committed after it is in
+            # neither the copy nor (its PREPARE skipped) the stream
+            raise ConfigurationError(
+                "--snapshot of a slot that exists cannot go with --two-phase",
+                hint="stream it without --two-phase, or snapshot into a new slot"
+                " (--slot NEW --create-slot)",
+            )
         conn, snapshot_name, lsn = export_from_temporary_slot(session)
         try:
             return cls(session, snapshot_name, lsn, existing=True)
