@@ -87,6 +87,8 @@ Other lines:
 
 truncate :: Transaction fields, `seq`, `tables` (a list of {"schema", "table"}), `cascade` and `restart_identity`.
 message :: A logical decoding message (`pg_logical_emit_message`, shown with `--messages`): `prefix`, `content`, `content_encoding` (`utf-8`: content is the text; `base64`: it was not valid UTF-8), `transactional`, `lsn`, `seq`, and the transaction fields for a transactional message or `"xid": null` for a non-transactional one.
+snapshot :: With `--snapshot`: a row that existed when the stream started: `schema`, `table`, `lsn` (the snapshot's consistent point), `rows_estimate` (the planner's row count, 0 when unknown), `seq` (the row's number in its table's copy, from 0), then `replica_identity`, `key`, `old` (null), `old_kind` (null), `new` and `unchanged_toast` as for an insert.
+schema :: A table's definition changed (a column added, dropped, renamed or retyped, the replica identity or key), written once before the first change that uses the new one: `schema`, `table`, that change's transaction fields, `replica_identity`, `columns` (a list of {"name", "type", "type_oid", "key"}), `old` (`schema`, `table`, `replica_identity` and `columns` as they were) and `changes` (what changed, in words). `--format sql` writes a comment, the table view a note. The first change of a table in a run has none.
 begin, commit :: Only with `--tx`: the transaction fields.
 prepare :: A prepared transaction's changes were all written: transaction fields with `gid` and `prepared`.
 commit_prepared :: `xid`, `gid`, `commit_lsn`, `end_lsn`, `commit_time`.
@@ -145,6 +147,8 @@ Without `--slot` pgtail creates a temporary slot that disappears when it exits, 
 
 Without `--publication` pgtail uses the database's only publication and says so on stderr; with several it lists them. It never creates objects silently: `--create-publication` creates one for the run, named pgtail_run_PID_HEX, and drops it on exit. The run holds an advisory lock on it while it lives, so after a kill -9 the next `pgtail stream` drops the leftover (one line on stderr) and never takes another run's publication for the only one; `pgtail doctor` lists leftovers with the DROP PUBLICATION that removes them.
 
+`--snapshot` first writes every existing row of the published tables (or of the `--snapshot-table` ones), then every change, with no gap and no duplicate. A slot this run creates is created with an exported snapshot, read on a second connection under SET TRANSACTION SNAPSHOT before START_REPLICATION; for a slot that exists, a temporary slot exports the snapshot at its consistent point X, and the slot's changes to the copied tables that committed before X are skipped. The slot is confirmed past nothing until every table is written. With `--format sql` each table is one transaction that empties it (TRUNCATE) and inserts its rows, so `pgtail stream --snapshot --format sql | psql target` makes the target equal the source. A run stopped during the copy drops a slot it created; after a kill -9 the next run copies again. Costs: the reading transaction holds back VACUUM and the slot holds WAL for the copy's duration; ACCESS SHARE locks on the table being copied; for an existing slot, a free replication slot entry for a moment; SELECT on the copied columns.
+
 Filters (`--table`, `--exclude`, `--ops`, `--redact`) apply after decoding; filtered changes are still confirmed. `--table` and `--exclude` take `table` or `schema.table` globs; `--redact` takes `column`, `table.column` or `schema.table.column` globs. A `--table`, `--exclude` or `--redact` pattern that matches nothing the publications publish is a warning on stderr at start.
 """,
         "JSON LINES": JSON_LINES,
@@ -181,6 +185,10 @@ Keep an append-only change log on disk; the slot advances only after fsync:
 Replay a database's changes into another one:
 
     pgtail stream --slot app --format sql | psql "host=replica dbname=shop"
+
+Copy every published table, then follow its changes, into another database:
+
+    pgtail stream --slot app --create-slot --snapshot --format sql | psql -d target
 
 Stop at a known point and print a protocol trace:
 

@@ -4,7 +4,8 @@ One module per job: `connection` (DSN, session settings, opening connections), `
 (the one translation of psycopg2 errors, by SQLSTATE first), `names` (names as users
 write them; quoting is `pgtail.sqlnames`), `facts` (the frozen facts the doctor
 reads), `server`, `slots`, `publications`, `tables`, `identity`, `types` (user types
-for the decoder), `decoding` (reading a slot through SQL functions) and `survey` (the
+for the decoder), `decoding` (reading a slot through SQL functions), `snapshot`
+(reading the rows of an exported snapshot) and `survey` (the
 doctor's facts in one go). Each server-version difference is decided in one of them,
 once. Names are passed through ``psycopg2.sql.Identifier`` / ``Literal`` or as
 parameters, never formatted into SQL.
@@ -151,6 +152,7 @@ from pgtail.catalog.slots import (
     slot_info,
     slot_listing,
 )
+from pgtail.catalog.snapshot import SnapshotReader, SnapshotTable, snapshot_tables
 from pgtail.catalog.spark import ColumnType, table_columns
 from pgtail.catalog.survey import doctor_facts
 from pgtail.catalog.tables import TableRef, resolve_table, table_facts
@@ -167,6 +169,8 @@ __all__ = [
     "SlotStats",
     "read_replication",
     "replication_facts",
+    "SnapshotReader",
+    "SnapshotTable",
     "APPLICATION_NAME",
     "BUSY_RETRY_SECONDS",
     "DECODING_SETTINGS",
@@ -275,6 +279,7 @@ __all__ = [
     "slot_info",
     "slot_listing",
     "slot_missing_error",
+    "snapshot_tables",
     "split_names",
     "table_facts",
     "table_identity",

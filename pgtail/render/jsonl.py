@@ -36,6 +36,20 @@ Transaction fields, on every line that belongs to a transaction:
   transaction fields for a transactional message, or ``xid: null`` and no other
   transaction fields for a non-transactional one.
 
+``"op": "snapshot"`` (``--snapshot``: a row that existed when the stream started):
+  ``schema``, ``table``, ``lsn`` (the snapshot's consistent point: the row is the table
+  at that LSN; every change streamed after it committed later), ``rows_estimate`` (the
+  planner's row count of the table, 0 when unknown), ``seq`` (the row's number in its
+  table's copy, from 0), then ``replica_identity``, ``key``, ``old`` (null),
+  ``old_kind`` (null), ``new`` and ``unchanged_toast`` (``[]``) as for an insert.
+
+``"op": "schema"``: a table's definition changed (a column added, dropped, renamed or
+  retyped, the replica identity or key changed), written before the first change that
+  uses the new one: ``schema``, ``table``, the transaction fields of that change,
+  ``replica_identity``, ``columns`` (list of ``{"name", "type", "type_oid", "key"}``),
+  ``old`` (``schema``, ``table``, ``replica_identity`` and ``columns`` before) and
+  ``changes`` (what changed, in words). A table's first change in a run has none.
+
 ``"op": "begin"`` / ``"op": "commit"`` (only with ``--tx``): transaction fields.
 ``"op": "prepare"``: a prepared transaction's changes were all written (always
   emitted; transaction fields with ``gid`` and ``prepared``).
@@ -64,12 +78,18 @@ from pgtail.changes import (
     InsertEncoders,
     Message,
     RollbackPrepared,
+    SchemaChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    SnapshotRows,
     Table,
+    TableCopy,
     Transaction,
     Truncate,
     TxBegin,
     TxCommit,
 )
+from pgtail.changes.schema import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.options import RenderOptions
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
@@ -389,6 +409,13 @@ def _loop_encoders(
     )
 
 
+def _columns(table: Table) -> list[dict[str, Any]]:
+    return [
+        {"name": c.name, "type": c.type_name, "type_oid": c.type_oid, "key": c.is_key}
+        for c in table.columns
+    ]
+
+
 def _percent(text: bytes) -> bytes:
     """``text`` as a literal part of a bytes % format."""
     return text.replace(b"%", b"%%")
@@ -410,6 +437,8 @@ class JsonLinesRenderer:
         # the (tx, table, op) of the last change line and what it needs: a transaction's
         # changes mostly come in runs of one table and operation
         self._last: tuple[Transaction, Table, str, bytes, tuple[str, ...]] | None = None
+        # id(copy) -> (copy, serialized head of its snapshot lines), for the current copy
+        self._snapshot_heads: dict[int, tuple[TableCopy, bytes]] = {}
 
     def _fields(self, tx: Transaction) -> dict[str, Any]:
         if tx is not self._tx:
@@ -487,6 +516,45 @@ class JsonLinesRenderer:
         lines = rows.lines
         return head + lines[:-1].replace(b"\n", b"\n" + head) + b"\n"
 
+    def snapshot_lines(self, rows: SnapshotRows) -> bytes:
+        """The ``"op": "snapshot"`` lines of a snapshot's rows."""
+        copy = rows.copy
+        head = self._snapshot_heads.get(id(copy))
+        if head is None or head[0] is not copy:
+            table = copy.table
+            prefix = {
+                "op": "snapshot",
+                "schema": table.schema,
+                "table": table.name,
+                "lsn": format_lsn(copy.lsn),
+                "rows_estimate": copy.rows_estimate,
+            }
+            head = (copy, dumps(prefix)[:-1] + b",")
+            self._snapshot_heads = {id(copy): head}
+        start = head[1]
+        if rows.lines:
+            lines = rows.lines
+            return start + lines[:-1].replace(b"\n", b"\n" + start) + b"\n"
+        table = copy.table
+        names = self._key_names_of(table)
+        out = []
+        seq = rows.first_seq
+        for row in rows.rows:
+            body = dumps(
+                {
+                    "seq": seq,
+                    "replica_identity": table.replica_identity,
+                    "key": {n: row[n] for n in names} if names else None,
+                    "old": None,
+                    "old_kind": None,
+                    "new": row,
+                    "unchanged_toast": [],
+                }
+            )
+            out.append(start + body[1:] + b"\n")
+            seq += 1
+        return b"".join(out)
+
     def _key_names_of(self, table: Table) -> tuple[str, ...]:
         entry = self._key_names.get(id(table))
         if entry is None or entry[0] is not table:
@@ -559,6 +627,8 @@ class JsonLinesRenderer:
                 record["xid"] = None
             record["seq"] = event.seq
             return record
+        if isinstance(event, SchemaChange):
+            return self.schema_record(event)
         if isinstance(event, CommitPrepared):
             return {
                 "op": "commit_prepared",
@@ -580,6 +650,23 @@ class JsonLinesRenderer:
             }
         raise TypeError(f"cannot render {type(event).__name__} as JSON")
 
+    def schema_record(self, event: SchemaChange) -> dict[str, Any]:
+        """``"op": "schema"``: the table's definition now and before, and what changed."""
+        table, previous = event.table, event.previous
+        record: dict[str, Any] = {"op": "schema", "schema": table.schema, "table": table.name}
+        if event.tx is not None:
+            record.update(self._fields(event.tx))
+        record["replica_identity"] = table.replica_identity
+        record["columns"] = _columns(table)
+        record["old"] = {
+            "schema": previous.schema,
+            "table": previous.name,
+            "replica_identity": previous.replica_identity,
+            "columns": _columns(previous),
+        }
+        record["changes"] = describe(previous, table)
+        return record
+
     def render(self, event: Event) -> None:
         cls = type(event)
         if cls is Change:
@@ -588,6 +675,11 @@ class JsonLinesRenderer:
         if cls is EncodedRows:
             self._out.write(self.encoded_lines(event))  # type: ignore[arg-type]
             return
+        if cls is SnapshotRows:
+            self._out.write(self.snapshot_lines(event))  # type: ignore[arg-type]
+            return
+        if cls is SnapshotBegin or cls is SnapshotEnd:
+            return  # a table's copy is its rows
         record = self.record(event)
         if record is not None:
             self._out.write(dumps(record) + b"\n")

@@ -52,12 +52,18 @@ from pgtail.changes import (
     Event,
     Message,
     RollbackPrepared,
+    SchemaChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    SnapshotRows,
     Table,
+    TableCopy,
     Transaction,
     Truncate,
     TxBegin,
     TxCommit,
 )
+from pgtail.changes.schema import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.options import RenderOptions
 from pgtail.render.psql_values import (
@@ -351,6 +357,8 @@ class TableRenderer:
         # (table, note) pairs noted so far: each note once per table per run
         self._noted: set[tuple[str, str]] = set()
         self._tx: Transaction | None = None
+        self._terminal = opts.width is not None  # progress bars redraw in place there
+        self._copied = 0  # rows of the current snapshot table so far
 
     # -- output helpers
 
@@ -405,6 +413,15 @@ class TableRenderer:
             self._write_lines([" " + self._paint.paint(line, "truncate") for line in wrapped])
         elif isinstance(event, Message):
             self._message(event)
+        elif isinstance(event, SchemaChange):
+            self._flush_all()
+            name = escape_text(quote_qualified(event.table.schema, event.table.name))
+            notes = "; ".join(describe(event.previous, event.table))
+            text = f"schema of {name} changed: " + escape_text(notes)
+            wrapped = textwrap.wrap(text, max(self._width - 3, 10), subsequent_indent="  ")
+            self._write_lines([" " + self._paint.paint(line, "summary") for line in wrapped])
+        elif isinstance(event, SnapshotRows | SnapshotBegin | SnapshotEnd):
+            self._snapshot(event)
         elif isinstance(event, CommitPrepared):
             self._flush_all()
             gid = escape_text(json.dumps(event.gid, ensure_ascii=False))
@@ -422,6 +439,51 @@ class TableRenderer:
 
     def close(self) -> None:
         self._flush_all()
+
+    def _snapshot(self, event: SnapshotBegin | SnapshotRows | SnapshotEnd) -> None:
+        """A snapshot's table: a header, then one progress bar redrawn in place on a
+        terminal (one line when it ends elsewhere) instead of every row."""
+        copy = event.copy
+        if isinstance(event, SnapshotBegin):
+            self._flush_all()
+            self._copied = 0
+            name = escape_text(quote_qualified(copy.table.schema, copy.table.name))
+            parts = [f"snapshot of {name}", f"lsn {format_lsn(copy.lsn)}"]
+            parts.append(f"table {copy.number} of {copy.tables}")
+            self._write_lines(self._header(parts))
+            if self._terminal:
+                self._redraw(self._progress(copy, 0, False))
+            return
+        if isinstance(event, SnapshotRows):
+            self._copied = event.first_seq + event.count
+            if self._terminal:
+                self._redraw(self._progress(copy, self._copied, False))
+            return
+        self._copied = event.rows
+        line = self._progress(copy, event.rows, True)
+        if self._terminal:
+            self._redraw(line)
+            line = ""
+        self._out.write((line + "\n\n").encode("utf-8"))
+
+    def _redraw(self, line: str) -> None:
+        """``line`` over the terminal's current line (carriage return, erase to its end)."""
+        self._out.write(("\r" + line + "\x1b[K").encode("utf-8"))
+
+    def _progress(self, copy: TableCopy, rows: int, done: bool) -> str:
+        """A progress bar of ``rows`` against the table's estimate."""
+        estimate = copy.rows_estimate
+        noun = "row" if rows == 1 else "rows"
+        width = max(10, min(40, self._width - 40))
+        if done:
+            text, filled, percent = f" {rows:,} {noun}", width, "100%"
+        elif estimate > rows:
+            text = f" {rows:,} of ~{estimate:,} rows"
+            filled, percent = width * rows // estimate, f"{100 * rows // estimate:3d}%"
+        else:  # no estimate (never analyzed), or past it
+            text, filled, percent = f" {rows:,} {noun}", 0, " ..."
+        bar = self._paint.paint("█" * filled, "summary") + "░" * (width - filled)
+        return f" {bar} {percent}{text}"
 
     def _begin(self, tx: Transaction) -> None:
         self._flush_all()

@@ -50,6 +50,8 @@ class StreamConfig:
     filter: EventFilter = field(default_factory=EventFilter)
     reconnect: ReconnectPolicy = field(default_factory=ReconnectPolicy)
     application_name: str = "pgtail"
+    snapshot: bool = False  # copy the published tables' rows first (a slot this run creates)
+    snapshot_tables: tuple[str, ...] = ()  # with snapshot: these globs only (empty: all)
 
 
 @dataclass(frozen=True)
