@@ -35,6 +35,7 @@ EXIT_STATUS = """
 0 :: Success; also when stdout is closed early (`| head`).
 1 :: An error pgtail expected: one `pgtail: error:` line on stderr says what went wrong and how to fix it. `pgtail doctor` also exits 1 when a check fails.
 2 :: Usage error: an unknown command or option, a missing argument, a value pgtail refuses (a choice, an LSN, a slot name, `--ops`, a size), conflicting connection options. The `pgtail: error:` line is followed by a `pgtail: hint:` line naming the command's `--help`.
+3 :: `pgtail doctor` only: it could not look (PostgreSQL unreachable, a login refused, an error while reading), as opposed to 1, a check that failed. With `--json` stdout has a document with `"status": "error"` and the error's kind, message and hint.
 129 :: Stopped by SIGHUP (the terminal closed), with the same clean shutdown as Ctrl-C (`pgtail demo` also stops and removes its server); `pgtail stream --output FILE` reopens FILE on SIGHUP instead and goes on.
 130 :: Interrupted by Ctrl-C (SIGINT); output written so far is complete and confirmed.
 143 :: Terminated by SIGTERM; same clean shutdown as Ctrl-C.
@@ -251,7 +252,7 @@ FAIL :: a change will be rejected at the source or lost, or the stream cannot ru
 WARN :: it works, but will surprise you: an inactive slot holding WAL past `max_wal_size` (`wal_status` extended; on PostgreSQL 12 its retained WAL against `max_wal_size`), with the size it holds; columns that arrive as unchanged TOAST; partitions published under their own names.
 INFO :: worth knowing: REPLICA IDENTITY FULL's WAL cost; privileges the task does not need, such as creating publications for a role that streams an existing one, or SELECT, which only an initial copy needs.
 
-The exit status is 1 when a check fails and 0 otherwise; `--strict` also exits 1 on a warning, so a CI job can require a clean report. `--json` prints the same findings with their status (ok, info, warn, fail) and the counts.
+The exit status is 1 when a check fails and 0 otherwise; `--strict` also exits 1 on a warning, so a CI job can require a clean report. When the doctor cannot look at all (no connection) it exits 3, not 1. `--json` prints the same findings with their status (ok, info, warn, fail) and the counts.
 
 A table published only for inserts (`publish = 'insert'`) needs no replica identity. The replica identity fix names what the table has — its primary key, a unique index that can serve (unique, not partial, not deferrable, over NOT NULL columns), an identity index to rebuild, or a unique index whose columns only need SET NOT NULL — and otherwise says that nothing can be named and gives REPLICA IDENTITY FULL.
 

@@ -955,3 +955,22 @@ def test_a_publication_dropped_while_doctor_reads_makes_it_read_again(
     with pytest.raises(Exception, match="dropped_meanwhile"):
         catalog.doctor_facts(db.dsn)
     assert failures[0] == 0
+
+
+def test_could_not_look_has_its_own_exit_status_and_a_json_document() -> None:
+    """A CI gate tells a failed check (1) from a doctor that could not look (3)."""
+    from pgtail.server import free_port
+
+    dsn = f"host=127.0.0.1 port={free_port()} connect_timeout=5 password=secret123"
+    code, out, err = run_cli(["doctor", "--json", "--dsn", dsn])
+    assert code == 3, (out, err)
+    report = orjson.loads(out)
+    assert report["status"] == "error" and report["checks"] == []
+    assert report["error"]["kind"] == "ServerUnavailable"
+    assert "cannot reach PostgreSQL" in report["error"]["message"]
+    assert report["error"]["hint"]
+    assert "secret123" not in out + err
+    assert err.startswith("pgtail: error: cannot reach PostgreSQL")
+    code, out, err = run_cli(["doctor", "--dsn", dsn])
+    assert (code, out) == (3, "")
+    assert err.startswith("pgtail: error: cannot reach PostgreSQL")

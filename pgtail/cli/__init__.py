@@ -30,6 +30,9 @@ class ExitCode(IntEnum):
     OK = 0
     ERROR = 1
     USAGE = 2
+    # `pgtail doctor` only: it could not look (no connection, an error while reading),
+    # told apart from 1, a check that failed, so a CI gate can tell the two apart
+    NOT_CHECKED = 3
     SIGHUP = 129
     SIGINT = 130
     SIGTERM = 143
@@ -137,6 +140,16 @@ def main(argv: list[str] | None = None) -> None:
         _print_error(redact(str(exc)))
         sys.exit(ExitCode.ERROR)
     sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else ExitCode.OK)
+
+
+def report_error(exc: PgtailError) -> None:
+    """The error line `main` prints for ``exc`` (with the traceback under --debug), for a
+    command that exits with its own status instead of raising."""
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_object(State) if ctx is not None else None
+    if state is not None and state.debug:
+        traceback.print_exc()
+    _print_error(str(exc))
 
 
 def _print_error(message: str) -> None:
