@@ -666,7 +666,13 @@ def test_missing_publication_and_slot(db: Database) -> None:
     for check_id, subject in (("publication.exists", "nope"), ("slot.exists", "nada")):
         fix = one(run_doctor(db.dsn, publications=["nope"], slots=["nada"]), check_id, subject).fix
         assert fix is not None
-        db.execute(fix)
+        if fix.startswith("pgtail "):  # a command line (a check before it changes anything)
+            import shlex
+
+            code, _, err = run_cli([*shlex.split(fix, comments=True)[1:], "--dsn", db.dsn])
+            assert code == 0, err
+        else:
+            db.execute(fix)
     checks = run_doctor(db.dsn, publications=["nope"], slots=["nada"])
     assert not checks_for(checks, "publication.exists") and not checks_for(checks, "slot.exists")
     # a publication of no table yet is surprising; with one, it is fine
@@ -951,10 +957,40 @@ def test_a_publication_dropped_while_doctor_reads_makes_it_read_again(
     monkeypatch.setattr(survey, "_read_facts", racing)
     facts = catalog.doctor_facts(db.dsn)
     assert [p.name for p in facts.publications] == ["pub"]
-    failures[0] = 3  # every read fails: the error is the server's, after three reads
+    failures[0] = survey._READS  # every read fails: the error is the server's, at the end
     with pytest.raises(Exception, match="dropped_meanwhile"):
         catalog.doctor_facts(db.dsn)
     assert failures[0] == 0
+
+
+def test_a_cache_lookup_missing_a_replaced_publication_makes_doctor_read_again(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI flake of issue 29: a run re-creating its publication while the doctor read
+    pg_publication_tables made the server report "cache lookup failed for publication N"
+    (XX000); that is read again too, while another internal error is not."""
+    from pgtail.catalog import survey
+
+    db.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    db.execute("CREATE PUBLICATION pub FOR TABLE t")
+    read = survey._read_facts
+    failures = [(1, "cache lookup failed for publication 16390")]
+
+    def racing(conn: psycopg2.extensions.connection, *args: object) -> object:
+        count, message = failures[0]
+        if count:
+            failures[0] = (count - 1, message)
+            with conn.cursor() as cur:  # what the server says in that window
+                cur.execute(
+                    f"DO $$ BEGIN RAISE EXCEPTION '{message}' USING ERRCODE = 'XX000'; END $$"
+                )
+        return read(conn, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(survey, "_read_facts", racing)
+    assert [p.name for p in catalog.doctor_facts(db.dsn).publications] == ["pub"]
+    failures[0] = (1, "could not read block 0")
+    with pytest.raises(Exception, match="could not read block"):
+        catalog.doctor_facts(db.dsn)
 
 
 def test_could_not_look_has_its_own_exit_status_and_a_json_document() -> None:
@@ -974,3 +1010,25 @@ def test_could_not_look_has_its_own_exit_status_and_a_json_document() -> None:
     code, out, err = run_cli(["doctor", "--dsn", dsn])
     assert (code, out) == (3, "")
     assert err.startswith("pgtail: error: cannot reach PostgreSQL")
+
+
+def test_no_publication_fix_is_safe_for_a_table_without_replica_identity(db: Database) -> None:
+    """The fix for "no publication" used to be CREATE PUBLICATION ... FOR ALL TABLES,
+    which makes a keyless table's next UPDATE fail; the fix given now refuses that."""
+    import shlex
+
+    db.execute("CREATE TABLE keyless (v text)")
+    db.execute("INSERT INTO keyless VALUES ('a')")
+    _, out, _ = run_cli(["doctor", "--json", "--dsn", db.dsn])
+    (check,) = [c for c in orjson.loads(out)["checks"] if c["id"] == "publication.exists"]
+    assert "FOR ALL TABLES" not in check["fix"]
+    args = shlex.split(check["fix"], comments=True)
+    assert args[0] == "pgtail"
+    code, _, err = run_cli([*args[1:], "--dsn", db.dsn])
+    assert code == 1 and "keyless" in err, err
+    assert db.execute("SELECT count(*) FROM pg_publication") == [(0,)]
+    db.execute("UPDATE keyless SET v = 'b'")  # the application still works
+    # stream's error says the same
+    code, _, err = run_cli(["stream", "--dsn", db.dsn, "--idle-exit", "1"])
+    assert code == 1 and "has no publication" in err
+    assert "FOR ALL TABLES" not in err and "pgtail publication create pgtail" in err

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from typing import Literal
 
 from pgtail.errors import (
@@ -469,7 +470,7 @@ def publication_missing_error(
         f"publication {name!r} does not exist{where}",
         hint=hint
         or "pgtail publication list shows the publications; "
-        f"create it with: pgtail publication create {name} --table ...",
+        f"create it with: pgtail publication create {shlex.quote(name)} --table ...",
     )
 
 

@@ -153,8 +153,12 @@ def report_error(exc: PgtailError) -> None:
 
 
 def _print_error(message: str) -> None:
+    # a name from the database in the message is shown, not obeyed: its control
+    # characters (a terminal escape) are escaped
+    from pgtail.render.escape import escape_text
+
     with contextlib.suppress(Exception):
-        click.echo(f"pgtail: error: {message}", err=True)
+        click.echo(f"pgtail: error: {escape_text(message)}", err=True)
 
 
 def usage_message(exc: click.UsageError) -> str:

@@ -25,6 +25,7 @@ from pgtail.cli.options import (
 from pgtail.cli.slot_cmd import print_fields, print_json, stdout_is_terminal
 from pgtail.doctor import Check, parse_size
 from pgtail.errors import PgtailError
+from pgtail.render.escape import escape_text
 
 _SECTION_TITLES = {
     "server": "Server",
@@ -67,10 +68,11 @@ def _print_report(checks: Sequence[Check]) -> None:
             table.add_column("subject", style="bold", no_wrap=True)
             table.add_column("explanation", overflow="fold")
             for c in items:
-                text = escape(c.summary)
+                text = escape(escape_text(c.summary))
                 if c.fix:
-                    text += f"\n[dim]fix:[/dim] [cyan]{escape(c.fix)}[/cyan]"
-                table.add_row(f"[{_STYLE[c.status]}]{_MARK[c.status]}[/]", escape(c.subject), text)
+                    text += f"\n[dim]fix:[/dim] [cyan]{escape(escape_text(c.fix))}[/cyan]"
+                subject = escape(escape_text(c.subject))
+                table.add_row(f"[{_STYLE[c.status]}]{_MARK[c.status]}[/]", subject, text)
             console.print(table)
             console.print()
         console.print(summary)
@@ -78,9 +80,9 @@ def _print_report(checks: Sequence[Check]) -> None:
     for section, items in sections.items():
         click.echo(f"{_SECTION_TITLES.get(section, section)}:")
         for c in items:
-            click.echo(f"  [{_MARK[c.status]}] {c.subject}: {c.summary}")
+            click.echo(f"  [{_MARK[c.status]}] {escape_text(c.subject)}: {escape_text(c.summary)}")
             if c.fix:
-                click.echo(f"         fix: {c.fix}")
+                click.echo(f"         fix: {escape_text(c.fix)}")
     click.echo(summary)
 
 

@@ -34,6 +34,7 @@ from pgtail.cli.output_options import (
 from pgtail.doctor import human_bytes
 from pgtail.filters import EventFilter
 from pgtail.lsn import format_lsn
+from pgtail.render.escape import escape_text
 
 if TYPE_CHECKING:
     from pgtail.changes import Event
@@ -59,7 +60,11 @@ def print_json(value: Any) -> None:
 def print_table(
     headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None
 ) -> None:
-    """A rich table on a terminal; aligned columns without decoration when piped."""
+    """A rich table on a terminal; aligned columns without decoration when piped. Text
+    from the database is shown with its control characters escaped."""
+    headers = [escape_text(h) for h in headers]
+    rows = [[escape_text(cell) for cell in row] for row in rows]
+    title = escape_text(title) if title else title
     if stdout_is_terminal():
         from rich.console import Console
         from rich.table import Table
@@ -83,12 +88,12 @@ def print_table(
 
 
 def print_fields(pairs: Sequence[tuple[str, str]], *, title: str | None = None) -> None:
-    """Key/value lines (``info``/``show``)."""
+    """Key/value lines (``info``/``show``), control characters escaped."""
     if title:
-        click.echo(title)
+        click.echo(escape_text(title))
     width = max((len(k) for k, _ in pairs), default=0)
     for key, value in pairs:
-        click.echo(f"  {key.ljust(width)}  {value}")
+        click.echo(f"  {key.ljust(width)}  {escape_text(value)}")
 
 
 def _yes(value: bool | None) -> str:

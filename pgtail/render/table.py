@@ -59,6 +59,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.lsn import format_lsn
+from pgtail.render.escape import escape_text
 from pgtail.render.options import RenderOptions
 from pgtail.render.psql_values import (
     DISPLAY_OF_TYPE,
@@ -106,7 +107,6 @@ STYLES = {
 
 # characters that force a string to be shown JSON-quoted and escaped: C0/C1
 # controls, DEL, zero-width and bidirectional formatting characters, line separators
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 _NEEDS_QUOTES = re.compile(
     '\\A(?:|["⋯].*|\\s.*|.*\\s)\\Z|[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]',
     re.DOTALL,
@@ -126,13 +126,6 @@ Cell = tuple[int, tuple[tuple[str, str], ...]]  # (width in cells, ((text, style
 BLANK: Cell = (0, ())
 NULL_CELL: Cell = (len(NULL_MARKER), ((NULL_MARKER, "null"),))
 TOAST_CELL: Cell = (cell_len(TOAST_MARKER), ((TOAST_MARKER, "toast"),))
-
-
-def escape_text(text: str) -> str:
-    """Unsafe characters as ``\\uXXXX`` escapes (for names and message contents)."""
-    if _UNSAFE.search(text) is None:
-        return text
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def show_string(text: str) -> str:
