@@ -367,7 +367,7 @@ def translate_connect_error(exc: BaseException, dsn: str) -> PgtailError:
     SQLSTATE to go by. A server that is away for now (starting up, shutting down,
     recovering, out of connection slots, not listening yet) is a `ServerUnavailable`.
     """
-    raw = redact(str(exc).strip())
+    raw = redact(str(exc).strip(), dsn)
     first = raw.splitlines()[0] if raw else type(exc).__name__
     target = describe_target(dsn)
     lower = raw.lower()

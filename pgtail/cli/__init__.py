@@ -205,7 +205,8 @@ def _command_path(args: list[str]) -> str:
 def _print_usage_error(exc: click.UsageError, args: list[str]) -> None:
     # like PostgreSQL's tools: the error, then where to read how it is used
     command = exc.ctx.command_path if exc.ctx is not None else _command_path(args)
-    _print_error(usage_message(exc))
+    # a connection string given in the wrong place comes back in click's message
+    _print_error(redact(usage_message(exc)))
     with contextlib.suppress(Exception):
         click.echo(f'pgtail: hint: Try "{command} --help" for more information.', err=True)
 
