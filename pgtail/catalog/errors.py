@@ -313,9 +313,16 @@ def translate_replication_error(
             hint="drop and re-create the slot; changes since its position are gone",
         )
     if kind == "publication_missing" and during != "START_REPLICATION":
+        # Only PostgreSQL 17 and older stop here (18 skips a missing publication), and
+        # there creating it again does not help: the slot decodes each change with the
+        # catalog as it was then, where the new publication does not exist yet.
         return PublicationError(
             f"{text} (dropped while pgtail was streaming it)",
-            hint="create it again and rerun: pgtail resumes from the slot's position",
+            hint="the slot cannot decode past the DROP, even once the publication exists"
+            " again: stream it with --publication naming one that existed before the drop,"
+            " or create the publication again, then move the slot past that with"
+            f" pgtail slot advance {slot} LSN (e.g. pg_current_wal_lsn(); the changes in"
+            " between are lost)",
         )
     if kind == "publication_missing" or "publication" in text.lower():
         return PublicationError(text)
