@@ -173,7 +173,7 @@ def classify(exc: BaseException) -> Kind | None:
         if code == UNDEFINED_OBJECT:
             if "replication slot" in lower:
                 return "slot_missing"
-            if "publication" in lower:
+            if "publication" in lower and "not part of the publication" not in lower:
                 return "publication_missing"
         if code == UNDEFINED_FILE:
             return "wal_removed"
