@@ -713,6 +713,10 @@ def test_inactive_slot_holding_wal(db: Database) -> None:
     assert warn.status == "warn"
     assert f"({slot.retained_bytes} bytes)" in warn.summary
     assert warn.fix is not None and "pg_drop_replication_slot('idle')" in warn.fix
+    # not `pgtail stream --slot idle`: it fails with several publications, and would take
+    # the changes of a spark run reading the slot away from its checkpoint
+    assert "pgtail stream --slot" not in warn.fix
+    assert "its pgtail spark run with the same --checkpoint" in warn.fix
     fine = one(doctor.evaluate(facts), "slot.activity", "idle")  # default threshold 1 GB
     assert fine.status == "ok" and "inactive" in fine.summary
     code, out, _ = run_cli(
@@ -1032,3 +1036,53 @@ def test_no_publication_fix_is_safe_for_a_table_without_replica_identity(db: Dat
     code, _, err = run_cli(["stream", "--dsn", db.dsn, "--idle-exit", "1"])
     assert code == 1 and "has no publication" in err
     assert "FOR ALL TABLES" not in err and "pgtail publication create pgtail" in err
+
+
+def test_dead_toast_data_alone_raises_no_unchanged_toast_warning(db: Database) -> None:
+    """A TOAST relation holding only deleted rows' values (not vacuumed yet), in a table
+    the sample read whole: no live value is out of line, so no UPDATE can leave one
+    unchanged (this warned, garbled: "(whose, the rows sampled did not show)")."""
+    db.execute("CREATE TABLE doc (id int PRIMARY KEY, body text)")
+    db.execute("ALTER TABLE doc ALTER body SET STORAGE EXTERNAL")  # out of line, uncompressed
+    db.execute("INSERT INTO doc VALUES (1, repeat('x', 9000)), (2, 'short')")
+    db.execute("CREATE PUBLICATION p FOR TABLE doc")
+    check = one(run_doctor(db.dsn, publications=["p"]), "table.unchanged_toast")
+    assert check.status == "warn" and "body" in check.summary  # a live value out of line
+    db.execute("DELETE FROM doc WHERE id = 1")
+    toast = db.execute(
+        "SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE relname = 'doc'"
+    )[0][0]
+    assert toast > 0  # the deleted row's value is still there
+    check = one(run_doctor(db.dsn, publications=["p"]), "table.unchanged_toast")
+    assert check.status == "ok", check
+    assert "whose" not in check.summary
+
+
+def test_wal_level_on_the_command_line_is_not_fixed_by_alter_system(pg: LocalServer) -> None:
+    """postgres -c wal_level=replica overrides ALTER SYSTEM: the doctor says where it
+    comes from and gives a fix that works."""
+    server = start_server(pg.bindir)
+    try:
+        server.stop()
+
+        def start_with_replica() -> None:
+            server._cmd(
+                [str(server.bindir / "pg_ctl"), "-D", str(server.datadir), "-l",
+                 str(server.logfile), "-w", "-o", "-c wal_level=replica", "start"]
+            )  # fmt: skip
+            server._running = True
+
+        start_with_replica()
+        conn = psycopg2.connect(server.dsn())
+        conn.autocommit = True
+        conn.cursor().execute("ALTER SYSTEM SET wal_level = logical")
+        conn.close()
+        server.stop()
+        start_with_replica()  # ALTER SYSTEM and a restart: still replica
+        check = one(run_doctor(server.dsn()), "wal_level")
+        assert check.status == "fail"
+        assert "command line" in check.summary
+        assert check.fix is not None and "ALTER SYSTEM" not in check.fix
+        assert "-c wal_level" in check.fix
+    finally:
+        server.destroy()

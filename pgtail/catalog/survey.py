@@ -101,7 +101,15 @@ def _read_facts(
             slot_name = parse_ident(raw, 0)[0] if raw.startswith('"') else raw
         pubs = split_names(pub_match.group(1).replace("''", "'")) if pub_match else ()
         walsenders.append(WalsenderFacts(int(pid), datname, slot_name, pubs))
-    server = ServerFacts(version, server_settings, slots_in_use, len(senders_rows), in_recovery)
+    source = fetchone(conn, "SELECT source FROM pg_settings WHERE name = 'wal_level'")
+    server = ServerFacts(
+        version,
+        server_settings,
+        slots_in_use,
+        len(senders_rows),
+        in_recovery,
+        wal_level_source=str(source[0]) if source else None,
+    )
 
     role_row = fetchone(
         conn,
