@@ -31,7 +31,8 @@ PAGES: dict[str, tuple[str, ...]] = {
     "stream": ("stream",),
     "slot": ("slot",),
     "publication": ("publication",),
-    "doctor": ("doctor", "identity"),
+    "doctor": ("doctor",),
+    "identity": ("identity",),
     "spark": ("spark",),
     "demo": ("demo",),
 }
