@@ -399,6 +399,13 @@ def slot_peek(name: str, publications: tuple[str, ...], dsn: str | None, **opts:
     `stream`; --max-changes counts changes (rows, truncates, messages) as `stream`
     does. The slot must not be in use by a stream.
 
+    Two defaults differ from `stream`'s, on purpose: a peek consumes nothing, so it
+    shows all that is pending. It shows logical decoding messages without
+    --messages (hide them with --ops insert,update,delete,truncate), and without
+    --publication it decodes through every publication of the database, where
+    `stream` refuses to choose (what a stream confirms is gone); name
+    --publication to see what a stream through it would get.
+
     \b
     Examples:
       pgtail slot peek app --publication app_pub --max-changes 20
