@@ -419,7 +419,7 @@ def test_second_signal_abandons_blocked_output(db: Any) -> None:
         time.sleep(0.5)
         assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=15)  # exits without waiting for the consumer
+        code = proc.wait(timeout=30)  # exits without waiting for the consumer
     finally:
         if proc.poll() is None:
             proc.kill()
