@@ -277,6 +277,8 @@ def test_removing_what_the_publication_does_not_hold_says_so(shop: Database) -> 
     assert code == 1
     assert "pgtail: error: relation \"victim\" is not part of publication 'p'" in err, err
     assert "does not exist" not in err
+    if shop.major < 15:
+        return  # no FOR TABLES IN SCHEMA before 15
     code, _, err = run_cli(
         ["publication", "remove", "p", "--schema", '"My Schema"', "--dsn", shop.dsn]
     )
