@@ -15,7 +15,8 @@ SUMMARIES: dict[str, str] = {
     "stream": "stream a replication slot's changes as tables, JSON lines, SQL or a trace",
     "slot": "list, create, drop, advance and peek logical replication slots",
     "publication": "list, show, create and change publications",
-    "doctor": "check a server for logical replication, and show or set replica identity",
+    "doctor": "check a server for logical replication, with the fix for each problem",
+    "identity": "show or set a table's replica identity, and what the stream carries",
     "spark": "run the slot to Spark to Parquet change-data pipeline",
     "demo": "watch pgtail stream a live throwaway database",
     "top": "a live view of logical replication: which slot holds WAL, and why",
@@ -36,6 +37,7 @@ EXIT_STATUS = """
 0 :: Success; also when stdout is closed early (`| head`).
 1 :: An error pgtail expected: one `pgtail: error:` line on stderr says what went wrong and how to fix it. `pgtail doctor` also exits 1 when a check fails.
 2 :: Usage error: an unknown command or option, a missing argument, a value pgtail refuses (a choice, an LSN, a slot name, `--ops`, a size), conflicting connection options. The `pgtail: error:` line is followed by a `pgtail: hint:` line naming the command's `--help`.
+3 :: `pgtail doctor` only: it could not look (PostgreSQL unreachable, a login refused, an error while reading), as opposed to 1, a check that failed. With `--json` stdout has a document with `"status": "error"` and the error's kind, message and hint.
 129 :: Stopped by SIGHUP (the terminal closed), with the same clean shutdown as Ctrl-C (`pgtail demo` also stops and removes its server); `pgtail stream --output FILE` reopens FILE on SIGHUP instead and goes on.
 130 :: Interrupted by Ctrl-C (SIGINT); output written so far is complete and confirmed.
 143 :: Terminated by SIGTERM; same clean shutdown as Ctrl-C.
@@ -302,11 +304,11 @@ FAIL :: a change will be rejected at the source or lost, or the stream cannot ru
 WARN :: it works, but will surprise you: an inactive slot holding WAL past `max_wal_size` (`wal_status` extended; on PostgreSQL 12 its retained WAL against `max_wal_size`), with the size it holds; columns that arrive as unchanged TOAST; partitions published under their own names.
 INFO :: worth knowing: REPLICA IDENTITY FULL's WAL cost; privileges the task does not need, such as creating publications for a role that streams an existing one, or SELECT, which only an initial copy needs.
 
-The exit status is 1 when a check fails and 0 otherwise; `--strict` also exits 1 on a warning, so a CI job can require a clean report. `--json` prints the same findings with their status (ok, info, warn, fail) and the counts.
+The exit status is 1 when a check fails and 0 otherwise; `--strict` also exits 1 on a warning, so a CI job can require a clean report. When the doctor cannot look at all (no connection) it exits 3, not 1. `--json` prints the same findings with their status (ok, info, warn, fail) and the counts.
 
 A table published only for inserts (`publish = 'insert'`) needs no replica identity. The replica identity fix names what the table has — its primary key, a unique index that can serve (unique, not partial, not deferrable, over NOT NULL columns), an identity index to rebuild, or a unique index whose columns only need SET NOT NULL — and otherwise says that nothing can be named and gives REPLICA IDENTITY FULL.
 
-Unchanged TOAST is reported only where it happens: variable-length columns outside the replica identity whose storage lets them go out of line (extended or external; main only when seen out of line; never plain, nor types too short to gain from it), in a table whose TOAST relation holds data. The columns named are those found out of line in a sample of 1000 rows, or all that can be when the role may not read the table; one warning per table, with FULL as its fix, after which FULL is only an INFO.
+Unchanged TOAST is reported only where it happens: variable-length columns outside the replica identity whose storage lets them go out of line (extended or external; main only when seen out of line; never plain, nor types too short to gain from it), in a table whose TOAST relation holds data (not only deleted rows' data, when the sample read the whole table). The columns named are those found out of line in a sample of 1000 rows, or all that can be when the role may not read the table; one warning per table, with FULL as its fix, after which FULL is only an INFO.
 
 **Replica identity** decides what an UPDATE or DELETE carries in the stream:
 
@@ -340,6 +342,34 @@ List what is wrong, with the fixes:
 Give a table without a primary key full old rows:
 
     pgtail identity public.inventory --set full
+""",
+    },
+    "identity": {
+        "DESCRIPTION": """
+`pgtail identity TABLE` shows a table's replica identity, the key it gives, what an INSERT, UPDATE and DELETE of it carry in the stream, and the publications that publish it; `--set default|full|nothing|index INDEX` changes it and prints the before and after. A change that would make UPDATE or DELETE fail on the source (NOTHING, or DEFAULT without a primary key, on a table a publication publishes them for) is refused unless `--force` is given.
+
+**Replica identity** decides what an UPDATE or DELETE carries in the stream:
+
+DEFAULT with a primary key :: the key columns of the old row, and only when a key column changed on UPDATE; always on DELETE.
+DEFAULT without a primary key :: nothing, and the source fails every UPDATE and DELETE once the table is published for them. Add a primary key or choose another identity.
+USING INDEX :: the columns of that unique, non-partial index over NOT NULL columns, like a primary key.
+FULL :: the whole old row, on every UPDATE and DELETE. Costs WAL; use for tables without a usable key, or when consumers need before images.
+NOTHING :: no old row; UPDATE and DELETE fail once published. Fine for insert-only tables.
+
+Large values stored out of line (TOAST) that an UPDATE did not change are not sent; pgtail lists them as `unchanged_toast`. With REPLICA IDENTITY FULL the old row carries them. `pgtail doctor` checks the replica identity of every published table.
+""",
+        "EXAMPLES": """
+Show what the stream carries for a table:
+
+    pgtail identity public.orders
+
+Give a table without a primary key full old rows:
+
+    pgtail identity public.inventory --set full
+
+Use a unique index as the identity:
+
+    pgtail identity public.orders --set index orders_code_key
 """,
     },
     "spark": {

@@ -43,9 +43,8 @@ def _plain(roff: str) -> str:
 
 
 def test_every_page_exists() -> None:
-    expected = {"pgtail.1"} | {
-        f"pgtail-{page}.1" for page in ("stream", "slot", "publication", "doctor", "spark", "demo")
-    }
+    pages = ("stream", "slot", "publication", "doctor", "identity", "spark", "demo")
+    expected = {"pgtail.1"} | {f"pgtail-{page}.1" for page in pages}
     assert expected <= {p.name for p in MAN.glob("*.1")}
 
 

@@ -6,6 +6,7 @@ One session-scoped ``local[2]`` SparkSession serves every test (Spark starts slo
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -518,6 +519,11 @@ def test_cli_errors_are_one_clear_line(db15: Any, tmp_path: Path) -> None:
     assert missing_slot.returncode == 1
     assert missing_slot.stderr.startswith("pgtail: error: replication slot 'nope' does not exist")
     assert "Traceback" not in missing_slot.stderr
+    # the command the hint suggests is one slot create accepts
+    suggested = missing_slot.stderr.split("create it with: ", 1)[1].split(" (or ", 1)[0]
+    made = pgtail(*shlex.split(suggested)[1:], "--dsn", db15.dsn)
+    assert made.returncode == 0, made.stderr
+    db15.execute("SELECT pg_drop_replication_slot('nope')")
     missing_pub = pgtail(*base, "--slot", "s", "--publication", "nopub")
     assert missing_pub.returncode == 1
     assert "publication 'nopub' does not exist" in missing_pub.stderr

@@ -630,7 +630,11 @@ def test_the_writes_of_a_batch_run_side_by_side_and_the_first_failure_is_raised(
             with lock:
                 running["now"] += 1
                 running["most"] = max(running["most"], running["now"])
-            time.sleep(0.5)
+            # until three ran at once (the first call), not a guess at thread start-up
+            deadline = time.monotonic() + 30
+            while running["most"] < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.05)
             group = spark.sparkContext.getLocalProperty("spark.jobGroup.id")
             with lock:
                 running["now"] -= 1

@@ -235,6 +235,9 @@ class TableFacts:
     # out of line, so UPDATEs can leave some as unchanged TOAST
     toast_bytes: int | None = None
     selectable: bool = True  # the current role may SELECT it
+    # the doctor's TOAST sample read every row: what the TOAST relation holds beyond the
+    # values it saw out of line is dead (deleted or updated rows not vacuumed yet)
+    toast_sampled_every_row: bool = False
 
     @property
     def qualified(self) -> str:
@@ -289,6 +292,8 @@ class ServerFacts:
     slots_in_use: int
     senders_in_use: int
     in_recovery: bool
+    # where wal_level comes from (pg_settings.source): 'command line' overrides ALTER SYSTEM
+    wal_level_source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from pgtail.cli.output_options import (
 from pgtail.doctor import human_bytes
 from pgtail.filters import EventFilter
 from pgtail.lsn import format_lsn
+from pgtail.render.escape import escape_text
 
 if TYPE_CHECKING:
     from pgtail.changes import Event
@@ -69,7 +70,11 @@ def print_table(
 ) -> None:
     """A rich table on a terminal, fitted to its width (`pgtail.columns`: the least
     important columns give way, never a column of zero width; names are cut with an
-    ellipsis, the ``fold`` column wraps); aligned columns without decoration when piped."""
+    ellipsis, the ``fold`` column wraps); aligned columns without decoration when piped.
+    Text from the database is shown with its control characters escaped."""
+    headers = [escape_text(h) for h in headers]
+    rows = [[escape_text(cell) for cell in row] for row in rows]
+    title = escape_text(title) if title else title
     if stdout_is_terminal():
         from rich.console import Console
 
@@ -122,12 +127,12 @@ def fitted_table(
 
 
 def print_fields(pairs: Sequence[tuple[str, str]], *, title: str | None = None) -> None:
-    """Key/value lines (``info``/``show``)."""
+    """Key/value lines (``info``/``show``), control characters escaped."""
     if title:
-        click.echo(title)
+        click.echo(escape_text(title))
     width = max((len(k) for k, _ in pairs), default=0)
     for key, value in pairs:
-        click.echo(f"  {key.ljust(width)}  {value}")
+        click.echo(f"  {key.ljust(width)}  {escape_text(value)}")
 
 
 def _yes(value: bool | None) -> str:
@@ -536,6 +541,13 @@ def slot_peek(name: str, publications: tuple[str, ...], dsn: str | None, **opts:
     slot stays where it is, and renders with the same renderers and options as
     `stream`; --max-changes counts changes (rows, truncates, messages) as `stream`
     does. The slot must not be in use by a stream.
+
+    Two defaults differ from `stream`'s, on purpose: a peek consumes nothing, so it
+    shows all that is pending. It shows logical decoding messages without
+    --messages (hide them with --ops insert,update,delete,truncate), and without
+    --publication it decodes through every publication of the database, where
+    `stream` refuses to choose (what a stream confirms is gone); name
+    --publication to see what a stream through it would get.
 
     \b
     Examples:

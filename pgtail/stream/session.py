@@ -281,7 +281,7 @@ class Session:
                 if name not in names:
                     raise PublicationError(
                         f"publication {name!r} was dropped while pgtail was streaming it",
-                        hint=f"CREATE PUBLICATION {name} ... again, or stream another one",
+                        hint=_publication_dropped_hint(server.major, self.slot),
                     )
         except psycopg2.Error as exc:
             if catalog.is_transient(exc):
@@ -1119,3 +1119,16 @@ def _sleep_unless_signalled(stream: Session, delay: float) -> bool:
         with contextlib.suppress(InterruptedError):
             select.select([stream.signals.fd], [], [], remaining)
         stream.signals.drain()
+
+
+def _publication_dropped_hint(major: int, slot: str) -> str:
+    if major >= 18:  # pgoutput skips a missing publication: made again, it is used again
+        return "create it again and rerun, or stream another one (--publication)"
+    # before 18 the slot decodes each change with the catalog as it was then, where a
+    # publication made again does not exist yet: it cannot get past the drop
+    return (
+        "stream one that existed before the drop (--publication); creating it again is"
+        " not enough on PostgreSQL 17 and older: then also move the slot past the"
+        f" re-creation (pgtail slot advance {slot} LSN, e.g. pg_current_wal_lsn();"
+        " the changes in between are lost)"
+    )
