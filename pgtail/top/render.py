@@ -21,7 +21,7 @@ from pgtail.columns import fit_columns
 from pgtail.doctor.findings import human_bytes
 from pgtail.doctor.slots import human_seconds
 from pgtail.lsn import format_lsn
-from pgtail.render.table import escape_text
+from pgtail.render.escape import escape_text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
