@@ -30,7 +30,6 @@ from pgtail.errors import (  # noqa: E402
     SlotError,
 )
 from pgtail.lsn import format_lsn, parse_lsn  # noqa: E402
-from pgtail.spark.source import parse_options  # noqa: E402
 from tests.helpers import confirmed, settle  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -39,7 +38,12 @@ pytestmark = pytest.mark.spark
 # protocol 1 without logical messages or binary transfer); the others on 15 alone.
 SPARK_MAJORS = pytest.mark.majors(13, 15, 18)
 
+# before any import of pgtail.spark's modules (they import pyspark): without the spark
+# extra this module is skipped, not an error at collection
 pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from pgtail.spark.source import parse_options  # noqa: E402
 
 
 def setup_source(db: Any, slot: str = "s", publication: str = "p") -> None:

@@ -29,6 +29,7 @@ from tests.helpers import confirmed, settle  # noqa: E402
 pytestmark = pytest.mark.spark
 
 pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
 
 
 TYPED_TABLE = """
