@@ -761,7 +761,7 @@ def test_a_key_change_leaves_a_hole_that_the_old_key_fills() -> None:
     # the update moving id 6 to 106 with doc unchanged: a delete of 6, an upsert of 106
     assert targets("update", old_key, '{"id":106,"p":2}', 30, 0) == [
         (old_key, "delete", 0, None),
-        (new_key, "upsert", 1, old_key),
+        (new_key, "insert", 1, old_key),
     ]
     assert targets("update", old_key, '{"id":6,"p":2}', 30, 0) == [(old_key, "upsert", 0, None)]
     old = _history(
@@ -804,6 +804,29 @@ def test_a_chain_of_key_changes_passes_the_hole_back() -> None:
     row, hole = fill(row, hole, history_b)  # b had no doc either: the hole moves to a
     assert orjson.loads(hole) == {"from": a, "lsn": 20, "seq": 0, "columns": ["doc"]}
     assert fill(row, hole, history_a) == ('{"id":3,"doc":"big"}', None)
+
+
+def test_equal_rows_of_a_whole_row_key_are_counted() -> None:
+    """REPLICA IDENTITY FULL without a primary key: the key is the whole row, and the
+    table may hold it more than once; an insert adds a copy, a delete takes one away."""
+    from pgtail.spark.pipeline import fold, fold_copies, targets
+
+    dup = '{"n":5,"s":"dup"}'
+    assert targets("insert", dup, dup, 10, 0) == [(dup, "insert", 0, None)]
+    inserts = [(10, i, "insert", dup, {"n": 5, "s": "dup"}, [], None) for i in range(3)]
+    assert fold_copies(_history(*inserts)) == (dup, None, 3)
+    deletes = [(20 + i, 0, "delete", dup, None, [], None) for i in range(3)]
+    assert fold_copies(_history(*inserts, *deletes[:1])) == (dup, None, 2)
+    assert fold_copies(_history(*inserts, *deletes)) == (None, None, 0)
+    # a delete of a row written before the log began takes nothing away from later ones
+    later = (40, 0, "insert", dup, {"n": 5, "s": "dup"}, [], None)
+    assert fold_copies(_history(*deletes[:1], later)) == (dup, None, 1)
+    # an update moving another row onto this one adds a copy
+    moved = targets("update", '{"n":1,"s":"a"}', dup, 50, 0)
+    assert moved == [('{"n":1,"s":"a"}', "delete", 0, None), (dup, "insert", 1, '{"n":1,"s":"a"}')]
+    assert fold_copies(_history(*inserts[:1], (50, 0, "insert", dup, {"n": 5, "s": "dup"}, [],
+                                               '{"n":1,"s":"a"}'))) == (dup, None, 2)  # fmt: skip
+    assert fold(_history(*inserts)) == (dup, None)
 
 
 # --- the CLI's Spark environment and errors -------------------------------------------

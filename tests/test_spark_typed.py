@@ -478,6 +478,36 @@ def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
     assert [(r["id"], r["a"]) for r in rows] == [(2, "two")]
 
 
+def test_materialize_keeps_equal_rows_of_a_keyless_full_table(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    """REPLICA IDENTITY FULL without a primary key: equal rows are as many in the snapshot
+    as in the table, deleting or updating one copy leaves the others (a multiset)."""
+    from pgtail.spark.pipeline import materialize, run
+
+    db15.execute("CREATE TABLE bag (n int, s text)")
+    db15.execute("ALTER TABLE bag REPLICA IDENTITY FULL")
+    db15.execute("CREATE PUBLICATION p FOR TABLE bag")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    one_copy = "ctid = (SELECT ctid FROM bag WHERE n = 5 AND s = 'dup' LIMIT 1)"
+    db15.execute("INSERT INTO bag VALUES (5, 'dup'), (5, 'dup'), (5, 'dup'), (1, 'a'), (2, 'b')")
+    db15.execute(f"DELETE FROM bag WHERE {one_copy}")  # two copies left
+    db15.execute("UPDATE bag SET n = 5, s = 'dup' WHERE n = 1")  # a third again
+    db15.execute(f"UPDATE bag SET s = 'moved' WHERE {one_copy}")  # one copy changes
+    settle(db15)
+    out, chk, current = tmp_path / "changes", tmp_path / "chk", tmp_path / "current"
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("INSERT INTO bag VALUES (2, 'b'), (2, 'b')")
+    db15.execute(f"DELETE FROM bag WHERE {one_copy.replace('dup', 'moved')}")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    expected = sorted(tuple(r) for r in db15.execute("SELECT n, s FROM bag"))
+    assert expected == [(2, "b"), (2, "b"), (2, "b"), (5, "dup"), (5, "dup")]
+    assert materialize(spark, out, current) == {"public.bag": len(expected)}
+    snapshot = spark.read.parquet(str(current / "public.bag"))
+    assert sorted(tuple(r) for r in snapshot.collect()) == expected
+
+
 def test_column_names_of_the_metadata_kind(spark: Any, db15: Any, tmp_path: Path) -> None:
     from pgtail.spark.pipeline import materialize, run
 

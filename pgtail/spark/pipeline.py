@@ -437,35 +437,50 @@ def _canonical(obj: Mapping[str, Any]) -> str:
 def targets(
     op: str, key: str | None, after: str | None, commit_lsn: int, seq: int
 ) -> list[tuple[str, str, int, str | None]]:
-    """What one change does to the current state: [(row key, "upsert"/"delete", order,
-    origin)].
+    """What one change does to the current state: [(row key, kind, order, origin)], where
+    kind is "insert" (one more row of this key), "upsert" (the key's row changes, and is
+    there) or "delete" (one row of this key fewer).
 
-    An update that changes the replica identity is a delete of the old key and an upsert
-    of the new one, whose origin is the old key (where unchanged TOAST values live). Rows
-    of a table without a key are kept as they are (inserts only).
+    An update that changes the replica identity is a delete of the old key and an insert
+    of the new one, whose origin is the old key (where unchanged TOAST values live). Under
+    REPLICA IDENTITY FULL the key is the whole row, and a table without a primary key can
+    hold several equal rows: they count (see `fold_copies`), as in the table. Rows of a
+    table without a key are kept as they are (inserts only).
     """
     import orjson
 
     if key is None:
         if op == "insert":
-            return [(f"@{commit_lsn}/{seq}", "upsert", 0, None)]
+            return [(f"@{commit_lsn}/{seq}", "insert", 0, None)]
         return []
     old = orjson.loads(key)
     if op == "delete":
         return [(_canonical(old), "delete", 0, None)]
     if op == "insert":
-        return [(_canonical(old), "upsert", 0, None)]
+        return [(_canonical(old), "insert", 0, None)]
     new_row = orjson.loads(after) if after is not None else {}
     new = {name: new_row.get(name, old.get(name)) for name in old}
     if new != old:
         old_key = _canonical(old)
-        return [(old_key, "delete", 0, None), (_canonical(new), "upsert", 1, old_key)]
+        return [(old_key, "delete", 0, None), (_canonical(new), "insert", 1, old_key)]
     return [(_canonical(old), "upsert", 0, None)]
 
 
 def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
     """(current row JSON, hole JSON) after a key's changes in order; (None, None) when it
-    was deleted.
+    was deleted (`fold_copies` without the count)."""
+    row, hole, _copies = fold_copies(history)
+    return row, hole
+
+
+def fold_copies(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None, int]:
+    """(current row JSON, hole JSON, copies) after a key's changes in order; (None, None,
+    0) when none is left.
+
+    Copies: an insert adds one row of the key, a delete takes one away (never below none:
+    the log may begin after a row was written), an upsert changes the row in place (one,
+    when none was known). Only a key that is the whole row (REPLICA IDENTITY FULL without
+    a primary key) can have several; they are the same row.
 
     Columns an update left out as unchanged TOAST keep their previous value. When the row
     came from a key change, their value is in the old key's row, which this key's history
@@ -480,10 +495,16 @@ def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
     # server's text): rows are merged, never parsed.
     state: dict[str, str] | None = None
     hole: dict[str, Any] | None = None
+    copies = 0
     for change in history:
         if change["kind"] == "delete":
-            state = hole = None
+            copies -= 1
+            if copies <= 0:
+                state = hole = None
+                copies = 0
             continue
+        if state is None or change["kind"] == "insert":
+            copies += 1
         row = raw_members(change["after"]) if change["after"] is not None else {}
         toast = change["unchanged_toast"] or ()
         if state is None:
@@ -507,9 +528,9 @@ def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
             row = ordered
         state = row
     if state is None:
-        return None, None
+        return None, None, 0
     missing = hole is not None and hole["columns"]
-    return raw_object(state), orjson.dumps(hole).decode() if missing else None
+    return raw_object(state), orjson.dumps(hole).decode() if missing else None, copies
 
 
 def fill(
@@ -581,9 +602,10 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
     state_type = T.StructType(
         [T.StructField("row", T.StringType()), T.StructField("hole", T.StringType())]
     )
+    folded_type = T.StructType([*state_type.fields, T.StructField("copies", T.IntegerType())])
     # Plain (pickled) Python UDFs: no pandas needed on the executors.
     targets_udf = F.udf(lambda *a: targets(*a), target_type, useArrow=False)
-    fold_udf = F.udf(lambda h: fold(h), state_type, useArrow=False)
+    fold_udf = F.udf(lambda h: fold_copies(h), folded_type, useArrow=False)
     fill_udf = F.udf(lambda r, h, o: fill(r, h, o), state_type, useArrow=False)
     exploded = live.select(
         *PARTITION_COLUMNS,
@@ -614,12 +636,13 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
     )
     folded = (
         history.select(*PARTITION_COLUMNS, "k", fold_udf("history").alias("s"))
-        .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole")
+        .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole", "s.copies")
         .where(F.col("row").isNotNull())
         .cache()
     )
     cached = [history, folded]
-    done = folded.where(F.col("hole").isNull()).select(*PARTITION_COLUMNS, "row")
+    kept = (*PARTITION_COLUMNS, "row", "copies")
+    done = folded.where(F.col("hole").isNull()).select(*kept)
     pending = folded.where(F.col("hole").isNotNull())
     # Rows made by a key change with unchanged TOAST: fill them from the old key's row,
     # one key further back each round (rare: a round runs only while some are pending).
@@ -634,18 +657,26 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
         pending = (
             pending.withColumn("_origin", F.get_json_object("hole", "$.from"))
             .join(origins, [*PARTITION_COLUMNS, "_origin"], "left")
-            .select(*PARTITION_COLUMNS, "k", fill_udf("row", "hole", "_origin_history").alias("s"))
-            .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole")
+            .select(
+                *PARTITION_COLUMNS,
+                "k",
+                "copies",
+                fill_udf("row", "hole", "_origin_history").alias("s"),
+            )
+            .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole", "copies")
             .cache()
         )
         cached.append(pending)
-        done = done.unionByName(
-            pending.where(F.col("hole").isNull()).select(*PARTITION_COLUMNS, "row")
-        )
+        done = done.unionByName(pending.where(F.col("hole").isNull()).select(*kept))
         pending = pending.where(F.col("hole").isNotNull())
     # a longer chain than that: those columns stay out, as without a key change's origin
-    done = done.unionByName(pending.select(*PARTITION_COLUMNS, "row"))
-    return done, cached
+    done = done.unionByName(pending.select(*kept))
+    # equal rows of a table without a primary key (REPLICA IDENTITY FULL), each as often
+    # as the table holds it
+    rows = done.select(
+        *PARTITION_COLUMNS, F.explode(F.array_repeat(F.col("row"), F.col("copies"))).alias("row")
+    )
+    return rows, cached
 
 
 def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str, int]:
