@@ -508,6 +508,59 @@ def test_materialize_keeps_equal_rows_of_a_keyless_full_table(
     assert sorted(tuple(r) for r in snapshot.collect()) == expected
 
 
+def test_an_output_refuses_a_checkpoint_that_did_not_write_it(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    """A new (or lost and re-created) --checkpoint numbers its batches from 0 again: on an
+    output written under another checkpoint it would replace that log's _pg_batch=0, 1,
+    ... files. The run refuses, names the checkpoint that wrote the log, and changes
+    nothing; the checkpoint that wrote it goes on."""
+    import shutil
+
+    from pgtail.spark.pipeline import run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    db15.execute("INSERT INTO t VALUES (1)")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("INSERT INTO t VALUES (2)")
+    settle(db15)
+
+    def files() -> dict[str, bytes]:
+        return {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    before, kept = files(), confirmed(db15)
+    with pytest.raises(ConfigurationError) as info:
+        run(spark, options=options(db15), output=out, checkpoint=tmp_path / "new")
+    assert f"{out} already holds change logs written by the query of checkpoint {chk}" in str(
+        info.value
+    )
+    assert "_pg_batch" in str(info.value) and "\n" not in str(info.value)
+    assert f"go on with --checkpoint {chk}" in info.value.hint
+    assert files() == before and confirmed(db15) == kept
+    assert not (tmp_path / "new").exists()  # refused before Spark started a query
+    # a checkpoint lost and made again at the same place is a new one too
+    saved = tmp_path / "saved"
+    shutil.copytree(chk, saved)
+    shutil.rmtree(chk)
+    with pytest.raises(ConfigurationError, match="deleted or replaced"):
+        run(spark, options=options(db15), output=out, checkpoint=chk)
+    assert files() == before
+    shutil.rmtree(chk, ignore_errors=True)
+    shutil.copytree(saved, chk)
+    # a log of an earlier pgtail (nothing recorded): only its own checkpoint goes on
+    (out / "_pgtail_run.json").unlink()
+    with pytest.raises(ConfigurationError, match="another checkpoint"):
+        run(spark, options=options(db15), output=out, checkpoint=tmp_path / "other")
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    ids = sorted(r["id"] for r in typed_log(spark, out, "public.t").collect())
+    assert ids == [1, 2]
+    assert sorted(p.name for p in (out / "public.t").iterdir()) == ["_pg_batch=0", "_pg_batch=1"]
+
+
 def test_column_names_of_the_metadata_kind(spark: Any, db15: Any, tmp_path: Path) -> None:
     from pgtail.spark.pipeline import materialize, run
 
@@ -1046,6 +1099,18 @@ def test_cli_run_error_is_one_line_and_materialize_prints_counts(
         "pgtail: error: Spark failed: NotADirectoryError: [Errno 20] Not a directory: "
     ), failed.stderr[-3000:]
     assert "Traceback" not in failed.stderr
+    # a new checkpoint on this output would replace its batches: refused in one line
+    refused = pgtail(
+        "run", "--dsn", db15.dsn, "--slot", "s", "--publication", "p", "--output", str(out),
+        "--checkpoint", str(tmp_path / "c3"), "--trigger", "available-now",
+    )  # fmt: skip
+    assert refused.returncode == 1
+    errors = [line for line in refused.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"pgtail: error: {out} already holds change logs written by the query of checkpoint "
+        f"{chk}"
+    ), refused.stderr[-3000:]
+    assert f"(go on with --checkpoint {chk}, or write to a new --output" in errors[0]
     done = pgtail("materialize", "--changes", str(out), "--output", str(tmp_path / "current"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "public.t: 2 rows\n"

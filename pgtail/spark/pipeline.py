@@ -26,7 +26,9 @@ from pgtail.spark.changelog import (
     list_dirs,
     log_schema,
     read_changes,
+    record_run,
     recorded_columns,
+    refuse_other_checkpoint,
     refuse_untyped_log,
     require_local,
     table_dir,
@@ -316,7 +318,10 @@ def run(
     trigger_args = parse_trigger(trigger)
     chosen = chosen_writer(writer, output)
     validate_source(options)
-    refuse_untyped_log(str(output).rstrip("/"), list_dirs(spark, str(output).rstrip("/")))
+    log_root = str(output).rstrip("/")
+    names = list_dirs(spark, log_root)
+    refuse_untyped_log(log_root, names)
+    owner = refuse_other_checkpoint(spark, log_root, names, checkpoint)
     sink: Any
     if chosen == "pyarrow":
         from pgtail.spark.direct import NAME, ChangeLogCommitter, local_path
@@ -347,6 +352,8 @@ def run(
             if translated is not None:
                 raise translated from None
             raise
+        if str(query.id) != owner:
+            record_run(spark, log_root, checkpoint, str(query.id))
         return _await(query, options, checkpoint, on_progress, changes)
     finally:
         sink.close()
