@@ -832,6 +832,22 @@ def test_equal_rows_of_a_whole_row_key_are_counted() -> None:
 # --- the CLI's Spark environment and errors -------------------------------------------
 
 
+def test_a_local_master_gets_as_many_shuffle_partitions_as_cores() -> None:
+    """Spark's 200 shuffle partitions make materialize's shuffles 200 Python tasks each
+    on a local master; unless --conf sets them, a local session gets one per core."""
+    from pgtail.spark.pipeline import local_cores, session_defaults
+
+    assert local_cores("local") == 1
+    assert local_cores("local[2]") == 2
+    assert local_cores("local[3, 2]") == 3
+    assert local_cores("local[*]") == (os.cpu_count() or 1)
+    assert local_cores("spark://host:7077") is None and local_cores("yarn") is None
+    assert local_cores("local-cluster[2,1,1024]") is None
+    assert session_defaults("local[2]", {}) == {"spark.sql.shuffle.partitions": "2"}
+    assert session_defaults("local[2]", {"spark.sql.shuffle.partitions": "8"}) == {}
+    assert session_defaults("spark://host:7077", {}) == {}
+
+
 def test_workers_run_pgtails_own_python_unless_chosen() -> None:
     from pgtail.spark.pipeline import use_own_python
 

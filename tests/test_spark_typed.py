@@ -1114,6 +1114,10 @@ def test_cli_run_error_is_one_line_and_materialize_prints_counts(
     done = pgtail("materialize", "--changes", str(out), "--output", str(tmp_path / "current"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "public.t: 2 rows\n"
+    # progress on stderr: the long step, then each table
+    assert "reading the change logs of 1 tables" in done.stderr
+    assert "current state: 2 rows" in done.stderr
+    assert f"[1/1] public.t: 2 rows written to {tmp_path / 'current' / 'public.t'}" in done.stderr
 
 
 def test_ctrl_c_stops_a_running_cli_query_cleanly_in_one_line(db15: Any, tmp_path: Path) -> None:
