@@ -227,6 +227,24 @@ def test_run_writes_typed_logs_and_materialize_equals_select(
     assert arrow.field("at").type == pa.timestamp("us", tz="UTC")
     assert arrow.field("local").type == pa.timestamp("us")
     assert arrow.field("_pg_commit_time").type == pa.timestamp("us", tz="UTC")
+    # read outside Spark as the README says: every row (not 0: _pg_batch=N is not hidden
+    # with these prefixes), _pg_batch a column, _SUCCESS files of Spark's writer skipped
+    import pyarrow.dataset as ds
+
+    skip = [".", "_SUCCESS"]
+    read = pq.read_table(str(out / "public.typed"), ignore_prefixes=skip)
+    assert sorted(read.column("_pg_seq").to_pylist()) == sorted(r["_pg_seq"] for r in rows)
+    assert read.num_rows == len(rows) and sorted(set(read.column("_pg_batch").to_pylist())) == [
+        0, 1
+    ]  # fmt: skip
+    log_files = ds.dataset(
+        str(out / "public.typed"), format="parquet", partitioning="hive", ignore_prefixes=skip
+    )
+    unified = pa.unify_schemas(
+        [pq.read_schema(f) for f in log_files.files] + [log_files.partitioning.schema]
+    )
+    whole = log_files.replace_schema(unified).to_table()
+    assert whole.num_rows == len(rows) and whole.schema.names == log.columns
     pairs = as_dicts(typed_log(spark, out, "public.pairs").orderBy("_pg_commit_lsn").collect())
     assert [(r["_pg_op"], r["a"], r["b"]) for r in pairs] == [
         ("insert", 1, "x"), ("insert", 2, "y"), ("truncate", None, None), ("insert", 3, "z")
