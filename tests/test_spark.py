@@ -829,6 +829,40 @@ def test_equal_rows_of_a_whole_row_key_are_counted() -> None:
     assert fold(_history(*inserts)) == (dup, None)
 
 
+def test_an_output_belongs_to_the_checkpoint_recorded_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local paths need no Spark: the query id in the checkpoint's metadata against the
+    one the output recorded; the checkpoint recorded absolute, however it was named."""
+    from pgtail.spark.changelog import RUN_FILE, record_run, refuse_other_checkpoint
+
+    out, chk = tmp_path / "out", tmp_path / "chk"
+    (out / "public.t" / "_pg_batch=0").mkdir(parents=True)
+    chk.mkdir()
+    (chk / "metadata").write_text('{"id":"q1"}\n')
+    names = ["public.t"]
+    # an older pgtail's log (nothing recorded) goes on with a checkpoint that has a query
+    assert refuse_other_checkpoint(None, str(out), names, chk) is None
+    monkeypatch.chdir(tmp_path)
+    record_run(None, str(out), "chk", "q1")
+    assert orjson.loads((out / RUN_FILE).read_bytes()) == {
+        "query": "q1", "checkpoint": str(chk.resolve())
+    }  # fmt: skip
+    assert refuse_other_checkpoint(None, str(out), names, "chk") == "q1"
+    with pytest.raises(ConfigurationError, match="is a new one") as info:
+        refuse_other_checkpoint(None, str(out), names, tmp_path / "new")
+    assert info.value.hint is not None
+    assert info.value.hint.startswith(f"go on with --checkpoint {chk.resolve()}, or write")
+    (chk / "metadata").write_text('{"id":"q2"}\n')  # made again at the same place
+    with pytest.raises(ConfigurationError, match=r"another query's \(id q2\)") as info:
+        refuse_other_checkpoint(None, str(out), names, "chk")
+    assert info.value.hint is not None and "deleted or replaced" in info.value.hint
+    # no change log there yet (nothing, or only the pyarrow writer's staging): any checkpoint
+    assert refuse_other_checkpoint(None, str(out), [], tmp_path / "new") is None
+    assert refuse_other_checkpoint(None, str(out), ["_pg_staging"], tmp_path / "new") is None
+    assert refuse_other_checkpoint(None, str(tmp_path / "nothing"), [], tmp_path / "new") is None
+
+
 # --- the CLI's Spark environment and errors -------------------------------------------
 
 

@@ -243,6 +243,14 @@ def _write_text(spark: Any, path: str, text: str) -> None:
         stream.close()
 
 
+def _location(path: str | Path) -> str:
+    """A path as recorded and compared: local ones absolute (a run may name the same
+    checkpoint relative to another directory)."""
+    if is_local(path):
+        return str(Path(str(path).removeprefix("file://")).resolve())
+    return str(path)
+
+
 def checkpoint_query(spark: Any, checkpoint: str | Path) -> str | None:
     """The id of the streaming query a checkpoint belongs to (Spark writes it in the
     checkpoint's ``metadata`` when the query first starts), or None for a new one."""
@@ -289,7 +297,7 @@ def refuse_other_checkpoint(
     by = f"the query of checkpoint {wrote} (id {owner})" if wrote else "another checkpoint"
     now = "a new one" if query is None else f"another query's (id {query})"
     elsewhere = "write to a new --output (materialize the old log first if you need it)"
-    if wrote and wrote != str(checkpoint):
+    if wrote and wrote != _location(checkpoint):
         hint = f"go on with --checkpoint {wrote}, or {elsewhere}"
     elif wrote:
         hint = f"that checkpoint was deleted or replaced since: {elsewhere}"
@@ -307,7 +315,7 @@ def record_run(spark: Any, output: str, checkpoint: str | Path, query: str) -> N
     """Record in ``output`` the query (and its checkpoint) that writes its logs."""
     import json
 
-    text = json.dumps({"query": query, "checkpoint": str(checkpoint)})
+    text = json.dumps({"query": query, "checkpoint": _location(checkpoint)})
     _write_text(spark, f"{output}/{RUN_FILE}", text + "\n")
 
 
