@@ -25,6 +25,9 @@ from pgtail.server import find_bindir
 STARTED = re.compile(r"in (/\S+) on 127\.0\.0\.1:(\d+)")
 ALL_OPS = {"insert", "update", "delete", "truncate", "message"}
 
+# every test here starts a PostgreSQL server through `pgtail demo` (no fixture says so)
+pytestmark = pytest.mark.server
+
 
 @pytest.fixture(autouse=True)
 def _needs_server_binaries() -> None:

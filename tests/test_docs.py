@@ -101,6 +101,20 @@ def test_generator_check_mode() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+def test_generator_uses_the_checkout_without_an_installed_pgtail(tmp_path: Path) -> None:
+    """From a checkout where pgtail is not installed (here: site's .pth files, which hold
+    an editable install, are not read; click and the other dependencies are on
+    PYTHONPATH), run from another directory, the generator checks this checkout's CLI."""
+    import site
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(site.getsitepackages())}
+    proc = subprocess.run(
+        [sys.executable, "-S", str(MAN / "generate.py"), "--check"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_hand_written_sections() -> None:
     stream = _plain((MAN / "pgtail-stream.1").read_text())
     for heading in ("DESCRIPTION", "JSON LINES", "EXAMPLES", "EXIT STATUS", "ENVIRONMENT"):
