@@ -531,7 +531,7 @@ class Session:
                         if isinstance(event, TxCommit):
                             skipping = False
                         continue
-                    if cls is not Change:
+                    if cls is not Change and cls is not EncodedRows:
                         if isinstance(event, TxBegin):
                             tx = event.tx
                             if past_end(tx.commit_lsn):
