@@ -63,7 +63,7 @@ $$
 """
 
 BARE = r"""
-import select, sys, psycopg2, psycopg2.extras
+import select, sys, time, psycopg2, psycopg2.extras
 factory = psycopg2.extras.LogicalReplicationConnection
 conn = psycopg2.connect(sys.argv[1], connection_factory=factory)
 cur = conn.cursor()
@@ -90,6 +90,7 @@ while True:
             break
 out.write(b"done\n")
 out.flush()
+time.sleep(1)  # stay (and keep the walsender) until the bench has read their CPU
 """
 
 # the bytes that occur once per change in each consumer's output

@@ -577,7 +577,7 @@ class Assembler:
             if not in_stream:
                 quick = self._quick_events(state, tx)
                 if quick is not None:
-                    state.close()
+                    state.held.records = []  # in memory only (no file to close): let go
                     return iter(quick)
             return self._events(state, tx, in_stream)
         # The events converted on arrival share state.tx: complete it with the fields

@@ -556,6 +556,8 @@ class Session:
                             else:
                                 items.append(event)
                             whole, whole_changes = len(items), nchanges
+                            if txs >= batch_size:  # empty ones add no items: bound them too
+                                flush_items()
                             continue
                         elif isinstance(event, ch.CommitPrepared | ch.RollbackPrepared):
                             pos = (
