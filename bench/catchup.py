@@ -218,10 +218,13 @@ def drain(
 ) -> Run:
     slot = f"catchup_{consumer.replace('-', '_')}"
     env = os.environ.copy()
+    cwd = None
     if consumer.endswith("-base") and baseline:
-        env["PYTHONPATH"] = baseline  # another checkout of pgtail: before and after
+        # another checkout of pgtail: before and after (``-m`` puts the working directory
+        # first on sys.path, so it runs there too)
+        env["PYTHONPATH"] = cwd = baseline
     proc = subprocess.Popen(
-        command(server, consumer, slot, changes), stdout=subprocess.PIPE, env=env
+        command(server, consumer, slot, changes), stdout=subprocess.PIPE, env=env, cwd=cwd
     )
     watch = Watch(proc, MARKERS[consumer], 1 if consumer == "bare" else changes)
     watch.walsender = walsender_of(admin, slot, proc)
