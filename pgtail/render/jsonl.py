@@ -90,7 +90,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.changes.schema import describe
-from pgtail.lsn import format_lsn
+from pgtail.lsn import MAX_LSN, format_lsn
 from pgtail.render.options import RenderOptions
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
@@ -116,6 +116,24 @@ def tx_fields(tx: Transaction) -> dict[str, Any]:
     if tx.gid is not None:
         fields["gid"] = tx.gid
     return fields
+
+
+def tx_part(tx: Transaction) -> bytes:
+    """`tx_fields` serialized as JSON members (no braces), a comma after them: the same
+    bytes as ``dumps(tx_fields(tx))[1:-1] + b","``, made without the dict for the usual
+    transaction (once per transaction: it counts when transactions are small)."""
+    if tx.origin is not None or tx.prepared or tx.gid is not None:
+        return dumps(tx_fields(tx))[1:-1] + b","
+    commit_lsn = tx.commit_lsn
+    end_lsn = tx.end_lsn
+    if not (0 <= commit_lsn <= MAX_LSN and 0 <= end_lsn <= MAX_LSN):
+        return dumps(tx_fields(tx))[1:-1] + b","  # format_lsn raises its error
+    # LSNs (hex) and ISO times hold nothing JSON escapes
+    return (
+        f'"xid":{tx.xid},"commit_lsn":"{commit_lsn >> 32:X}/{commit_lsn & 0xFFFFFFFF:X}",'
+        f'"end_lsn":"{end_lsn >> 32:X}/{end_lsn & 0xFFFFFFFF:X}",'
+        f'"commit_time":"{tx.commit_time.isoformat(timespec="microseconds")}",'
+    ).encode()
 
 
 def message_content(content: bytes) -> tuple[str, str]:
@@ -430,10 +448,14 @@ class JsonLinesRenderer:
         # fields shared by every line of the current transaction, computed once per tx
         self._tx: Transaction | None = None
         self._tx_fields: dict[str, Any] = {}
+        self._part_tx: Transaction | None = None
+        self._tx_part = b""  # its fields serialized (tx_part), between "table" and "seq"
         # id(table) -> (table, key column names): Change.key, without recomputing names
         self._key_names: dict[int, tuple[Table, tuple[str, ...]]] = {}
         # (op, id(table)) -> (table, serialized head of a change line) for the current tx
         self._heads: dict[tuple[str, int], tuple[Table, bytes]] = {}
+        # (op, id(table)) -> (table, its lines' start up to the tx fields), for every tx
+        self._table_heads: dict[tuple[str, int], tuple[Table, bytes]] = {}
         # the (tx, table, op) of the last change line and what it needs: a transaction's
         # changes mostly come in runs of one table and operation
         self._last: tuple[Transaction, Table, str, bytes, tuple[str, ...]] | None = None
@@ -444,7 +466,6 @@ class JsonLinesRenderer:
         if tx is not self._tx:
             self._tx = tx
             self._tx_fields = tx_fields(tx)
-            self._heads = {}
         return self._tx_fields
 
     def _line_parts(
@@ -454,12 +475,23 @@ class JsonLinesRenderer:
         last = self._last
         if last is not None and last[0] is tx and last[1] is table and last[2] == op:
             return last
-        fields = self._fields(tx)
+        if tx is not self._part_tx:
+            self._part_tx = tx
+            self._tx_part = tx_part(tx)
+            self._heads = {}
         head_key = (op, id(table))
         head = self._heads.get(head_key)
         if head is None or head[0] is not table:
-            prefix = {"op": op, "schema": table.schema, "table": table.name, **fields}
-            head = (table, dumps(prefix)[:-1] + b",")
+            # the table's part is serialized once, the transaction's once per transaction:
+            # together the same bytes as the whole prefix serialized at once
+            start = self._table_heads.get(head_key)
+            if start is None or start[0] is not table:
+                prefix = {"op": op, "schema": table.schema, "table": table.name}
+                start = (table, dumps(prefix)[:-1] + b",")
+                if len(self._table_heads) >= 4096:  # tables come and go: stay bounded
+                    self._table_heads.clear()
+                self._table_heads[head_key] = start
+            head = (table, start[1] + self._tx_part)
             self._heads[head_key] = head
         last = (tx, table, op, head[1], self._key_names_of(table))
         self._last = last
@@ -680,6 +712,10 @@ class JsonLinesRenderer:
             return
         if cls is SnapshotBegin or cls is SnapshotEnd:
             return  # a table's copy is its rows
+        if not self._tx_lines and (  # once per transaction: no line
+            cls is TxBegin or (cls is TxCommit and not event.tx.prepared)  # type: ignore[union-attr]
+        ):
+            return
         record = self.record(event)
         if record is not None:
             self._out.write(dumps(record) + b"\n")

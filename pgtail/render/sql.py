@@ -87,7 +87,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.changes.schema import describe
-from pgtail.lsn import format_lsn
+from pgtail.lsn import MAX_LSN, format_lsn
 from pgtail.render.options import RenderOptions
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
@@ -558,6 +558,22 @@ def _no_identity_reason(table: Table, qualified: str) -> str:
 
 
 def tx_comment(tx: Transaction) -> str:
+    commit_lsn = tx.commit_lsn
+    end_lsn = tx.end_lsn
+    if (
+        tx.origin is None
+        and tx.gid is None
+        and not tx.prepared
+        and not tx.streamed
+        and 0 <= commit_lsn <= MAX_LSN
+        and 0 <= end_lsn <= MAX_LSN
+    ):
+        # the usual transaction, once per transaction: one format (the same text)
+        return (
+            f"-- xid={tx.xid} commit_lsn={commit_lsn >> 32:X}/{commit_lsn & 0xFFFFFFFF:X}"
+            f" end_lsn={end_lsn >> 32:X}/{end_lsn & 0xFFFFFFFF:X}"
+            f" commit_time={tx.commit_time.isoformat(timespec='microseconds')}"
+        )
     parts = [
         f"xid={tx.xid}",
         f"commit_lsn={format_lsn(tx.commit_lsn)}",
@@ -739,7 +755,7 @@ class SqlRenderer:
             if tx.prepared and tx.gid is not None:
                 self._write(f"PREPARE TRANSACTION {quote_literal(tx.gid)};\n")
             else:
-                self._write("COMMIT;\n")
+                self._out.write(b"COMMIT;\n")
         elif type(event) is SnapshotRows:
             self._write_snapshot_rows(event)
         elif isinstance(event, SnapshotBegin):

@@ -455,42 +455,62 @@ class Session:
         # changes that may still be taken: the batch's count is checked against it, and
         # the policy hears of the batch's changes when the batch is handed over
         room = policy.room()
+        # One batch holds whatever the socket delivered in one go (up to batch_size),
+        # many transactions of it: one hand-off to the writer per batch, not per
+        # transaction. ``whole``/``whole_changes``: items and changes up to the end of
+        # the last transaction completed in it, which ``confirm``/``position`` name.
         items: list[Any] = []
         confirm = 0
         position = 0
         txs = 0
         nchanges = 0
+        whole = 0
+        whole_changes = 0
         skipping = False
         Change, Truncate, Message = ch.Change, ch.Truncate, ch.Message
         EncodedRows = ch.EncodedRows
         TxBegin, TxCommit = ch.TxBegin, ch.TxCommit
 
         def flush_items() -> None:
-            nonlocal items, confirm, position, txs, nchanges, room
+            nonlocal items, confirm, position, txs, nchanges, room, whole, whole_changes
             if items or confirm or position:
-                batch = Batch(items, confirm, position, txs, nchanges)
+                batches: tuple[Batch, ...]
+                if position and whole < len(items):
+                    # it ends inside a transaction: the whole ones go first, as one batch
+                    # ending at their end (what --output's state and a reconnect resume
+                    # from), the started one after it, confirming nothing
+                    batches = (
+                        Batch(items[:whole], confirm, position, txs, whole_changes),
+                        Batch(items[whole:], 0, 0, 0, nchanges - whole_changes),
+                    )
+                else:
+                    batches = (Batch(items, confirm, position, txs, nchanges),)
                 items, confirm, position, txs, nchanges = [], 0, 0, 0, 0
-                policy.took(batch.changes)
+                whole = whole_changes = 0
+                for batch in batches:
+                    policy.took(batch.changes)
                 room = policy.room()
-                self.enqueue(batch)
+                for batch in batches:
+                    self.enqueue(batch)
 
-        def stop_at_limit(events: Iterator[Any], whole: bool) -> NoReturn:
+        def stop_at_limit(events: Iterator[Any], complete: bool) -> NoReturn:
             """``--max-changes`` reached on a change of a transaction: stop.
 
-            When no more of the transaction's changes would be written (``whole``: the
+            When no more of the transaction's changes would be written (``complete``: the
             last change was not cut, and only its commit, or changes the filter drops,
             follow), the transaction is complete: its commit is taken, so it is confirmed
             and the next run starts after it. Otherwise it was only partly written:
             confirming it would lose its other changes, so it is not confirmed and the
             next run writes it again, whole.
             """
-            nonlocal confirm, position, txs
-            if whole:
+            nonlocal confirm, position, txs, whole, whole_changes
+            if complete:
                 for event in events:
                     if isinstance(event, TxCommit):
                         confirm = position = event.tx.end_lsn
                         txs += 1
                         items.append(event)
+                        whole, whole_changes = len(items), nchanges
                         break
                     if not isinstance(event, Change | Truncate | Message | EncodedRows):
                         break
@@ -537,7 +557,7 @@ class Session:
                         if isinstance(event, TxCommit):
                             skipping = False
                         continue
-                    if cls is not Change:
+                    if cls is not Change and cls is not EncodedRows:
                         if isinstance(event, TxBegin):
                             tx = event.tx
                             if past_end(tx.commit_lsn):
@@ -561,7 +581,9 @@ class Session:
                                 items.pop()
                             else:
                                 items.append(event)
-                            flush_items()  # batches end at transaction boundaries
+                            whole, whole_changes = len(items), nchanges
+                            if txs >= batch_size:  # empty ones add no items: bound them too
+                                flush_items()
                             continue
                         elif isinstance(event, ch.CommitPrepared | ch.RollbackPrepared):
                             pos = (
@@ -577,7 +599,7 @@ class Session:
                             confirm = position = pos
                             txs += 1
                             items.append(event)
-                            flush_items()
+                            whole, whole_changes = len(items), nchanges
                             continue
                         elif isinstance(event, Message) and event.tx is None:
                             lsn = event.lsn
@@ -591,6 +613,7 @@ class Session:
                             if kept_message is not None:
                                 items.append(kept_message)
                                 nchanges += 1
+                            whole, whole_changes = len(items), nchanges
                             flush_items()
                             if policy.limit_reached:
                                 raise _Stop("max_changes")
@@ -1105,6 +1128,7 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
         publications=stream.publications,
         reconnects=stream.reconnects,
         abandoned=writer.is_alive(),
+        batches=writer.enqueued,
     )
 
 
