@@ -3,8 +3,9 @@
 Captures, on a throwaway server, the pgoutput messages of one 200,000-row transaction on
 the drain table of ``bench/drain.py`` (``--case insert``: the INSERT; ``update``: an
 UPDATE of every row, key unchanged; ``delete``: a DELETE of every row; ``streamed``: the
-INSERT sent by the server as a streamed transaction, protocol 2 with ``streaming on``),
-then times in this process, on
+INSERT sent by the server as a streamed transaction, protocol 2 with ``streaming on``;
+``small``: the same rows as transactions of 3 inserts each, the other shape, where the
+per-transaction work counts), then times in this process, on
 one core, ``Assembler.feed`` with the renderer's encoder and the renderer itself, as
 ``pgtail stream --format FMT`` runs them. No network, no output pipe: what is left is
 pgtail's own work per row. CPU seconds (time.process_time), best of ``--repeat``.
@@ -25,11 +26,25 @@ import psycopg2
 import psycopg2.extras
 
 from pgtail import render
-from pgtail.changes import Assembler, EncodedRows, Event
+from pgtail.changes import Assembler, EncodedRows, Event, TxBegin, TxCommit
 from pgtail.server import start_server
 
 sys.path.insert(0, str(Path(__file__).parent))
 from drain import INSERT, TABLE  # noqa: E402 - the drain benchmark's table and rows
+
+SMALL = """
+DO $$
+BEGIN
+  FOR t IN 0..%s LOOP
+    INSERT INTO bench
+    SELECT g, 'name ' || g, g %% 1000, (g %% 100000) / 100.0, now(), g %% 2 = 0,
+           jsonb_build_object('k', g, 'tag', 'x'), ARRAY['a', 'b'], g * 1.5, gen_random_uuid()
+    FROM generate_series(t * 3 + 1, t * 3 + 3) g;
+    COMMIT;
+  END LOOP;
+END
+$$
+"""
 
 
 def capture(case: str, rows: int) -> tuple[int, list[bytes]]:
@@ -50,6 +65,8 @@ def capture(case: str, rows: int) -> tuple[int, list[bytes]]:
             cur.execute("UPDATE bench SET qty = qty + 1")
         elif case == "delete":
             cur.execute("DELETE FROM bench")
+        elif case == "small":
+            cur.execute(SMALL, (rows // 3 - 1,))
         else:
             cur.execute(INSERT, (rows,))
         proto = 2 if case == "streamed" else 1
@@ -62,6 +79,7 @@ def capture(case: str, rows: int) -> tuple[int, list[bytes]]:
         rcur.start_replication(slot_name="feed", decode=False, options=options)
         last = b"c" if case == "streamed" else b"C"
         payloads: list[bytes] = []
+        commits = rows // 3 if case == "small" else 1
         while True:
             message = rcur.read_message()
             if message is None:
@@ -69,7 +87,9 @@ def capture(case: str, rows: int) -> tuple[int, list[bytes]]:
                 continue
             payloads.append(bytes(message.payload))
             if payloads[-1][:1] == last:
-                break
+                commits -= 1
+                if not commits:
+                    break
         replication.close()
         conn.close()
         return proto, payloads
@@ -98,14 +118,17 @@ def timed(proto: int, payloads: list[bytes], fmt: str) -> tuple[float, float, in
     for event in events:
         renderer.render(event)
     done = time.process_time()
-    changes = sum(e.count if isinstance(e, EncodedRows) else 1 for e in events) - 2
+    changes = sum(
+        e.count if isinstance(e, EncodedRows) else not isinstance(e, TxBegin | TxCommit)
+        for e in events
+    )
     return fed - start, done - fed, changes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--case", default="insert", choices=["insert", "update", "delete", "streamed"]
+        "--case", default="insert", choices=["insert", "update", "delete", "streamed", "small"]
     )
     parser.add_argument("--format", default="json", choices=["json", "sql"])
     parser.add_argument("--rows", type=int, default=200_000)

@@ -15,9 +15,11 @@ SUMMARIES: dict[str, str] = {
     "stream": "stream a replication slot's changes as tables, JSON lines, SQL or a trace",
     "slot": "list, create, drop, advance and peek logical replication slots",
     "publication": "list, show, create and change publications",
-    "doctor": "check a server for logical replication, and show or set replica identity",
+    "doctor": "check a server for logical replication, with the fix for each problem",
+    "identity": "show or set a table's replica identity, and what the stream carries",
     "spark": "run the slot to Spark to Parquet change-data pipeline",
     "demo": "watch pgtail stream a live throwaway database",
+    "top": "a live view of logical replication: which slot holds WAL, and why",
 }
 
 # hand-written sections placed after the generated COMMANDS, in this order
@@ -35,6 +37,7 @@ EXIT_STATUS = """
 0 :: Success; also when stdout is closed early (`| head`).
 1 :: An error pgtail expected: one `pgtail: error:` line on stderr says what went wrong and how to fix it. `pgtail doctor` also exits 1 when a check fails.
 2 :: Usage error: an unknown command or option, a missing argument, a value pgtail refuses (a choice, an LSN, a slot name, `--ops`, a size), conflicting connection options. The `pgtail: error:` line is followed by a `pgtail: hint:` line naming the command's `--help`.
+3 :: `pgtail doctor` only: it could not look (PostgreSQL unreachable, a login refused, an error while reading), as opposed to 1, a check that failed. With `--json` stdout has a document with `"status": "error"` and the error's kind, message and hint.
 129 :: Stopped by SIGHUP (the terminal closed), with the same clean shutdown as Ctrl-C (`pgtail demo` also stops and removes its server); `pgtail stream --output FILE` reopens FILE on SIGHUP instead and goes on.
 130 :: Interrupted by Ctrl-C (SIGINT); output written so far is complete and confirmed.
 143 :: Terminated by SIGTERM; same clean shutdown as Ctrl-C.
@@ -86,6 +89,8 @@ Other lines:
 
 truncate :: Transaction fields, `seq`, `tables` (a list of {"schema", "table"}), `cascade` and `restart_identity`.
 message :: A logical decoding message (`pg_logical_emit_message`, shown with `--messages`): `prefix`, `content`, `content_encoding` (`utf-8`: content is the text; `base64`: it was not valid UTF-8), `transactional`, `lsn`, `seq`, and the transaction fields for a transactional message or `"xid": null` for a non-transactional one.
+snapshot :: With `--snapshot`: a row that existed when the stream started: `schema`, `table`, `lsn` (the snapshot's consistent point), `rows_estimate` (the planner's row count, 0 when unknown), `seq` (the row's number in its table's copy, from 0), then `replica_identity`, `key`, `old` (null), `old_kind` (null), `new` and `unchanged_toast` as for an insert.
+schema :: A table's definition changed (a column added, dropped, renamed or retyped, the replica identity or key), written once before the first change that uses the new one: `schema`, `table`, that change's transaction fields, `replica_identity`, `columns` (a list of {"name", "type", "type_oid", "key"}), `old` (`schema`, `table`, `replica_identity` and `columns` as they were) and `changes` (what changed, in words). `--format sql` writes a comment, the table view a note. The first change of a table in a run has none.
 begin, commit :: Only with `--tx`: the transaction fields.
 prepare :: A prepared transaction's changes were all written: transaction fields with `gid` and `prepared`.
 commit_prepared :: `xid`, `gid`, `commit_lsn`, `end_lsn`, `commit_time`.
@@ -146,6 +151,8 @@ Without `--slot` pgtail creates a temporary slot that disappears when it exits, 
 
 Without `--publication` pgtail uses the database's only publication and says so on stderr; with several it lists them. It never creates objects silently: `--create-publication` creates one for the run, named pgtail_run_PID_HEX, and drops it on exit. The run holds an advisory lock on it while it lives, so after a kill -9 the next `pgtail stream` drops the leftover (one line on stderr) and never takes another run's publication for the only one; `pgtail doctor` lists leftovers with the DROP PUBLICATION that removes them.
 
+`--snapshot` first writes every existing row of the published tables (or of the `--snapshot-table` ones), then every change, with no gap and no duplicate. A slot this run creates is created with an exported snapshot, read on a second connection under SET TRANSACTION SNAPSHOT before START_REPLICATION; for a slot that exists, a temporary slot exports the snapshot at its consistent point X, and the slot's changes to the copied tables that committed before X are skipped. The slot is confirmed past nothing until every table is written. With `--format sql` each table is one transaction that empties it (TRUNCATE) and inserts its rows, so `pgtail stream --snapshot --format sql | psql target` makes the target equal the source. A run stopped during the copy drops a slot it created; after a kill -9 the next run copies again. Costs: the reading transaction holds back VACUUM and the slot holds WAL for the copy's duration; ACCESS SHARE locks on the table being copied; for an existing slot, a free replication slot entry for a moment; SELECT on the copied columns.
+
 Filters (`--table`, `--exclude`, `--ops`, `--redact`) apply after decoding; filtered changes are still confirmed. `--table` and `--exclude` take `table` or `schema.table` globs; `--redact` takes `column`, `table.column` or `schema.table.column` globs. A `--table`, `--exclude` or `--redact` pattern that matches nothing the publications publish is a warning on stderr at start.
 """,
         "JSON LINES": JSON_LINES,
@@ -183,6 +190,10 @@ Replay a database's changes into another one:
 
     pgtail stream --slot app --format sql | psql "host=replica dbname=shop"
 
+Copy every published table, then follow its changes, into another database:
+
+    pgtail stream --slot app --create-slot --snapshot --format sql | psql -d target
+
 Stop at a known point and print a protocol trace:
 
     pgtail stream --slot app --end 0/3000000 --format raw
@@ -191,6 +202,8 @@ Stop at a known point and print a protocol trace:
     "slot": {
         "DESCRIPTION": """
 Replication slots remember how far a consumer has read and make the server keep the WAL it has not confirmed yet. A slot nobody reads holds WAL forever and can fill the disk: `pgtail slot list` shows each slot's lag and retained WAL, and `pgtail doctor` warns about inactive slots.
+
+`slot list` also shows the lag in time and the age of each slot's catalog_xmin (an old one keeps vacuum from removing dead catalog rows), and gives way column by column on a narrow terminal, the least important first. `slot info` adds xmin and catalog_xmin with their age, the consumer and the positions it reported, spill and stream statistics (PostgreSQL 14+) and the root cause of the slot's lag with its fix, as `pgtail top` names it (see pgtail-top(1)); `--json` of both carries all of it.
 
 pgtail creates logical slots with the `pgoutput` plugin. `peek` shows pending changes through the SQL interface without consuming them, rendered like `pgtail stream`, with its output options (`--format`, `--color`, `--max-width`, `--changed-only`, ...), filters and `--max-changes N`, which counts changes (rows, truncates, messages) as `stream` does. Peeking never moves the slot.
 """,
@@ -211,6 +224,46 @@ Create, inspect, peek and drop:
 Skip everything pending (the changes are lost to this slot):
 
     pgtail slot advance app "$(psql -Atc 'SELECT pg_current_wal_lsn()')"
+""",
+    },
+    "top": {
+        "DESCRIPTION": """
+`pgtail top` shows the server's logical replication live, like `top` for slots, refreshed every `--interval` seconds (2 by default); q or Ctrl-C quits. For every slot: who consumes it (walsender PID, application_name, client address), how far its confirmed position is behind the WAL in bytes and in time (the walsender's flush_lag; for a slot without consumer the bytes over the WAL rate, marked ~), the WAL it retains and how fast that grows, wal_status and safe_wal_size with a forecast of when max_slot_wal_keep_size invalidates it at the current rate, spill and stream rates (pg_stat_replication_slots), the sent, flush and replay positions of pg_stat_replication and the age of its catalog_xmin. Below the table, one line per slot names why it holds WAL or is behind, with the fix; then the server's WAL rate and what holds back the oldest position: the slot with the oldest restart_lsn, the oldest open transaction (pg_stat_activity) and prepared transaction (pg_prepared_xacts), the slots with the oldest xmin and catalog_xmin.
+
+The causes, first match wins:
+
+invalidated :: wal_status lost, an invalidation_reason (17+) or a conflict: the slot cannot be read any more; drop it, create it again and resynchronise the consumer.
+about to be :: wal_status unreserved: past max_slot_wal_keep_size, invalidated at the next checkpoint. A forecast nearer than an hour is added to any other cause and makes it a warning.
+no consumer :: inactive, since inactive_since (17+): start its consumer, or drop the slot.
+server side slow :: the walsender's sent position is a megabyte or more behind the WAL: decoding is slower than WAL is written; when it spills large transactions to disk, stream them (`pgtail stream --streaming`) or raise logical_decoding_work_mem.
+pinned :: the confirmed position is far ahead of restart_lsn while a transaction that has written (it has an xid) or a prepared one is open: it holds the restart position of every logical slot; end it, or COMMIT PREPARED / ROLLBACK PREPARED.
+idle database :: the consumer is connected and has received everything, but its database had no changes while others wrote, so it had nothing to confirm: send a heartbeat in that database (SELECT pg_logical_emit_message(false, 'heartbeat', now()::text) every minute) or let the consumer confirm keepalive positions. It takes two looks to tell this from the next cause; one look (`slot info`, the doctor) mentions both.
+not confirming :: the consumer is connected but its flush position is a megabyte or more behind what was sent: the client is slow or stuck.
+
+`pgtail slot info` shows the same cause, and `pgtail doctor` reports the causes its other slot checks do not as `slot.cause` findings with the fix.
+
+With `--publication NAME`, top also shows the changes per table and operation (count and rate) and the largest transactions of each interval, decoded with pgtail's own decoder from a temporary slot of its own, read through the SQL interface; it never reads or moves another slot, and the temporary slot goes when top exits. Only committed transactions reach that slot: a large transaction still open shows as a pin and, while it spills, in the spill rate. Without the REPLICATION privilege, without a free slot entry (max_replication_slots) or without such a publication, top says so in one line and runs without rates; a temporary slot cannot start while transactions are open (it waits for them), so top tries again every ten intervals.
+
+On a terminal the view fits its width down to 80 columns: the least important columns give way first, names are cut with an ellipsis, no column is ever zero wide; colour shows the state (green ok, yellow warning, red failure). Piped, or with `--json`, it prints one JSON document per interval, one per line, for scripts and monitoring: taken_at, server_version, current_lsn, wal_rate_bytes_per_second, slots (each with everything `slot list --json` shows, consumer, stats, trend, lag_seconds and cause), pins, transactions, prepared, notes and publication. `--once` takes two looks `--interval` apart (so the rates are known), prints one view and exits.
+
+What a server lacks is shown as `-` (null in JSON) and named in the notes: wal_status and safe_wal_size need PostgreSQL 13, pg_stat_replication_slots 14 (its total_txns and total_bytes 15), inactive_since 17.
+""",
+        "EXAMPLES": """
+Watch every slot of a server:
+
+    pgtail top postgresql://me@db.example.com/shop
+
+With the change rates of a publication, every second:
+
+    pgtail top --publication app_pub --interval 1
+
+Why each slot holds WAL, for a script:
+
+    pgtail top --once --json | jq -r '.slots[] | "\\(.slot_name): \\(.cause.summary)"'
+
+Feed a monitoring system, one document every 10 seconds:
+
+    pgtail top --json --interval 10 >> /var/log/pgtail-top.jsonl
 """,
     },
     "publication": {
@@ -253,11 +306,11 @@ FAIL :: a change will be rejected at the source or lost, or the stream cannot ru
 WARN :: it works, but will surprise you: an inactive slot holding WAL past `max_wal_size` (`wal_status` extended; on PostgreSQL 12 its retained WAL against `max_wal_size`), with the size it holds; columns that arrive as unchanged TOAST; partitions published under their own names.
 INFO :: worth knowing: REPLICA IDENTITY FULL's WAL cost; privileges the task does not need, such as creating publications for a role that streams an existing one, or SELECT, which only an initial copy needs.
 
-The exit status is 1 when a check fails and 0 otherwise; `--strict` also exits 1 on a warning, so a CI job can require a clean report. `--json` prints the same findings with their status (ok, info, warn, fail) and the counts.
+The exit status is 1 when a check fails and 0 otherwise; `--strict` also exits 1 on a warning, so a CI job can require a clean report. When the doctor cannot look at all (no connection) it exits 3, not 1. `--json` prints the same findings with their status (ok, info, warn, fail) and the counts.
 
 A table published only for inserts (`publish = 'insert'`) needs no replica identity. The replica identity fix names what the table has — its primary key, a unique index that can serve (unique, not partial, not deferrable, over NOT NULL columns), an identity index to rebuild, or a unique index whose columns only need SET NOT NULL — and otherwise says that nothing can be named and gives REPLICA IDENTITY FULL.
 
-Unchanged TOAST is reported only where it happens: variable-length columns outside the replica identity whose storage lets them go out of line (extended or external; main only when seen out of line; never plain, nor types too short to gain from it), in a table whose TOAST relation holds data. The columns named are those found out of line in a sample of 1000 rows, or all that can be when the role may not read the table; one warning per table, with FULL as its fix, after which FULL is only an INFO.
+Unchanged TOAST is reported only where it happens: variable-length columns outside the replica identity whose storage lets them go out of line (extended or external; main only when seen out of line; never plain, nor types too short to gain from it), in a table whose TOAST relation holds data (not only deleted rows' data, when the sample read the whole table). The columns named are those found out of line in a sample of 1000 rows, or all that can be when the role may not read the table; one warning per table, with FULL as its fix, after which FULL is only an INFO.
 
 **Replica identity** decides what an UPDATE or DELETE carries in the stream:
 
@@ -270,6 +323,8 @@ NOTHING :: no old row; UPDATE and DELETE fail once published. Fine for insert-on
 Large values stored out of line (TOAST) that an UPDATE did not change are not sent; pgtail lists them as `unchanged_toast`. With REPLICA IDENTITY FULL the old row carries them.
 
 `pgtail identity TABLE` shows a table's replica identity and what the stream will carry; `--set` changes it and prints the before and after.
+
+For each slot, a `slot.cause` finding names why it holds WAL or is behind where the other slot checks do not already say it, with the fix: a consumer connected but not confirming, the server side slow or spilling, a transaction that pins the restart position, an invalidation forecast (see pgtail-top(1)).
 """,
         "EXAMPLES": """
 Check the server, a publication and a slot:
@@ -289,6 +344,34 @@ List what is wrong, with the fixes:
 Give a table without a primary key full old rows:
 
     pgtail identity public.inventory --set full
+""",
+    },
+    "identity": {
+        "DESCRIPTION": """
+`pgtail identity TABLE` shows a table's replica identity, the key it gives, what an INSERT, UPDATE and DELETE of it carry in the stream, and the publications that publish it; `--set default|full|nothing|index INDEX` changes it and prints the before and after. A change that would make UPDATE or DELETE fail on the source (NOTHING, or DEFAULT without a primary key, on a table a publication publishes them for) is refused unless `--force` is given.
+
+**Replica identity** decides what an UPDATE or DELETE carries in the stream:
+
+DEFAULT with a primary key :: the key columns of the old row, and only when a key column changed on UPDATE; always on DELETE.
+DEFAULT without a primary key :: nothing, and the source fails every UPDATE and DELETE once the table is published for them. Add a primary key or choose another identity.
+USING INDEX :: the columns of that unique, non-partial index over NOT NULL columns, like a primary key.
+FULL :: the whole old row, on every UPDATE and DELETE. Costs WAL; use for tables without a usable key, or when consumers need before images.
+NOTHING :: no old row; UPDATE and DELETE fail once published. Fine for insert-only tables.
+
+Large values stored out of line (TOAST) that an UPDATE did not change are not sent; pgtail lists them as `unchanged_toast`. With REPLICA IDENTITY FULL the old row carries them. `pgtail doctor` checks the replica identity of every published table.
+""",
+        "EXAMPLES": """
+Show what the stream carries for a table:
+
+    pgtail identity public.orders
+
+Give a table without a primary key full old rows:
+
+    pgtail identity public.inventory --set full
+
+Use a unique index as the identity:
+
+    pgtail identity public.orders --set index orders_code_key
 """,
     },
     "spark": {

@@ -23,6 +23,10 @@ from click.formatting import join_options
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+# the pages describe this checkout's CLI: its pgtail comes first, whether or not (and
+# wherever) pgtail is installed
+if (HERE.parent / "pgtail" / "__init__.py").is_file():
+    sys.path.insert(0, str(HERE.parent))
 
 import content  # noqa: E402  (man/content.py, next to this file)
 
@@ -31,9 +35,11 @@ PAGES: dict[str, tuple[str, ...]] = {
     "stream": ("stream",),
     "slot": ("slot",),
     "publication": ("publication",),
-    "doctor": ("doctor", "identity"),
+    "doctor": ("doctor",),
+    "identity": ("identity",),
     "spark": ("spark",),
     "demo": ("demo",),
+    "top": ("top",),
 }
 
 

@@ -14,8 +14,33 @@ _PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORE
 _PASSWORD_URI = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)", re.IGNORECASE)
 
 
-def redact(text: str) -> str:
-    """Hide passwords in a DSN, URI or error message."""
+_URI_USERINFO = re.compile(r"^\s*postgres(?:ql)?://([^@/?#]*)@", re.IGNORECASE)
+_URI_PASSWORD_PARAM = re.compile(r"[?&]password=([^&#]*)", re.IGNORECASE)
+
+
+def _passwords_in(dsn: str) -> list[str]:
+    """The password texts a connection string holds, as written (read by pattern, not by
+    libpq: a malformed string, which libpq's message quotes, has them too)."""
+    found = []
+    userinfo = _URI_USERINFO.match(dsn)
+    if userinfo and ":" in userinfo.group(1):
+        found.append(userinfo.group(1).split(":", 1)[1])
+    found += _URI_PASSWORD_PARAM.findall(dsn)
+    for match in _PASSWORD_KV.finditer(dsn):
+        value = match.group(2)
+        found.append(value)
+        if value.startswith("'") and value.endswith("'") and len(value) > 1:
+            found.append(value[1:-1])
+    return sorted({p for p in found if p}, key=len, reverse=True)
+
+
+def redact(text: str, dsn: str | None = None) -> str:
+    """Hide passwords in a DSN, URI or error message; with ``dsn``, also every password
+    that connection string holds where the message quotes it (libpq quotes a malformed
+    URI's password: 'invalid percent-encoded token: "..."')."""
+    if dsn:  # as libpq quotes a token (a short password would match anything unquoted)
+        for password in _passwords_in(dsn):
+            text = text.replace(f'"{password}"', '"********"')
     text = _PASSWORD_KV.sub(r"\1********", text)
     return _PASSWORD_URI.sub(r"\1********\3", text)
 

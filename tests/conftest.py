@@ -8,6 +8,9 @@ A requested major that is not installed skips its tests, or fails them under ``C
 terminal summary names the majors tested and those that could not be.
 ``@pytest.mark.min_major(15)`` skips a test on servers older than it needs;
 ``@pytest.mark.majors(13, 15, 18)`` runs a heavy test over ``pg`` on those majors only.
+Every test that uses a server fixture (or a Spark session), directly or through another
+fixture, is marked ``server`` at collection: ``pytest -m "not server"`` runs the unit tests
+alone, quickly and without PostgreSQL or Spark.
 Each server is session-scoped; each test that wants isolation takes ``db``, a fresh
 database on that server (dropped afterwards together with any slot left in it).
 """
@@ -90,7 +93,16 @@ def get_server(major: int | str) -> LocalServer:
     return _servers[major]
 
 
+# The fixtures that start a PostgreSQL server or a Spark session; a test that needs one of
+# them (item.fixturenames is the closure, so fixtures built on them count too) is a
+# ``server`` test.
+SERVER_FIXTURES = frozenset({"pg", "pg15", "pg18", "db", "db15", "db18", "spark"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
     # min_major and majors apply to tests parametrized over ``pg``; the major is known at
     # collection, so a skipped test never starts its server
     for item in items:

@@ -597,6 +597,7 @@ def test_spark_rows_from_encoded_lines_equal_rows_from_changes(
     """The Spark source's fast path (rows split out of `json_columns_encoder`'s lines)
     gives exactly the rows the general path builds from Changes, in every text mode."""
     pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
     codegen(generated)
     compared = 0
     for mode in MODES:

@@ -1197,3 +1197,60 @@ def test_catch_up_at_any_point_gives_the_same_events(spill_bytes: int) -> None:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(assembler_module, "_DEFERRED_ROWS", deferred_rows)
             assert run(Assembler(2, spill_bytes=spill_bytes), big) == expected, deferred_rows
+
+
+# --- small transactions made at their commit at once ----------------------------------
+
+OTHER = pb.relation(16390, "public", "other", [("k", INT4, True), ("v", TEXT, False)])
+
+
+@pytest.mark.parametrize("fmt", ["json", "sql", None])
+def test_small_transactions_at_once_give_the_events_of_the_general_way(
+    fmt: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small transaction held raw is made into events at its commit in one go
+    (`Assembler._quick_events`); the events are those of the general way, whatever it
+    holds: inserts of two tables in turn, NULLs, unchanged TOAST, updates, deletes, a
+    truncate, a Relation in the middle, more rows than the quick way takes, a bad row."""
+    from pgtail.render import insert_encoder
+
+    encoder = insert_encoder(fmt) if fmt else None
+    many = [pb.insert(16384, [str(i).encode(), b"n", b"b"]) for i in range(100)]
+    bodies: list[list[bytes]] = [
+        [ITEMS, OTHER, pb.insert(16384, [b"1", b"one", b"x"])],
+        [pb.insert(16384, [b"2", b"two", b"y"]), pb.insert(16384, [b"3", None, b"z"])],
+        [
+            pb.insert(16384, [b"4", b"a", b"b"]),
+            pb.insert(16390, [b"1", b"v"]),
+            pb.insert(16390, [b"2", b"w"]),
+            pb.insert(16384, [b"5", b"c", b"d"]),
+        ],
+        [pb.update(16384, [b"4", b"renamed", "u"]), pb.insert(16384, [b"6", b"e", b"f"])],
+        [pb.update(16384, [b"40", b"k", b"b"], old=[b"4", None, None])],
+        [pb.delete(16384, [b"5", None, None]), pb.delete(16390, [b"1", None])],
+        [pb.insert(16384, [b"7", b"g", b"h"]), pb.truncate([16390])],
+        [pb.insert(16384, [b"8", b"i", b"j"]), OTHER, pb.insert(16390, [b"3", b"x"])],
+        many,
+        [pb.insert(16384, [b"oops", b"bad", b"row"])],  # not an int4: a conversion error
+    ]
+    payloads: list[bytes] = []
+    for xid, body in enumerate(bodies, start=700):
+        lsn = 0x1000 * xid
+        payloads += [pb.begin(lsn, T0, xid), *body, pb.commit(lsn, lsn + 0x10, T1)]
+
+    def events_of(quick_rows: int) -> list[Any]:
+        monkeypatch.setattr(assembler_module, "_QUICK_ROWS", quick_rows)
+        asm = Assembler(1, encoder=encoder)
+        out: list[Any] = []
+        for payload in payloads:
+            try:
+                out.extend(asm.feed(payload))
+            except Exception as exc:  # noqa: BLE001 - the same error either way
+                out.append(("error", type(exc).__name__, str(exc)))
+        return out
+
+    quick = events_of(64)
+    general = events_of(0)  # no transaction is small enough: the general way for all
+    assert quick == general
+    assert sum(type(e) is TxCommit for e in quick) == len(bodies) - 1
+    assert quick[-1][0] == "error"

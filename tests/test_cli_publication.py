@@ -268,3 +268,19 @@ def test_duplicate_and_bad_schema(shop: Database) -> None:
         assert code == 1 and "nosuch" in err
     else:  # FOR TABLES IN SCHEMA
         assert code == 1 and "needs PostgreSQL 15 or later" in err
+
+
+def test_removing_what_the_publication_does_not_hold_says_so(shop: Database) -> None:
+    """Not `publication 'orders' does not exist`: the table is not in it."""
+    shop.execute("CREATE PUBLICATION p FOR TABLE orders")
+    code, _, err = run_cli(["publication", "remove", "p", "--table", "victim", "--dsn", shop.dsn])
+    assert code == 1
+    assert "pgtail: error: relation \"victim\" is not part of publication 'p'" in err, err
+    assert "does not exist" not in err
+    if shop.major < 15:
+        return  # no FOR TABLES IN SCHEMA before 15
+    code, _, err = run_cli(
+        ["publication", "remove", "p", "--schema", '"My Schema"', "--dsn", shop.dsn]
+    )
+    assert code == 1
+    assert "are not part of publication 'p'" in err and "does not exist" not in err, err

@@ -257,3 +257,24 @@ def test_peek_and_stream_declare_their_output_options_once() -> None:
             b.multiple,
             repr(b.type),
         ), name
+
+
+@pytest.mark.min_major(14)  # pgoutput's messages option
+def test_peek_shows_messages_and_every_publication_as_its_help_says(db: Database) -> None:
+    """Where peek's defaults differ from stream's (messages without --messages, every
+    publication when none is named), the help says so, and that is what happens."""
+    db.execute(
+        "CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (id int PRIMARY KEY);"
+        "CREATE PUBLICATION pa FOR TABLE a; CREATE PUBLICATION pb FOR TABLE b"
+    )
+    assert run_cli(["slot", "create", "s", "--dsn", db.dsn])[0] == 0
+    write(db, "INSERT INTO a VALUES (1); INSERT INTO b VALUES (2)")
+    write(db, "SELECT pg_logical_emit_message(true, 'p', 'hello')")
+    code, out, err = run_cli(["slot", "peek", "s", "--format", "json", "--dsn", db.dsn])
+    assert code == 0, err
+    ops = [(r["op"], r.get("table")) for r in map(orjson.loads, out.splitlines())]
+    assert ops == [("insert", "a"), ("insert", "b"), ("message", None)]
+    code, _, err = run_cli(["stream", "--slot", "s", "--idle-exit", "1", "--dsn", db.dsn])
+    assert code == 1 and "choose with --publication" in err
+    code, text, _ = run_cli(["slot", "peek", "--help"])
+    assert "Two defaults differ from `stream`'s" in " ".join(text.split())

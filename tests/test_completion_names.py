@@ -72,3 +72,62 @@ def test_no_server_no_names_and_no_error() -> None:
     assert complete("pgtail slot peek ", {"DATABASE_URL": "host=127.0.0.1 port=1"}) == []
     # the rest of completion still works
     assert "--max-changes" in complete("pgtail slot peek app --max-c")
+
+
+def complete_bash(line: str, words: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """As pgtail's bash script asks: ``words`` are COMP_WORDS as bash splits them (at
+    COMP_WORDBREAKS: ``:`` and ``=`` too), with the line itself in COMP_LINE."""
+    full = {k: v for k, v in os.environ.items() if k != "DATABASE_URL" and not k.startswith("PG")}
+    full.update(env or {})
+    full.update(
+        _PGTAIL_COMPLETE="bash_complete",
+        COMP_WORDS=" ".join(words),
+        COMP_CWORD=str(len(words) - 1),
+        COMP_LINE=line,
+        COMP_POINT=str(len(line)),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pgtail"], capture_output=True, text=True, timeout=60, env=full
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [line.partition(",")[2] for line in proc.stdout.splitlines() if line]
+
+
+def test_a_uri_or_dsn_equals_completes_from_its_own_server(named: Database) -> None:
+    """bash splits a URI at ':' and --dsn='...' at '=': the names came from another server
+    (DATABASE_URL's), or none."""
+    import psycopg2
+
+    admin = psycopg2.connect(named.server.dsn("postgres"))
+    admin.autocommit = True
+    other = f"{named.name}_other"
+    admin.cursor().execute(f'CREATE DATABASE "{other}"')
+    try:
+        conn = psycopg2.connect(named.server.dsn(other))
+        conn.autocommit = True
+        conn.cursor().execute("CREATE PUBLICATION elsewhere FOR ALL TABLES")
+        conn.close()
+        env = {"DATABASE_URL": named.server.dsn(other)}  # the "other server"
+        uri = f"postgresql://{named.server.user}@127.0.0.1:{named.server.port}/{named.name}"
+        host_port = f"//{named.server.user}@127.0.0.1"
+        line = f"pgtail stream --dsn {uri} --publication "
+        words = ["pgtail", "stream", "--dsn", "postgresql", ":", host_port, ":",
+                 f"{named.server.port}/{named.name}", "--publication", ""]  # fmt: skip
+        assert complete_bash(line, words, env) == ["app_pub", "audit"]
+        line = f"pgtail publication show --dsn='{named.dsn}' a"
+        words = ["pgtail", "publication", "show", "--dsn", "=", f"'{named.dsn}'", "a"]
+        assert complete_bash(line, words, env) == ["app_pub", "audit"]
+        # a word bash broke at ':' gets back only the part after the break
+        line = f"pgtail stream --dsn {uri} --slot app"
+        words = ["pgtail", "stream", "--dsn", "postgresql", ":", host_port, ":",
+                 f"{named.server.port}/{named.name}", "--slot", "app"]  # fmt: skip
+        assert complete_bash(line, words, env) == ["app_slot"]
+    finally:
+        admin.cursor().execute(f'DROP DATABASE "{other}"')
+        admin.close()
+
+
+def test_the_bash_script_sends_the_line_as_typed() -> None:
+    code, out, _ = run_cli(["completion", "bash"])
+    assert code == 0
+    assert 'COMP_LINE="$COMP_LINE" COMP_POINT=$COMP_POINT' in out

@@ -87,3 +87,24 @@ def test_decoding_options_keep_the_users_own(monkeypatch: pytest.MonkeyPatch) ->
     assert decoding_options("dbname=x") == f"-c statement_timeout=5s {ours}"
     assert decoding_options("dbname=x options=-cgeqo=off") == f"-cgeqo=off {ours}"
     assert decoding_options("not a dsn ===") == f"-c statement_timeout=5s {ours}"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["slot", "list", "a", "b", "host=x password=secret123"],  # click: extra arguments
+        ["slot", "list", "a", "b", "postgresql://u:secret123@h/d"],
+        ["slot", "list", "postgresql://u:secret123%zz@host/db"],  # libpq quotes the token
+        ["doctor", "--dsn", "postgresql://u:secret123%zz@host/db"],
+        ["stream", "--dsn", "postgresql://u:secret123%zz@host/db"],
+        ["stream", "--dsn", "postgresql://u@host/db?password=secret123%zz"],
+        ["publication", "list", "--host", "h", "--dsn", "postgresql://u:secret123%zz@host/db"],
+    ],
+)
+def test_no_password_in_usage_or_connection_string_errors(args: list[str]) -> None:
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(args)
+    assert code in (1, 2, 3), err
+    assert "secret123" not in out + err, err
+    assert err.startswith("pgtail: error:")

@@ -25,6 +25,9 @@ from pgtail.server import find_bindir
 STARTED = re.compile(r"in (/\S+) on 127\.0\.0\.1:(\d+)")
 ALL_OPS = {"insert", "update", "delete", "truncate", "message"}
 
+# every test here starts a PostgreSQL server through `pgtail demo` (no fixture says so)
+pytestmark = pytest.mark.server
+
 
 @pytest.fixture(autouse=True)
 def _needs_server_binaries() -> None:
@@ -143,7 +146,23 @@ class _Running:
 
     def _read_out(self) -> None:
         assert self.proc.stdout is not None
-        self.stdout = self.proc.stdout.read()
+        fd = self.proc.stdout.fileno()
+        while chunk := os.read(fd, 65536):
+            self.stdout += chunk
+
+    def wait_for_changes(self, timeout: float = 120) -> None:
+        """Until the complete lines printed so far pass `_check_changes` (a full round
+        of the workload streamed), however slow the machine."""
+        deadline = time.monotonic() + timeout
+        while True:
+            complete = self.stdout[: self.stdout.rfind(b"\n") + 1]
+            try:
+                _check_changes(_json_lines(complete), complete)
+                return
+            except AssertionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise
+            time.sleep(0.2)
 
     def wait_for_stderr(self, pattern: str, timeout: float = 120) -> re.Match[str]:
         deadline = time.monotonic() + timeout
@@ -171,7 +190,7 @@ def test_demo_interrupted(signum: int, expected: int) -> None:
         directory = Path(match.group(1))
         run.wait_for_stderr("streaming")
         assert _processes_using(directory), "the demo server is not running"
-        time.sleep(4)  # let a full round of the workload stream
+        run.wait_for_changes()  # a full round of the workload streamed
         run.proc.send_signal(signum)
         code = run.finish()
     finally:

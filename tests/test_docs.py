@@ -43,9 +43,8 @@ def _plain(roff: str) -> str:
 
 
 def test_every_page_exists() -> None:
-    expected = {"pgtail.1"} | {
-        f"pgtail-{page}.1" for page in ("stream", "slot", "publication", "doctor", "spark", "demo")
-    }
+    pages = ("stream", "slot", "publication", "doctor", "identity", "spark", "demo")
+    expected = {"pgtail.1"} | {f"pgtail-{page}.1" for page in pages}
     assert expected <= {p.name for p in MAN.glob("*.1")}
 
 
@@ -99,6 +98,20 @@ def test_generator_check_mode() -> None:
         text=True,
         timeout=120,
     )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_generator_uses_the_checkout_without_an_installed_pgtail(tmp_path: Path) -> None:
+    """From a checkout where pgtail is not installed (here: site's .pth files, which hold
+    an editable install, are not read; click and the other dependencies are on
+    PYTHONPATH), run from another directory, the generator checks this checkout's CLI."""
+    import site
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(site.getsitepackages())}
+    proc = subprocess.run(
+        [sys.executable, "-S", str(MAN / "generate.py"), "--check"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
 
 

@@ -476,7 +476,10 @@ def test_create_publication_by_task() -> None:
     assert fix == "pgtail publication create pgtail --table SCHEMA.TABLE  # the tables to stream"
     root = replace(none, role=RoleFacts("postgres", True, True, (), True, "shop"))
     (fix,) = [c.fix for c in doctor.publication_checks(root) if c.id == "publication.exists"]
-    assert fix == "CREATE PUBLICATION pgtail FOR ALL TABLES;"
+    assert fix == (
+        "pgtail publication create pgtail --all-tables"
+        "  # refuses while a table has no replica identity, naming its fix"
+    )
 
 
 def test_slot_past_max_wal_size_before_13() -> None:

@@ -307,10 +307,10 @@ def test_long_values_are_cut_and_columns_shrink_to_the_width() -> None:
         max_width=30,
     )
     lines = text.splitlines()
-    assert lines[2:5] == [
-        " op     │ id │ name          │ bio           │         score",
-        "────────┼────┼───────────────┼───────────────┼───────────────",
-        " insert │  1 │ a very long…  │ bbbbbbbbbbbb… │ 123456789012…",
+    assert lines[2:5] == [  # a number is never cut: the text columns give way
+        " op     │ id │ name      │ bio      │                  score",
+        "────────┼────┼───────────┼──────────┼───────────────────────",
+        " insert │  1 │ a very l… │ bbbbbbb… │ 12345678901234567890.5",
     ]
     wide = render([TxBegin(TX), change("insert", USERS, {"id": 1, "bio": "b" * 100})], width=200)
     assert " │ " + "b" * 39 + "…" in wide  # --max-width 40 by default
@@ -323,7 +323,7 @@ def test_update_cells_share_a_narrow_column_or_fold() -> None:
     text = render([TxBegin(TX), change("update", table, new, old, "full"), TxCommit(TX)])
     assert text.splitlines()[2:5] == [
         " op     │ c0                                 │ c1",
-        "────────┼────────────────────────────────────┼───────────────────────────────────",
+        "────────┼────────────────────────────────────┼──────────────────────────────────",
         " update │ old value here… → new value here,… │ old value here… → new value here…",
     ]
     # six of them would leave each side a few characters: fold instead
@@ -604,3 +604,54 @@ def test_changed_only_says_when_there_is_no_old_row() -> None:
         TxCommit(TX),
     ]
     assert "note:" not in render(full, changed_only=True)
+
+
+@pytest.mark.parametrize("width", [160, 80, 40])
+def test_no_line_is_wider_than_the_terminal_when_columns_are_cut_to_fit(width: int) -> None:
+    """The rule under a header cut to fit was one cell wider than the terminal, so it
+    wrapped into a lone ─ line."""
+    wide = Table(
+        9,
+        "public",
+        "wide",
+        "default",
+        tuple(col(f"column_with_a_long_name_{n}", 25, n == 0) for n in range(6)),
+    )
+    row = {f"column_with_a_long_name_{n}": "v" * 30 for n in range(6)}
+    text = render([TxBegin(TX), change("insert", wide, row), TxCommit(TX)], width=width)
+    assert all(len(line) <= width for line in text.splitlines()), text
+    assert "─" * 3 in text  # the rule is there (not folded into a lone line)
+
+
+def test_numbers_are_never_cut_and_a_domain_over_int_is_right_aligned() -> None:
+    table = Table(
+        10,
+        "public",
+        "n",
+        "default",
+        (col("id", 20, True), col("amount", 1700), col("level", 16500), col("label", 16501)),
+    )
+    rows = [
+        change("insert", table, {"id": 1, "amount": "1" + "0" * 60, "level": 7, "label": "x"}),
+        change("insert", table, {"id": 2, "amount": "5", "level": 12345, "label": "yy"}),
+    ]
+    text = render([TxBegin(TX), *rows, TxCommit(TX)], width=200, max_width=20)
+    assert "1" + "0" * 60 in text and "…" not in text
+    header, _, first, second = text.splitlines()[2:6]
+    # level (a domain over int: a user type OID, int values) is right-aligned like id;
+    # label (a user type with text values) is not
+    assert first.index("     7 │") < second.index("12345 │") + 1
+    assert first.endswith("│ x") and second.endswith("│ yy")
+    folded = render([TxBegin(TX), *rows, TxCommit(TX)], width=40, max_width=20)
+    assert "1" + "0" * 60 in folded  # folded vertically, the number still whole
+
+
+def test_piped_table_output_takes_its_width_from_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pgtail.render.options import terminal_style
+
+    monkeypatch.setenv("COLUMNS", "132")
+    assert terminal_style(False, "never") == (False, 132)
+    monkeypatch.setenv("COLUMNS", "junk")
+    assert terminal_style(False, "never") == (False, None)
+    monkeypatch.delenv("COLUMNS")
+    assert terminal_style(False, "never") == (False, None)

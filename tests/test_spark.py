@@ -6,6 +6,7 @@ One session-scoped ``local[2]`` SparkSession serves every test (Spark starts slo
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -30,7 +31,6 @@ from pgtail.errors import (  # noqa: E402
     SlotError,
 )
 from pgtail.lsn import format_lsn, parse_lsn  # noqa: E402
-from pgtail.spark.source import parse_options  # noqa: E402
 from tests.helpers import confirmed, settle  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -39,7 +39,12 @@ pytestmark = pytest.mark.spark
 # protocol 1 without logical messages or binary transfer); the others on 15 alone.
 SPARK_MAJORS = pytest.mark.majors(13, 15, 18)
 
+# before any import of pgtail.spark's modules (they import pyspark): without the spark
+# extra this module is skipped, not an error at collection
 pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from pgtail.spark.source import parse_options  # noqa: E402
 
 
 def setup_source(db: Any, slot: str = "s", publication: str = "p") -> None:
@@ -518,6 +523,11 @@ def test_cli_errors_are_one_clear_line(db15: Any, tmp_path: Path) -> None:
     assert missing_slot.returncode == 1
     assert missing_slot.stderr.startswith("pgtail: error: replication slot 'nope' does not exist")
     assert "Traceback" not in missing_slot.stderr
+    # the command the hint suggests is one slot create accepts
+    suggested = missing_slot.stderr.split("create it with: ", 1)[1].split(" (or ", 1)[0]
+    made = pgtail(*shlex.split(suggested)[1:], "--dsn", db15.dsn)
+    assert made.returncode == 0, made.stderr
+    db15.execute("SELECT pg_drop_replication_slot('nope')")
     missing_pub = pgtail(*base, "--slot", "s", "--publication", "nopub")
     assert missing_pub.returncode == 1
     assert "publication 'nopub' does not exist" in missing_pub.stderr
@@ -757,7 +767,7 @@ def test_a_key_change_leaves_a_hole_that_the_old_key_fills() -> None:
     # the update moving id 6 to 106 with doc unchanged: a delete of 6, an upsert of 106
     assert targets("update", old_key, '{"id":106,"p":2}', 30, 0) == [
         (old_key, "delete", 0, None),
-        (new_key, "upsert", 1, old_key),
+        (new_key, "insert", 1, old_key),
     ]
     assert targets("update", old_key, '{"id":6,"p":2}', 30, 0) == [(old_key, "upsert", 0, None)]
     old = _history(
@@ -802,7 +812,80 @@ def test_a_chain_of_key_changes_passes_the_hole_back() -> None:
     assert fill(row, hole, history_a) == ('{"id":3,"doc":"big"}', None)
 
 
+def test_equal_rows_of_a_whole_row_key_are_counted() -> None:
+    """REPLICA IDENTITY FULL without a primary key: the key is the whole row, and the
+    table may hold it more than once; an insert adds a copy, a delete takes one away."""
+    from pgtail.spark.pipeline import fold, fold_copies, targets
+
+    dup = '{"n":5,"s":"dup"}'
+    assert targets("insert", dup, dup, 10, 0) == [(dup, "insert", 0, None)]
+    inserts = [(10, i, "insert", dup, {"n": 5, "s": "dup"}, [], None) for i in range(3)]
+    assert fold_copies(_history(*inserts)) == (dup, None, 3)
+    deletes = [(20 + i, 0, "delete", dup, None, [], None) for i in range(3)]
+    assert fold_copies(_history(*inserts, *deletes[:1])) == (dup, None, 2)
+    assert fold_copies(_history(*inserts, *deletes)) == (None, None, 0)
+    # a delete of a row written before the log began takes nothing away from later ones
+    later = (40, 0, "insert", dup, {"n": 5, "s": "dup"}, [], None)
+    assert fold_copies(_history(*deletes[:1], later)) == (dup, None, 1)
+    # an update moving another row onto this one adds a copy
+    moved = targets("update", '{"n":1,"s":"a"}', dup, 50, 0)
+    assert moved == [('{"n":1,"s":"a"}', "delete", 0, None), (dup, "insert", 1, '{"n":1,"s":"a"}')]
+    assert fold_copies(_history(*inserts[:1], (50, 0, "insert", dup, {"n": 5, "s": "dup"}, [],
+                                               '{"n":1,"s":"a"}'))) == (dup, None, 2)  # fmt: skip
+    assert fold(_history(*inserts)) == (dup, None)
+
+
+def test_an_output_belongs_to_the_checkpoint_recorded_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local paths need no Spark: the query id in the checkpoint's metadata against the
+    one the output recorded; the checkpoint recorded absolute, however it was named."""
+    from pgtail.spark.changelog import RUN_FILE, record_run, refuse_other_checkpoint
+
+    out, chk = tmp_path / "out", tmp_path / "chk"
+    (out / "public.t" / "_pg_batch=0").mkdir(parents=True)
+    chk.mkdir()
+    (chk / "metadata").write_text('{"id":"q1"}\n')
+    names = ["public.t"]
+    # an older pgtail's log (nothing recorded) goes on with a checkpoint that has a query
+    assert refuse_other_checkpoint(None, str(out), names, chk) is None
+    monkeypatch.chdir(tmp_path)
+    record_run(None, str(out), "chk", "q1")
+    assert orjson.loads((out / RUN_FILE).read_bytes()) == {
+        "query": "q1", "checkpoint": str(chk.resolve())
+    }  # fmt: skip
+    assert refuse_other_checkpoint(None, str(out), names, "chk") == "q1"
+    with pytest.raises(ConfigurationError, match="is a new one") as info:
+        refuse_other_checkpoint(None, str(out), names, tmp_path / "new")
+    assert info.value.hint is not None
+    assert info.value.hint.startswith(f"go on with --checkpoint {chk.resolve()}, or write")
+    (chk / "metadata").write_text('{"id":"q2"}\n')  # made again at the same place
+    with pytest.raises(ConfigurationError, match=r"another query's \(id q2\)") as info:
+        refuse_other_checkpoint(None, str(out), names, "chk")
+    assert info.value.hint is not None and "deleted or replaced" in info.value.hint
+    # no change log there yet (nothing, or only the pyarrow writer's staging): any checkpoint
+    assert refuse_other_checkpoint(None, str(out), [], tmp_path / "new") is None
+    assert refuse_other_checkpoint(None, str(out), ["_pg_staging"], tmp_path / "new") is None
+    assert refuse_other_checkpoint(None, str(tmp_path / "nothing"), [], tmp_path / "new") is None
+
+
 # --- the CLI's Spark environment and errors -------------------------------------------
+
+
+def test_a_local_master_gets_as_many_shuffle_partitions_as_cores() -> None:
+    """Spark's 200 shuffle partitions make materialize's shuffles 200 Python tasks each
+    on a local master; unless --conf sets them, a local session gets one per core."""
+    from pgtail.spark.pipeline import local_cores, session_defaults
+
+    assert local_cores("local") == 1
+    assert local_cores("local[2]") == 2
+    assert local_cores("local[3, 2]") == 3
+    assert local_cores("local[*]") == (os.cpu_count() or 1)
+    assert local_cores("spark://host:7077") is None and local_cores("yarn") is None
+    assert local_cores("local-cluster[2,1,1024]") is None
+    assert session_defaults("local[2]", {}) == {"spark.sql.shuffle.partitions": "2"}
+    assert session_defaults("local[2]", {"spark.sql.shuffle.partitions": "8"}) == {}
+    assert session_defaults("spark://host:7077", {}) == {}
 
 
 def test_workers_run_pgtails_own_python_unless_chosen() -> None:

@@ -29,6 +29,7 @@ from tests.helpers import confirmed, settle  # noqa: E402
 pytestmark = pytest.mark.spark
 
 pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
 
 
 TYPED_TABLE = """
@@ -226,6 +227,24 @@ def test_run_writes_typed_logs_and_materialize_equals_select(
     assert arrow.field("at").type == pa.timestamp("us", tz="UTC")
     assert arrow.field("local").type == pa.timestamp("us")
     assert arrow.field("_pg_commit_time").type == pa.timestamp("us", tz="UTC")
+    # read outside Spark as the README says: every row (not 0: _pg_batch=N is not hidden
+    # with these prefixes), _pg_batch a column, _SUCCESS files of Spark's writer skipped
+    import pyarrow.dataset as ds
+
+    skip = [".", "_SUCCESS"]
+    read = pq.read_table(str(out / "public.typed"), ignore_prefixes=skip)
+    assert sorted(read.column("_pg_seq").to_pylist()) == sorted(r["_pg_seq"] for r in rows)
+    assert read.num_rows == len(rows) and sorted(set(read.column("_pg_batch").to_pylist())) == [
+        0, 1
+    ]  # fmt: skip
+    log_files = ds.dataset(
+        str(out / "public.typed"), format="parquet", partitioning="hive", ignore_prefixes=skip
+    )
+    unified = pa.unify_schemas(
+        [pq.read_schema(f) for f in log_files.files] + [log_files.partitioning.schema]
+    )
+    whole = log_files.replace_schema(unified).to_table()
+    assert whole.num_rows == len(rows) and whole.schema.names == log.columns
     pairs = as_dicts(typed_log(spark, out, "public.pairs").orderBy("_pg_commit_lsn").collect())
     assert [(r["_pg_op"], r["a"], r["b"]) for r in pairs] == [
         ("insert", 1, "x"), ("insert", 2, "y"), ("truncate", None, None), ("insert", 3, "z")
@@ -477,6 +496,89 @@ def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
     assert [(r["id"], r["a"]) for r in rows] == [(2, "two")]
 
 
+def test_materialize_keeps_equal_rows_of_a_keyless_full_table(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    """REPLICA IDENTITY FULL without a primary key: equal rows are as many in the snapshot
+    as in the table, deleting or updating one copy leaves the others (a multiset)."""
+    from pgtail.spark.pipeline import materialize, run
+
+    db15.execute("CREATE TABLE bag (n int, s text)")
+    db15.execute("ALTER TABLE bag REPLICA IDENTITY FULL")
+    db15.execute("CREATE PUBLICATION p FOR TABLE bag")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    one_copy = "ctid = (SELECT ctid FROM bag WHERE n = 5 AND s = 'dup' LIMIT 1)"
+    db15.execute("INSERT INTO bag VALUES (5, 'dup'), (5, 'dup'), (5, 'dup'), (1, 'a'), (2, 'b')")
+    db15.execute(f"DELETE FROM bag WHERE {one_copy}")  # two copies left
+    db15.execute("UPDATE bag SET n = 5, s = 'dup' WHERE n = 1")  # a third again
+    db15.execute(f"UPDATE bag SET s = 'moved' WHERE {one_copy}")  # one copy changes
+    settle(db15)
+    out, chk, current = tmp_path / "changes", tmp_path / "chk", tmp_path / "current"
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("INSERT INTO bag VALUES (2, 'b'), (2, 'b')")
+    db15.execute(f"DELETE FROM bag WHERE {one_copy.replace('dup', 'moved')}")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    expected = sorted(tuple(r) for r in db15.execute("SELECT n, s FROM bag"))
+    assert expected == [(2, "b"), (2, "b"), (2, "b"), (5, "dup"), (5, "dup")]
+    assert materialize(spark, out, current) == {"public.bag": len(expected)}
+    snapshot = spark.read.parquet(str(current / "public.bag"))
+    assert sorted(tuple(r) for r in snapshot.collect()) == expected
+
+
+def test_an_output_refuses_a_checkpoint_that_did_not_write_it(
+    spark: Any, db15: Any, tmp_path: Path
+) -> None:
+    """A new (or lost and re-created) --checkpoint numbers its batches from 0 again: on an
+    output written under another checkpoint it would replace that log's _pg_batch=0, 1,
+    ... files. The run refuses, names the checkpoint that wrote the log, and changes
+    nothing; the checkpoint that wrote it goes on."""
+    import shutil
+
+    from pgtail.spark.pipeline import run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    out, chk = tmp_path / "changes", tmp_path / "chk"
+    db15.execute("INSERT INTO t VALUES (1)")
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    db15.execute("INSERT INTO t VALUES (2)")
+    settle(db15)
+
+    def files() -> dict[str, bytes]:
+        return {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    before, kept = files(), confirmed(db15)
+    with pytest.raises(ConfigurationError) as info:
+        run(spark, options=options(db15), output=out, checkpoint=tmp_path / "new")
+    assert f"{out} already holds change logs written by the query of checkpoint {chk}" in str(
+        info.value
+    )
+    assert "_pg_batch" in str(info.value) and "\n" not in str(info.value)
+    assert f"go on with --checkpoint {chk}" in info.value.hint
+    assert files() == before and confirmed(db15) == kept
+    assert not (tmp_path / "new").exists()  # refused before Spark started a query
+    # a checkpoint lost and made again at the same place is a new one too
+    saved = tmp_path / "saved"
+    shutil.copytree(chk, saved)
+    shutil.rmtree(chk)
+    with pytest.raises(ConfigurationError, match="deleted or replaced"):
+        run(spark, options=options(db15), output=out, checkpoint=chk)
+    assert files() == before
+    shutil.rmtree(chk, ignore_errors=True)
+    shutil.copytree(saved, chk)
+    # a log of an earlier pgtail (nothing recorded): only its own checkpoint goes on
+    (out / "_pgtail_run.json").unlink()
+    with pytest.raises(ConfigurationError, match="another checkpoint"):
+        run(spark, options=options(db15), output=out, checkpoint=tmp_path / "other")
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    ids = sorted(r["id"] for r in typed_log(spark, out, "public.t").collect())
+    assert ids == [1, 2]
+    assert sorted(p.name for p in (out / "public.t").iterdir()) == ["_pg_batch=0", "_pg_batch=1"]
+
+
 def test_column_names_of_the_metadata_kind(spark: Any, db15: Any, tmp_path: Path) -> None:
     from pgtail.spark.pipeline import materialize, run
 
@@ -537,7 +639,7 @@ def test_schema_and_table_names_of_any_kind_get_a_directory_each(
     settle(db15)
     out = tmp_path / "changes"
     run(spark, options=options(db15), output=out, checkpoint=tmp_path / "chk")
-    dirs = sorted(p.name for p in out.iterdir())
+    dirs = sorted(p.name for p in out.iterdir() if p.is_dir())  # and the _pgtail_run.json file
     assert dirs == sorted(f"{path_name(s)}.{path_name(t)}" for s, t in tables)
     assert not [d for d in dirs if d.startswith(("_", "."))]  # none hidden from Spark
     counts = {
@@ -630,7 +732,11 @@ def test_the_writes_of_a_batch_run_side_by_side_and_the_first_failure_is_raised(
             with lock:
                 running["now"] += 1
                 running["most"] = max(running["most"], running["now"])
-            time.sleep(0.5)
+            # until three ran at once (the first call), not a guess at thread start-up
+            deadline = time.monotonic() + 30
+            while running["most"] < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.05)
             group = spark.sparkContext.getLocalProperty("spark.jobGroup.id")
             with lock:
                 running["now"] -= 1
@@ -1015,9 +1121,25 @@ def test_cli_run_error_is_one_line_and_materialize_prints_counts(
         "pgtail: error: Spark failed: NotADirectoryError: [Errno 20] Not a directory: "
     ), failed.stderr[-3000:]
     assert "Traceback" not in failed.stderr
+    # a new checkpoint on this output would replace its batches: refused in one line
+    refused = pgtail(
+        "run", "--dsn", db15.dsn, "--slot", "s", "--publication", "p", "--output", str(out),
+        "--checkpoint", str(tmp_path / "c3"), "--trigger", "available-now",
+    )  # fmt: skip
+    assert refused.returncode == 1
+    errors = [line for line in refused.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"pgtail: error: {out} already holds change logs written by the query of checkpoint "
+        f"{chk}"
+    ), refused.stderr[-3000:]
+    assert f"(go on with --checkpoint {chk}, or write to a new --output" in errors[0]
     done = pgtail("materialize", "--changes", str(out), "--output", str(tmp_path / "current"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "public.t: 2 rows\n"
+    # progress on stderr: the long step, then each table
+    assert "reading the change logs of 1 tables" in done.stderr
+    assert "current state: 2 rows" in done.stderr
+    assert f"[1/1] public.t: 2 rows written to {tmp_path / 'current' / 'public.t'}" in done.stderr
 
 
 def test_ctrl_c_stops_a_running_cli_query_cleanly_in_one_line(db15: Any, tmp_path: Path) -> None:

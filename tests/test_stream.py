@@ -506,7 +506,7 @@ def test_idle_stream_advances_confirmed_flush(db: Any) -> None:
     def stream() -> None:
         box["result"] = run(
             StreamConfig(
-                dsn=db.dsn, slot="s", publications=("pub",), idle_exit=4.0, status_interval=1.0
+                dsn=db.dsn, slot="s", publications=("pub",), idle_exit=8.0, status_interval=1.0
             ),
             io.BytesIO(),
             install_signal_handlers=False,
@@ -518,7 +518,9 @@ def test_idle_stream_advances_confirmed_flush(db: Any) -> None:
     import time
 
     advanced = False
-    for _ in range(30):
+    deadline = time.monotonic() + 60
+    # until the stream's idle exit (or a minute), however slow the machine
+    while not done.is_set() and time.monotonic() < deadline:
         db.execute("INSERT INTO outside SELECT generate_series(1, 100)")
         time.sleep(0.1)
         target = insert_lsn(db)

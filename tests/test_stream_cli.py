@@ -7,10 +7,13 @@ checks the exit code and the slot's confirmed_flush_lsn.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -361,6 +364,23 @@ def test_create_slot_flag(db: Any) -> None:
     ]
 
 
+def wait_pipe_full(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until ``proc``'s stdout pipe holds all it can: the writer is blocked (not a guess
+    at how long reading the transaction takes on a loaded machine)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    capacity = fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pending = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        if pending >= capacity - 4096:
+            time.sleep(0.2)  # blocked in write(): the signal finds it there
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    raise AssertionError("pgtail never filled its stdout pipe")
+
+
 def test_signal_while_output_blocked_finishes_writing_what_was_read(db: Any) -> None:
     setup(db)
     proc = pgtail(db.dsn, "--slot", "s", "--publication", "pub", "--format", "json")
@@ -371,7 +391,7 @@ def test_signal_while_output_blocked_finishes_writing_what_was_read(db: Any) -> 
             "INSERT INTO t SELECT g, repeat('w', 200) FROM generate_series(0, %s) g", (total - 1,)
         )
         end = insert_lsn(db)
-        time.sleep(1.5)  # pgtail has read the transaction; its stdout pipe is full
+        wait_pipe_full(proc)  # pgtail is writing the transaction; its stdout pipe is full
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         assert proc.poll() is None  # still writing what it read
@@ -394,12 +414,12 @@ def test_second_signal_abandons_blocked_output(db: Any) -> None:
         wait_active(db)
         db.execute("INSERT INTO t SELECT g, repeat('w', 200) FROM generate_series(0, 4999) g")
         tx_end = insert_lsn(db)
-        time.sleep(1.5)
+        wait_pipe_full(proc)
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=15)  # exits without waiting for the consumer
+        code = proc.wait(timeout=30)  # exits without waiting for the consumer
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -98,3 +98,24 @@ def test_major_markers_skip_before_any_server_starts() -> None:
     assert "needs PostgreSQL 14+" in proc.stdout
     assert "runs on PostgreSQL 13, 15, 18 only" in proc.stdout
     assert "could not be tested" not in proc.stdout  # no server was looked for
+
+
+def test_suite_collects_without_the_spark_extra(tmp_path: Path) -> None:
+    """Without pyspark and pyarrow (the ``spark`` extra) the Spark tests are skipped and
+    every other test is collected: no module imports ``pgtail.spark`` before its
+    ``importorskip``."""
+    for blocked in ("pyspark", "pyarrow"):
+        (tmp_path / blocked).mkdir()
+        (tmp_path / blocked / "__init__.py").write_text(
+            f"raise ModuleNotFoundError('{blocked} is blocked by the test', name='{blocked}')\n"
+        )
+    path = os.pathsep.join([str(tmp_path), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only",
+         "-rs", str(TESTS)],
+        cwd=TESTS.parent, env={**os.environ, "PYTHONPATH": path}, capture_output=True,
+        text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ERROR collecting" not in proc.stdout, proc.stdout
+    assert "test_spark.py" in proc.stdout and "blocked by the test" in proc.stdout, proc.stdout

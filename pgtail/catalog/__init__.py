@@ -4,7 +4,8 @@ One module per job: `connection` (DSN, session settings, opening connections), `
 (the one translation of psycopg2 errors, by SQLSTATE first), `names` (names as users
 write them; quoting is `pgtail.sqlnames`), `facts` (the frozen facts the doctor
 reads), `server`, `slots`, `publications`, `tables`, `identity`, `types` (user types
-for the decoder), `decoding` (reading a slot through SQL functions) and `survey` (the
+for the decoder), `decoding` (reading a slot through SQL functions), `snapshot`
+(reading the rows of an exported snapshot) and `survey` (the
 doctor's facts in one go). Each server-version difference is decided in one of them,
 once. Names are passed through ``psycopg2.sql.Identifier`` / ``Literal`` or as
 parameters, never formatted into SQL.
@@ -14,6 +15,13 @@ Callers use the package: ``from pgtail import catalog; catalog.list_slots(dsn)``
 
 from __future__ import annotations
 
+from pgtail.catalog.activity import (
+    TOP_SLOT_PREFIX,
+    ChangeSampler,
+    Watcher,
+    read_replication,
+    replication_facts,
+)
 from pgtail.catalog.connection import (
     APPLICATION_NAME,
     CLIENT_ENCODING,
@@ -66,15 +74,19 @@ from pgtail.catalog.facts import (
     DoctorFacts,
     IdentityReport,
     IndexFacts,
+    OpenTransaction,
     PublicationInfo,
     PublicationTableRow,
     PublishedTable,
+    ReplicationFacts,
     RoleFacts,
     RunPublication,
+    SenderFacts,
     ServerFacts,
     ServerInfo,
     SlotInfo,
     SlotListing,
+    SlotStats,
     TableFacts,
     WalsenderFacts,
 )
@@ -141,6 +153,7 @@ from pgtail.catalog.slots import (
     slot_info,
     slot_listing,
 )
+from pgtail.catalog.snapshot import SnapshotReader, SnapshotTable, snapshot_tables
 from pgtail.catalog.spark import ColumnType, table_columns
 from pgtail.catalog.survey import doctor_facts
 from pgtail.catalog.tables import TableRef, resolve_table, table_facts
@@ -148,6 +161,17 @@ from pgtail.catalog.types import lookup_user_types, user_types
 from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualified
 
 __all__ = [
+    "TOP_SLOT_PREFIX",
+    "ChangeSampler",
+    "Watcher",
+    "OpenTransaction",
+    "ReplicationFacts",
+    "SenderFacts",
+    "SlotStats",
+    "read_replication",
+    "replication_facts",
+    "SnapshotReader",
+    "SnapshotTable",
     "APPLICATION_NAME",
     "CLIENT_ENCODING",
     "BUSY_RETRY_SECONDS",
@@ -257,6 +281,7 @@ __all__ = [
     "slot_info",
     "slot_listing",
     "slot_missing_error",
+    "snapshot_tables",
     "split_names",
     "table_facts",
     "table_identity",

@@ -125,7 +125,7 @@ def _parse(text: str, source: str) -> dict[str, str]:
     try:
         return dict(parse_dsn(text))
     except psycopg2.Error as exc:
-        first = redact(str(exc).strip()).splitlines()[0]
+        first = redact(str(exc).strip(), text).splitlines()[0]
         raise ConfigurationError(
             f"invalid connection string in {source}: {first}",
             hint="use key=value pairs or a postgresql:// URI",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from typing import Literal
 
 from pgtail.errors import (
@@ -173,7 +174,7 @@ def classify(exc: BaseException) -> Kind | None:
         if code == UNDEFINED_OBJECT:
             if "replication slot" in lower:
                 return "slot_missing"
-            if "publication" in lower:
+            if "publication" in lower and "not part of the publication" not in lower:
                 return "publication_missing"
         if code == UNDEFINED_FILE:
             return "wal_removed"
@@ -313,9 +314,16 @@ def translate_replication_error(
             hint="drop and re-create the slot; changes since its position are gone",
         )
     if kind == "publication_missing" and during != "START_REPLICATION":
+        # Only PostgreSQL 17 and older stop here (18 skips a missing publication), and
+        # there creating it again does not help: the slot decodes each change with the
+        # catalog as it was then, where the new publication does not exist yet.
         return PublicationError(
             f"{text} (dropped while pgtail was streaming it)",
-            hint="create it again and rerun: pgtail resumes from the slot's position",
+            hint="the slot cannot decode past the DROP, even once the publication exists"
+            " again: stream it with --publication naming one that existed before the drop,"
+            " or create the publication again, then move the slot past that with"
+            f" pgtail slot advance {slot} LSN (e.g. pg_current_wal_lsn(); the changes in"
+            " between are lost)",
         )
     if kind == "publication_missing" or "publication" in text.lower():
         return PublicationError(text)
@@ -367,7 +375,7 @@ def translate_connect_error(exc: BaseException, dsn: str) -> PgtailError:
     SQLSTATE to go by. A server that is away for now (starting up, shutting down,
     recovering, out of connection slots, not listening yet) is a `ServerUnavailable`.
     """
-    raw = redact(str(exc).strip())
+    raw = redact(str(exc).strip(), dsn)
     first = raw.splitlines()[0] if raw else type(exc).__name__
     target = describe_target(dsn)
     lower = raw.lower()
@@ -470,7 +478,7 @@ def publication_missing_error(
         f"publication {name!r} does not exist{where}",
         hint=hint
         or "pgtail publication list shows the publications; "
-        f"create it with: pgtail publication create {name} --table ...",
+        f"create it with: pgtail publication create {shlex.quote(name)} --table ...",
     )
 
 

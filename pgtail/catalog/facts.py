@@ -65,6 +65,13 @@ class SlotInfo:
     invalidation_reason: str | None = None
     failover: bool | None = None
     synced: bool | None = None
+    # the oldest transaction whose rows (xmin: physical slots with hot_standby_feedback)
+    # or catalog rows (catalog_xmin: logical slots) vacuum must keep, and their age in
+    # transactions
+    xmin: int | None = None
+    catalog_xmin: int | None = None
+    xmin_age: int | None = None
+    catalog_xmin_age: int | None = None
 
     @property
     def lag_bytes(self) -> int | None:
@@ -104,6 +111,10 @@ class SlotInfo:
             "retained_bytes": self.retained_bytes,
             "wal_status": self.wal_status,
             "safe_wal_size": self.safe_wal_size,
+            "xmin": self.xmin,
+            "xmin_age": self.xmin_age,
+            "catalog_xmin": self.catalog_xmin,
+            "catalog_xmin_age": self.catalog_xmin_age,
         }
         for column in optional_columns:
             value = getattr(self, column)
@@ -224,6 +235,9 @@ class TableFacts:
     # out of line, so UPDATEs can leave some as unchanged TOAST
     toast_bytes: int | None = None
     selectable: bool = True  # the current role may SELECT it
+    # the doctor's TOAST sample read every row: what the TOAST relation holds beyond the
+    # values it saw out of line is dead (deleted or updated rows not vacuumed yet)
+    toast_sampled_every_row: bool = False
 
     @property
     def qualified(self) -> str:
@@ -278,6 +292,8 @@ class ServerFacts:
     slots_in_use: int
     senders_in_use: int
     in_recovery: bool
+    # where wal_level comes from (pg_settings.source): 'command line' overrides ALTER SYSTEM
+    wal_level_source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +317,8 @@ class DoctorFacts:
     walsenders: tuple[WalsenderFacts, ...]
     all_publications: tuple[str, ...] = field(default_factory=tuple)
     run_publications: tuple[RunPublication, ...] = ()
+    # walsenders, slot statistics, open transactions: for the slots' root causes
+    replication: ReplicationFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,3 +341,107 @@ class RunPublication:
     @property
     def drop_statement(self) -> str:
         return f"DROP PUBLICATION {quote_ident(self.name)};"
+
+
+# --------------------------------------------------------------------------- live replication
+# What `pgtail top`, `slot info` and the doctor's root causes read in one interval
+# (`pgtail.catalog.activity`). Times are seconds; None where the server has no such column.
+
+
+@dataclass(frozen=True, slots=True)
+class SlotStats:
+    """pg_stat_replication_slots (PostgreSQL 14+; total_* 15+): cumulative counters."""
+
+    spill_txns: int
+    spill_count: int
+    spill_bytes: int
+    stream_txns: int
+    stream_count: int
+    stream_bytes: int
+    total_txns: int | None
+    total_bytes: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class SenderFacts:
+    """One pg_stat_replication row: a walsender and what its consumer reported."""
+
+    pid: int
+    slot: str | None
+    application_name: str
+    client_addr: str | None
+    state: str | None
+    started_ago: float | None  # seconds since backend_start
+    sent_lsn: int | None
+    write_lsn: int | None
+    flush_lsn: int | None
+    replay_lsn: int | None
+    write_lag: float | None
+    flush_lag: float | None
+    replay_lag: float | None
+    reply_ago: float | None  # seconds since the consumer's last reply (reply_time, 12+)
+
+    def to_dict(self) -> dict[str, Any]:
+        def lsn(value: int | None) -> str | None:
+            return format_lsn(value) if value is not None else None
+
+        out: dict[str, Any] = {name: getattr(self, name) for name in self.__slots__}
+        for name in ("sent_lsn", "write_lsn", "flush_lsn", "replay_lsn"):
+            out[name] = lsn(out[name])
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTransaction:
+    """A transaction that may hold back WAL or vacuum: an open one (pg_stat_activity) or a
+    prepared one (pg_prepared_xacts, ``prepared_gid`` set)."""
+
+    pid: int | None  # None for a prepared transaction
+    database: str | None
+    user: str | None
+    application_name: str | None
+    state: str | None
+    age_seconds: float | None  # since xact_start / prepared
+    xid: int | None  # an assigned xid: it has written, and pins logical slots' restart_lsn
+    xmin_age: int | None  # age(backend_xmin) / age(transaction), in transactions
+    prepared_gid: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationFacts:
+    """One look at the server's logical replication, taken at ``taken_at`` (server clock,
+    seconds since the epoch): slots, their statistics and walsenders, the oldest
+    transactions, per-database change counters and the WAL settings that bound slots."""
+
+    version_num: int
+    taken_at: float
+    current_lsn: int
+    database: str  # the connected one
+    settings: dict[str, str]  # max_slot_wal_keep_size, max_wal_size, wal_keep_size (bytes)
+    slots: SlotListing
+    stats: dict[str, SlotStats]  # by slot name; empty before PostgreSQL 14
+    senders: tuple[SenderFacts, ...]
+    transactions: tuple[OpenTransaction, ...]  # oldest first, a few
+    prepared: tuple[OpenTransaction, ...]
+    # per database: rows inserted, updated and deleted so far (pg_stat_database)
+    database_changes: dict[str, int]
+
+    @property
+    def has_slot_stats(self) -> bool:
+        return self.version_num >= 140000
+
+    def sender_of(self, slot: SlotInfo) -> SenderFacts | None:
+        return next(
+            (
+                s
+                for s in self.senders
+                if s.slot == slot.name or (slot.active_pid is not None and s.pid == slot.active_pid)
+            ),
+            None,
+        )

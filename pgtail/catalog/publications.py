@@ -395,7 +395,18 @@ def alter_publication(
             + verb
             + object_clauses(conn, tables, schemas)
         )
-        return guarded_ddl(conn, name, statement, force=force, guard=guard)
+        try:
+            return guarded_ddl(conn, name, statement, force=force, guard=guard)
+        except psycopg2.Error as exc:
+            # 'relation "t" is not part of the publication' is an undefined object too:
+            # not to be told as the publication missing
+            message = primary_message(exc)
+            if exc.pgcode == "42704" and "not part of the publication" in message:
+                raise PublicationError(
+                    f"{message.replace('the publication', f'publication {name!r}')}",
+                    hint="pgtail publication show NAME lists what it publishes",
+                ) from None
+            raise
 
 
 def drop_publication(dsn: str | None, name: str, *, if_exists: bool = False) -> bool:

@@ -39,6 +39,9 @@ _SLOT_VERSIONED: dict[str, int] = {
     "safe_wal_size": 130000,
 }
 
+# every supported server has these (read after the versioned ones)
+_XMIN_COLUMNS = ("xmin::text", "catalog_xmin::text", "age(xmin)", "age(catalog_xmin)")
+
 
 def slot_columns(version: int) -> tuple[list[str], tuple[str, ...]]:
     """The select list for pg_replication_slots on this server version, and the optional
@@ -71,7 +74,7 @@ def slot_listing(conn: PgConnection, name: str | None = None) -> SlotListing:
     """Every slot (or the one named), with the columns this server has."""
     version = server_version_num(conn)
     columns, optional = slot_columns(version)
-    query = "SELECT " + ", ".join(columns) + " FROM pg_replication_slots"
+    query = "SELECT " + ", ".join([*columns, *_XMIN_COLUMNS]) + " FROM pg_replication_slots"
     params: tuple[Any, ...] = ()
     if name is not None:
         query += " WHERE slot_name = %s"
@@ -79,7 +82,8 @@ def slot_listing(conn: PgConnection, name: str | None = None) -> SlotListing:
     query += " ORDER BY slot_name"
     slots = []
     for row in fetchall(conn, query, params):
-        extra = dict(zip(optional, row[13:], strict=True))
+        extra = dict(zip(optional, row[13:-4], strict=True))
+        xmin, catalog_xmin, xmin_age, catalog_xmin_age = row[-4:]
         slots.append(
             SlotInfo(
                 name=row[0],
@@ -95,6 +99,10 @@ def slot_listing(conn: PgConnection, name: str | None = None) -> SlotListing:
                 current_lsn=lsn_or_none(row[10]) or 0,
                 wal_status=row[11],
                 safe_wal_size=row[12],
+                xmin=int(xmin) if xmin is not None else None,
+                catalog_xmin=int(catalog_xmin) if catalog_xmin is not None else None,
+                xmin_age=xmin_age,
+                catalog_xmin_age=catalog_xmin_age,
                 **extra,
             )
         )

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import psycopg2
 from psycopg2.extensions import connection as PgConnection
 
+from pgtail.catalog.activity import replication_facts
 from pgtail.catalog.connection import connect, fetchall, fetchone
 from pgtail.catalog.facts import (
     MANAGED_REPLICATION_ROLES,
@@ -48,9 +49,17 @@ _SLOTNAME = re.compile(r'START_REPLICATION\s+SLOT\s+("(?:[^"]|"")*"|\S+)', re.IG
 
 
 # a catalog object dropped between two statements (or inside a view's function, as
-# pg_publication_tables' pg_get_publication_tables): undefined object / table
+# pg_publication_tables' pg_get_publication_tables): undefined object / table; or
+# dropped between the statement's snapshot and the server's catalog cache lookup, which
+# PostgreSQL reports as an internal error (XX000) "cache lookup failed for publication N"
 _CATALOG_CHANGED = ("42704", "42P01")
-_READS = 3
+_READS = 5
+
+
+def _catalog_changed(exc: psycopg2.Error) -> bool:
+    if exc.pgcode in _CATALOG_CHANGED:
+        return True
+    return exc.pgcode == "XX000" and "cache lookup failed" in str(exc.pgerror or "")
 
 
 def doctor_facts(
@@ -59,14 +68,14 @@ def doctor_facts(
     """Everything `pgtail doctor` judges, read in one connection.
 
     A publication or table dropped while doctor reads (a run replacing its publication,
-    a migration) makes it read everything again, up to three times, instead of failing.
+    a migration) makes it read everything again, up to five times, instead of failing.
     """
     with connect(dsn) as conn:
         for attempt in range(_READS):
             try:
                 return _read_facts(conn, publications, slots)
             except psycopg2.Error as exc:
-                if attempt == _READS - 1 or exc.pgcode not in _CATALOG_CHANGED:
+                if attempt == _READS - 1 or not _catalog_changed(exc):
                     raise
     raise AssertionError("unreachable")
 
@@ -93,7 +102,15 @@ def _read_facts(
             slot_name = parse_ident(raw, 0)[0] if raw.startswith('"') else raw
         pubs = split_names(pub_match.group(1).replace("''", "'")) if pub_match else ()
         walsenders.append(WalsenderFacts(int(pid), datname, slot_name, pubs))
-    server = ServerFacts(version, server_settings, slots_in_use, len(senders_rows), in_recovery)
+    source = fetchone(conn, "SELECT source FROM pg_settings WHERE name = 'wal_level'")
+    server = ServerFacts(
+        version,
+        server_settings,
+        slots_in_use,
+        len(senders_rows),
+        in_recovery,
+        wal_level_source=str(source[0]) if source else None,
+    )
 
     role_row = fetchone(
         conn,
@@ -161,4 +178,5 @@ def _read_facts(
         walsenders=tuple(walsenders),
         all_publications=all_pubs,
         run_publications=run_pubs,
+        replication=replication_facts(conn),
     )

@@ -108,11 +108,16 @@ _OUT_OF_LINE_BYTES = {"x": 2032, "e": 2032, "m": 8160}
 TOAST_POINTER_BYTES = 24
 
 
+# in `_toast_sample`'s answer: every row was read (not a column name: "" is none)
+_EVERY_ROW = ""
+
+
 def _toast_sample(
     conn: PgConnection, schema: str, name: str, columns: list[ColumnFacts]
 ) -> dict[str, tuple[bool, int]]:
     """For each variable-length column that can go out of line: whether the sampled rows
-    hold one of its values out of line, and its widest stored value in the sample."""
+    hold one of its values out of line, and its widest stored value in the sample; and
+    under `_EVERY_ROW`, whether the sample read the whole table."""
     candidates = [
         c
         for c in columns
@@ -122,7 +127,7 @@ def _toast_sample(
     if not candidates:
         return {}
     exact = int(conn.server_version) >= 170000
-    select: list[sql.Composable] = []
+    select: list[sql.Composable] = [sql.SQL("count(*)")]
     for column in candidates:
         ident = sql.Identifier(column.name)
         if exact:
@@ -139,6 +144,8 @@ def _toast_sample(
     )
     found: dict[str, tuple[bool, int]] = {}
     values = list(row)
+    if int(values.pop(0)) < TOAST_SAMPLE_ROWS:
+        found[_EVERY_ROW] = (True, 0)  # the sample is the whole table
     for column in candidates:
         if exact:
             chunks, widest = int(values.pop(0)), int(values.pop(0))
@@ -172,12 +179,15 @@ def table_facts(
                 max_bytes=int(r[7]) if r[7] is not None else None,
             )
         )
+    whole: set[int] = set()  # tables whose sample read every row
     if sample_toast:
         for oid, cols in columns.items():
             row = classes.get(oid)
             if row is None or not row[8] or not row[9]:
                 continue
             seen = _toast_sample(conn, row[1], row[2], cols)
+            if seen.pop(_EVERY_ROW, None):
+                whole.add(oid)
             columns[oid] = [
                 replace(c, out_of_line=seen[c.name][0], sampled_bytes=seen[c.name][1])
                 if c.name in seen
@@ -233,6 +243,7 @@ def table_facts(
                 partition_root=root,
                 toast_bytes=int(row[8]) if row[8] is not None else None,
                 selectable=bool(row[9]),
+                toast_sampled_every_row=oid in whole,
             )
         )
     return out

@@ -86,6 +86,9 @@ _OP_OF_BYTE: dict[int, Op] = {_INSERT: "insert", _UPDATE: "update", _DELETE: "de
 # garbage collector work (they are container objects) that raw payloads do not.
 _DEFERRED_ROWS = 4096
 _INFO_CACHE_SIZE = 4096  # distinct relation schemas kept for reuse
+# A raw transaction of at most this many row changes is made into events at its commit
+# at once, in a list (see Assembler._quick_events): below _RUN_LINES, one run per table.
+_QUICK_ROWS = 64
 _EMPTY: Iterator[Any] = iter(())  # exhausted for good: safe to hand out again and again
 _decode_tuple = po.decode_tuple
 _TX_FIELDS = tuple(f.name for f in dataclasses.fields(Transaction))
@@ -568,6 +571,16 @@ class Assembler:
         return info
 
     def _replay(self, state: _Open, tx: Transaction, *, in_stream: bool) -> Iterator[Event]:
+        if state.raw and not state.count:
+            # nothing converted on arrival (a small transaction, held raw): no event
+            # shares state.tx yet, so the commit's own Transaction serves as it is
+            state.tx = tx
+            if not in_stream:
+                quick = self._quick_events(state, tx)
+                if quick is not None:
+                    state.held.records = []  # in memory only (no file to close): let go
+                    return iter(quick)
+            return self._events(state, tx, in_stream)
         # The events converted on arrival share state.tx: complete it with the fields
         # only the commit knows, before any of them is handed out (Transaction is not
         # frozen for this; see its definition). It costs nothing per row.
@@ -653,6 +666,59 @@ class Assembler:
                 seq=seq,
             )
         raise DecodeError(f"unexpected held message {bytes([first])!r}")  # pragma: no cover
+
+    def _quick_events(self, state: _Open, tx: Transaction) -> list[Event] | None:
+        """A small transaction held raw in memory, of row changes only: its events, made
+        now, in a list -- what `_events` yields, without its per-transaction generators.
+        None when it holds anything else (a Relation, a Truncate, ...), a change
+        `_fast_path` leaves to `_convert`, or anything fails: `_events` then does it all
+        (and raises there, when the events are taken, as for any transaction)."""
+        held = state.held
+        records = held.records
+        if held.file is not None or len(records) > _QUICK_ROWS:
+            return None
+        tables = state.raw_tables
+        unpack_uint32 = _XID.unpack_from
+        events: list[Event] = [TxBegin(tx)]
+        lines: list[bytes] = []  # a run of encoded lines of one table and op (see _Run)
+        table: Table | None = None
+        op: Op = "insert"
+        first_seq = 0
+        try:
+            for seq, payload in enumerate(records):
+                first = payload[0]
+                if first not in _ROW_CHANGES:
+                    return None
+                info = tables.get(unpack_uint32(payload, 1)[0])
+                if info is None:
+                    return None
+                fast = _fast_path(info, first, payload, 1, tx, seq)
+                if type(fast) is bytes:
+                    line_op = _OP_OF_BYTE[first]
+                    if info.table is not table or line_op is not op:
+                        if lines:
+                            events.append(
+                                EncodedRows(table, tx, first_seq, len(lines), b"".join(lines), op)  # type: ignore[arg-type]
+                            )
+                            lines = []
+                        table, op, first_seq = info.table, line_op, seq
+                    lines.append(fast)
+                elif fast is None:
+                    return None
+                else:
+                    if lines:
+                        events.append(
+                            EncodedRows(table, tx, first_seq, len(lines), b"".join(lines), op)  # type: ignore[arg-type]
+                        )
+                        lines = []
+                    table = None
+                    events.append(fast)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - _events raises it, in its place
+            return None
+        if lines:
+            events.append(EncodedRows(table, tx, first_seq, len(lines), b"".join(lines), op))  # type: ignore[arg-type]
+        events.append(TxCommit(tx))
+        return events
 
     def _events(self, state: _Open, tx: Transaction, in_stream: bool) -> Iterator[Event]:
         """The rows converted on arrival (spilled lines read back), then the raw part

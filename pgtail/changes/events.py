@@ -162,6 +162,58 @@ class EncodedRows:
 
 
 @dataclass(frozen=True, slots=True)
+class TableCopy:
+    """One table's rows in a snapshot (``pgtail stream --snapshot``): the rows as they
+    were at ``lsn``, the snapshot's consistent point (every change streamed after them
+    committed after it)."""
+
+    table: Table
+    lsn: int
+    rows_estimate: int  # the planner's estimate (pg_class.reltuples), 0 when unknown
+    number: int  # this table's place among the snapshot's tables, from 1
+    tables: int  # how many tables the snapshot copies
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotBegin:
+    """A table's copy starts (SQL: a transaction that first empties the target table)."""
+
+    copy: TableCopy
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRows:
+    """Consecutive rows of one table's copy, numbered from ``first_seq`` (from 0 in each
+    table): either ``lines`` a renderer's encoder wrote (see `EncodedRows`; one line per
+    row, from ``"seq"`` on) or ``rows`` converted as a streamed insert's new row."""
+
+    copy: TableCopy
+    first_seq: int
+    count: int
+    lines: bytes = b""
+    rows: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotEnd:
+    """A table's copy is complete: ``rows`` rows were read."""
+
+    copy: TableCopy
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChange:
+    """A table's definition changed (columns added, dropped, renamed, retyped; replica
+    identity): ``previous`` is how it was, ``table`` how the next event's rows are. Made
+    by `pgtail.changes.schema.SchemaTracker`, before the first event that uses it."""
+
+    table: Table
+    previous: Table
+    tx: Transaction | None
+
+
+@dataclass(frozen=True, slots=True)
 class CommitPrepared:
     xid: int
     gid: str
@@ -189,6 +241,10 @@ Event = (
     | Message
     | CommitPrepared
     | RollbackPrepared
+    | SnapshotBegin
+    | SnapshotRows
+    | SnapshotEnd
+    | SchemaChange
 )
 # encode(seq, v0, ..., vN) -> one line of an EncodedRows (see Assembler): the row's
 # values are the text of each column, None for NULL

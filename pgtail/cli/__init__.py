@@ -30,6 +30,9 @@ class ExitCode(IntEnum):
     OK = 0
     ERROR = 1
     USAGE = 2
+    # `pgtail doctor` only: it could not look (no connection, an error while reading),
+    # told apart from 1, a check that failed, so a CI gate can tell the two apart
+    NOT_CHECKED = 3
     SIGHUP = 129
     SIGINT = 130
     SIGTERM = 143
@@ -89,6 +92,7 @@ _COMMAND_MODULES: list[str] = [
     "slot_cmd",
     "publication_cmd",
     "doctor_cmd",
+    "top_cmd",
     "stream_cmd",
 ]
 
@@ -148,9 +152,23 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else ExitCode.OK)
 
 
+def report_error(exc: PgtailError) -> None:
+    """The error line `main` prints for ``exc`` (with the traceback under --debug), for a
+    command that exits with its own status instead of raising."""
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_object(State) if ctx is not None else None
+    if state is not None and state.debug:
+        traceback.print_exc()
+    _print_error(str(exc))
+
+
 def _print_error(message: str) -> None:
+    # a name from the database in the message is shown, not obeyed: its control
+    # characters (a terminal escape) are escaped
+    from pgtail.render.escape import escape_text
+
     with contextlib.suppress(Exception):
-        click.echo(f"pgtail: error: {message}", err=True)
+        click.echo(f"pgtail: error: {escape_text(message)}", err=True)
 
 
 def usage_message(exc: click.UsageError) -> str:
@@ -197,7 +215,8 @@ def _command_path(args: list[str]) -> str:
 def _print_usage_error(exc: click.UsageError, args: list[str]) -> None:
     # like PostgreSQL's tools: the error, then where to read how it is used
     command = exc.ctx.command_path if exc.ctx is not None else _command_path(args)
-    _print_error(usage_message(exc))
+    # a connection string given in the wrong place comes back in click's message
+    _print_error(redact(usage_message(exc)))
     with contextlib.suppress(Exception):
         click.echo(f'pgtail: hint: Try "{command} --help" for more information.', err=True)
 

@@ -43,6 +43,33 @@ def _connection(ctx: click.Context) -> str | None:
         return None
 
 
+# bash splits the words it hands over at COMP_WORDBREAKS (":" and "=" among them), so a
+# URI or --dsn='...' arrive in pieces; pgtail's bash script also sends the line itself
+_BASH_BREAKS = ":="
+
+
+def typed_words() -> tuple[list[str], str] | None:
+    """The words typed before the one being completed (without the program name), and
+    that word so far; None outside completion. From the command line as typed
+    (``COMP_LINE`` up to ``COMP_POINT``, split as the shell quotes) when the script sends
+    it, else from ``COMP_WORDS`` / ``COMP_CWORD``."""
+    from click.shell_completion import split_arg_string
+
+    line = os.environ.get("COMP_LINE")
+    if line is not None:
+        point = os.environ.get("COMP_POINT", "")
+        text = line[: int(point)] if point.isdigit() else line
+        args = split_arg_string(text)
+        incomplete = "" if not text or text[-1].isspace() or not args else args.pop()
+        return args[1:], incomplete
+    words = os.environ.get("COMP_WORDS")
+    if words is None:
+        return None
+    cwords = split_arg_string(words)
+    cword = int(os.environ.get("COMP_CWORD", len(cwords)))
+    return cwords[1:cword], cwords[cword] if cword < len(cwords) else ""
+
+
 def _reparsed(ctx: click.Context) -> click.Context | None:
     """The context of the words before the one completed, without a trailing option name.
 
@@ -51,17 +78,16 @@ def _reparsed(ctx: click.Context) -> click.Context | None:
     parameter at its default; parsed without it, ``--dsn`` and the rest are there. The
     words are those click's completion classes read (``COMP_WORDS``, ``COMP_CWORD``).
     """
-    words = os.environ.get("COMP_WORDS")
-    if words is None:
-        return None
     try:
         from click.parser import _split_opt
-        from click.shell_completion import _resolve_context, split_arg_string
+        from click.shell_completion import _resolve_context
 
-        args = split_arg_string(words)
-        cword = int(os.environ.get("COMP_CWORD", len(args)))
-        args = args[1:cword]
-        if not args or not _split_opt(args[-1])[0]:
+        typed = typed_words()
+        if typed is None:
+            return None
+        args = typed[0]
+        # the last word an option name waiting for its value (not --dsn=VALUE)
+        if not args or not _split_opt(args[-1])[0] or "=" in args[-1]:
             return None
         return _resolve_context(ctx.find_root().command, {}, "pgtail", args[:-1])
     except Exception:  # noqa: BLE001 - click's internals moved: complete from ctx alone

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from pgtail.catalog import IdentityReport
-from pgtail.cli import ExitCode, cli
+from pgtail.cli import ExitCode, cli, report_error
 from pgtail.cli.completers import complete_slot
 from pgtail.cli.options import (
     PUBLICATION_FORM,
@@ -24,6 +24,8 @@ from pgtail.cli.options import (
 )
 from pgtail.cli.slot_cmd import print_fields, print_json, stdout_is_terminal
 from pgtail.doctor import Check, parse_size
+from pgtail.errors import PgtailError
+from pgtail.render.escape import escape_text
 
 _SECTION_TITLES = {
     "server": "Server",
@@ -66,10 +68,11 @@ def _print_report(checks: Sequence[Check]) -> None:
             table.add_column("subject", style="bold", no_wrap=True)
             table.add_column("explanation", overflow="fold")
             for c in items:
-                text = escape(c.summary)
+                text = escape(escape_text(c.summary))
                 if c.fix:
-                    text += f"\n[dim]fix:[/dim] [cyan]{escape(c.fix)}[/cyan]"
-                table.add_row(f"[{_STYLE[c.status]}]{_MARK[c.status]}[/]", escape(c.subject), text)
+                    text += f"\n[dim]fix:[/dim] [cyan]{escape(escape_text(c.fix))}[/cyan]"
+                subject = escape(escape_text(c.subject))
+                table.add_row(f"[{_STYLE[c.status]}]{_MARK[c.status]}[/]", subject, text)
             console.print(table)
             console.print()
         console.print(summary)
@@ -77,9 +80,9 @@ def _print_report(checks: Sequence[Check]) -> None:
     for section, items in sections.items():
         click.echo(f"{_SECTION_TITLES.get(section, section)}:")
         for c in items:
-            click.echo(f"  [{_MARK[c.status]}] {c.subject}: {c.summary}")
+            click.echo(f"  [{_MARK[c.status]}] {escape_text(c.subject)}: {escape_text(c.summary)}")
             if c.fix:
-                click.echo(f"         fix: {c.fix}")
+                click.echo(f"         fix: {escape_text(c.fix)}")
     click.echo(summary)
 
 
@@ -128,7 +131,9 @@ def doctor(
             cannot run (exit status 1)
       WARN  it works, but will surprise you (exit status 1 with --strict)
       INFO  worth knowing; ok: checked and fine
-    A healthy setup has no FAIL and no WARN.
+    A healthy setup has no FAIL and no WARN. When the doctor cannot look (no
+    connection, an error while reading) it exits 3, and --json prints
+    {"status": "error", "error": {kind, message, hint}}.
 
     \b
     Checks:
@@ -156,7 +161,15 @@ def doctor(
     from pgtail import catalog
     from pgtail import doctor as checks_module
 
-    facts = catalog.doctor_facts(dsn, publications, slots)
+    try:
+        facts = catalog.doctor_facts(dsn, publications, slots)
+    except PgtailError as exc:
+        # could not look: not a failed check (exit 1), its own status; --json still
+        # prints one document, saying what went wrong
+        if as_json:
+            print_json(_error_dict(exc))
+        report_error(exc)
+        sys.exit(ExitCode.NOT_CHECKED)
     checks = checks_module.evaluate(facts, wal_warn_bytes=wal_warn)
     if as_json:
         print_json(checks_module.report_dict(checks))
@@ -165,6 +178,15 @@ def doctor(
     if checks_module.failed(checks, strict=strict):
         # not ctx.exit(): with standalone_mode=False click would return the code, not exit
         sys.exit(ExitCode.ERROR)
+
+
+def _error_dict(exc: PgtailError) -> dict[str, object]:
+    return {
+        "status": "error",
+        "error": {"kind": type(exc).__name__, "message": exc.message, "hint": exc.hint},
+        "counts": None,
+        "checks": [],
+    }
 
 
 def _index_or_dsn(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -68,7 +68,7 @@ def output_options(f: F) -> F:
                 type=click.IntRange(min=4),
                 default=40,
                 show_default=True,
-                help="Table: truncate values longer than this.",
+                help="Table: truncate values longer than this (numbers are never cut).",
             ),
             click.option(
                 "--collapse",

@@ -17,6 +17,7 @@ from pgtail.cli.completers import complete_publication
 from pgtail.cli.options import Checked, connection_options, json_option, usage_error
 from pgtail.cli.slot_cmd import print_fields, print_json, print_table
 from pgtail.errors import ConfigurationError
+from pgtail.render.escape import escape_text
 
 
 @cli.group("publication")
@@ -73,6 +74,10 @@ def publication_list(dsn: str | None, as_json: bool) -> None:
             ]
             for p in pubs
         ],
+        # narrow terminals: owner and via_root give way before the objects column, which
+        # wraps and keeps at least 16 cells
+        importance=[100, 40, 70, 30, 80, 90],
+        flex=(0, 1),
     )
 
 
@@ -146,10 +151,10 @@ def _schemas(schemas: Sequence[str]) -> list[str]:
 
 def _report(verb: str, change: PublicationChange) -> None:
     for warning in change.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {escape_text(warning)}", err=True)
     pub = change.publication
     click.echo(
-        f"{verb} publication {pub.name}: {', '.join(pub.operations)} on "
+        f"{verb} publication {escape_text(pub.name)}: {', '.join(pub.operations)} on "
         f"{len(pub.published_tables)} table(s)"
     )
 
@@ -357,6 +362,6 @@ def publication_drop(name: str, if_exists: bool, dsn: str | None) -> None:
     from pgtail import catalog
 
     if catalog.drop_publication(dsn, name, if_exists=if_exists):
-        click.echo(f"dropped publication {name}")
+        click.echo(f"dropped publication {escape_text(name)}")
     else:
-        click.echo(f"publication {name} does not exist; nothing to do")
+        click.echo(f"publication {escape_text(name)} does not exist; nothing to do")

@@ -6,6 +6,7 @@ rich table on a terminal, aligned plain text when piped, JSON with ``--json``.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import click
 import orjson
 
-from pgtail.catalog import PeekedChange, SlotInfo, SlotListing
+from pgtail.catalog import PeekedChange, SlotInfo
 from pgtail.cli import cli
 from pgtail.cli.completers import complete_logical_slot, complete_slot
 from pgtail.cli.options import (
@@ -34,9 +35,11 @@ from pgtail.cli.output_options import (
 from pgtail.doctor import human_bytes
 from pgtail.filters import EventFilter
 from pgtail.lsn import format_lsn
+from pgtail.render.escape import escape_text
 
 if TYPE_CHECKING:
     from pgtail.changes import Event
+    from pgtail.top.model import SlotRow, TopView
 
 # --------------------------------------------------------------------------- output helpers
 # (shared by the publication and doctor commands)
@@ -57,21 +60,26 @@ def print_json(value: Any) -> None:
 
 
 def print_table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    title: str | None = None,
+    importance: Sequence[int] | None = None,
+    flex: Sequence[int] = (0,),
+    fold: int | None = -1,
 ) -> None:
-    """A rich table on a terminal; aligned columns without decoration when piped."""
+    """A rich table on a terminal, fitted to its width (`pgtail.columns`: the least
+    important columns give way, never a column of zero width; names are cut with an
+    ellipsis, the ``fold`` column wraps); aligned columns without decoration when piped.
+    Text from the database is shown with its control characters escaped."""
+    headers = [escape_text(h) for h in headers]
+    rows = [[escape_text(cell) for cell in row] for row in rows]
+    title = escape_text(title) if title else title
     if stdout_is_terminal():
         from rich.console import Console
-        from rich.table import Table
-        from rich.text import Text
 
-        table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-        for i, header in enumerate(headers):
-            last = i == len(headers) - 1
-            table.add_column(header, overflow="fold" if last else "ellipsis", no_wrap=not last)
-        for row in rows:
-            table.add_row(*(Text(cell) for cell in row))  # names are data, not rich markup
-        Console().print(table)
+        console = Console()
+        console.print(fitted_table(headers, rows, console.width, title, importance, flex, fold))
         return
     if title:
         click.echo(title)
@@ -82,13 +90,49 @@ def print_table(
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
 
 
+def fitted_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    title: str | None = None,
+    importance: Sequence[int] | None = None,
+    flex: Sequence[int] = (0,),
+    fold: int | None = -1,
+) -> Any:
+    """The rich Table `print_table` prints on a terminal ``width`` cells wide."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from pgtail.columns import fit_columns
+
+    if fold is not None and fold < 0:
+        fold += len(headers)
+    # a rich column without edges is its width, one cell of padding each side and a rule
+    fit = fit_columns(
+        headers, rows, width, separator=3, importance=importance, flex=flex, fold=fold
+    )
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for i, w in zip(fit.keep, fit.widths, strict=True):
+        folds = i == fold
+        table.add_column(
+            headers[i],
+            width=w,
+            no_wrap=not folds,
+            overflow="fold" if folds else "ellipsis",
+        )
+    for row in rows:
+        cells = [row[i] if i == fold else c for i, c in zip(fit.keep, fit.cut(row), strict=True)]
+        table.add_row(*(Text(cell) for cell in cells))  # names are data, not rich markup
+    return table
+
+
 def print_fields(pairs: Sequence[tuple[str, str]], *, title: str | None = None) -> None:
-    """Key/value lines (``info``/``show``)."""
+    """Key/value lines (``info``/``show``), control characters escaped."""
     if title:
-        click.echo(title)
+        click.echo(escape_text(title))
     width = max((len(k) for k, _ in pairs), default=0)
     for key, value in pairs:
-        click.echo(f"  {key.ljust(width)}  {value}")
+        click.echo(f"  {key.ljust(width)}  {escape_text(value)}")
 
 
 def _yes(value: bool | None) -> str:
@@ -188,22 +232,64 @@ _LIST_HEADERS = {
     "conflicting": "conflicting",
     "invalidation_reason": "invalidation_reason",
     "failover": "failover",
+    "lag_time": "lag_time",
+    "catalog_xmin_age": "xmin_age",
+}
+
+# on a narrow terminal the least important columns give way first (higher stays longer)
+_LIST_IMPORTANCE = {
+    "slot": 100,
+    "active": 90,
+    "lag": 85,
+    "retained": 84,
+    "wal_status": 80,
+    "lag_time": 75,
+    "database": 70,
+    "catalog_xmin_age": 60,
+    "invalidation_reason": 55,
+    "safe_wal_size": 50,
+    "inactive_since": 45,
+    "conflicting": 40,
+    "confirmed_flush": 30,
+    "plugin": 20,
+    "temporary": 10,
+    "two_phase": 5,
+    "failover": 1,
 }
 
 
-def _print_listing(listing: SlotListing) -> None:
-    full = _HEADERS + list(listing.optional_columns)
+def _seconds(value: float | None, estimated: bool = False) -> str:
+    from pgtail.doctor.slots import human_seconds
+
+    return "-" if value is None else ("~" if estimated else "") + human_seconds(value)
+
+
+def _print_listing(view: TopView) -> None:
+    optional = view.facts.slots.optional_columns
+    full = [*_HEADERS, *optional, "lag_time", "catalog_xmin_age"]
     keep = [i for i, h in enumerate(full) if h in _LIST_HEADERS]
     rows = []
-    for s in listing.slots:
-        row = _slot_row(s, listing.optional_columns)
+    for r in view.slots:
+        s = r.slot
+        row = _slot_row(s, optional)
         if s.slot_type != "logical":
             row[1] = s.slot_type  # plugin column: "physical"
+        row += [_seconds(r.lag_seconds, r.lag_estimated), _count(s.catalog_xmin_age)]
         rows.append([row[i] for i in keep])
     if not rows:
         click.echo("no replication slots", err=True)
         return
-    print_table([_LIST_HEADERS[full[i]] for i in keep], rows)
+    print_table(
+        [_LIST_HEADERS[full[i]] for i in keep],
+        rows,
+        importance=[_LIST_IMPORTANCE[full[i]] for i in keep],
+        flex=(0, 2),
+        fold=None,
+    )
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 @slot.command("list")
@@ -213,10 +299,12 @@ def slot_list(dsn: str | None, as_json: bool) -> None:
     """List every replication slot on the server.
 
     Shows plugin, database, activity (with the walsender PID), temporary,
-    two-phase, the confirmed position and its lag behind the current WAL, the
-    WAL each slot retains, wal_status / safe_wal_size, and on newer servers
-    inactive_since, conflicting, invalidation_reason and failover. `slot info`
-    and --json add the slot type, restart_lsn and the current WAL position.
+    two-phase, the confirmed position and its lag behind the current WAL (in bytes
+    and in time), the WAL each slot retains, wal_status / safe_wal_size (13+), the
+    age of its catalog_xmin, and on newer servers inactive_since, conflicting,
+    invalidation_reason and failover. On a narrow terminal the least important
+    columns give way. `slot info` and --json add the slot type, restart_lsn, xmin,
+    the consumer's positions, spill/stream statistics (14+) and the root cause.
 
     \b
     Examples:
@@ -224,12 +312,14 @@ def slot_list(dsn: str | None, as_json: bool) -> None:
       pgtail slot list --json | jq '.[] | select(.active | not) | .slot_name'
     """
     from pgtail import catalog
+    from pgtail.top.model import build_view
 
-    listing = catalog.list_slots(dsn)
+    view = build_view(catalog.read_replication(dsn))
     if as_json:
-        print_json(listing.to_list())
+        optional = view.facts.slots.optional_columns
+        print_json([row.to_dict(optional) for row in view.slots])
     else:
-        _print_listing(listing)
+        _print_listing(view)
 
 
 @slot.command("info")
@@ -237,31 +327,89 @@ def slot_list(dsn: str | None, as_json: bool) -> None:
 @connection_options
 @json_option()
 def slot_info(name: str, dsn: str | None, as_json: bool) -> None:
-    """Show everything about one slot.
+    """Show everything about one slot, and why it holds WAL or is behind.
+
+    Besides what `slot list` shows: xmin / catalog_xmin and their age, who
+    consumes it (PID, application_name, client address) and the positions it
+    reported (sent, write, flush, replay, with the lag in time), spill and stream
+    statistics (pg_stat_replication_slots, PostgreSQL 14+), and its root cause
+    with the fix: no consumer, consumer not confirming, server side slow or
+    spilling, pinned by an old or prepared transaction, invalidated or about to be.
 
     \b
     Example:
       pgtail slot info app
     """
     from pgtail import catalog
+    from pgtail.top.model import build_view
 
-    listing = catalog.get_slot(dsn, name)
-    data = listing.to_list()[0]
+    view = build_view(catalog.read_replication(dsn))
+    found = [row for row in view.slots if row.slot.name == name]
+    if not found:
+        raise catalog.slot_missing_error(name)
+    row = found[0]
+    optional = view.facts.slots.optional_columns
     if as_json:
-        print_json(data)
+        print_json(row.to_dict(optional))
         return
-    s = listing.slots[0]
-    pairs = [
-        (h, v)
-        for h, v in zip(
-            _HEADERS + list(listing.optional_columns),
-            _slot_row(s, listing.optional_columns),
-            strict=True,
-        )
-    ]
-    pairs[0] = ("slot", s.name)
+    s = row.slot
+    pairs = list(zip([*_HEADERS, *optional], _slot_row(s, optional), strict=True))
     pairs.insert(8, ("current_wal", _lsn(s.current_lsn)))
+    pairs += _activity_pairs(row, view.facts.version_num)
+    if stdout_is_terminal():
+        pairs = _wrapped(pairs[1:], shutil.get_terminal_size().columns)
+        print_fields(pairs, title=f"slot {s.name}")
+        return
     print_fields(pairs[1:], title=f"slot {s.name}")
+
+
+def _wrapped(pairs: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    """Long values (the cause, the fix) wrapped under themselves to fit ``width``."""
+    import textwrap
+
+    key_width = max((len(k) for k, _ in pairs), default=0)
+    room = max(20, width - key_width - 4)
+    indent = "\n" + " " * (key_width + 4)
+    return [(k, indent.join(textwrap.wrap(v, room)) if len(v) > room else v) for k, v in pairs]
+
+
+def _activity_pairs(row: SlotRow, version: int) -> list[tuple[str, str]]:
+    """`slot info`'s lines beyond the slot's own columns."""
+    s, sender, stats = row.slot, row.sender, row.stats
+    pairs = [
+        ("xmin", f"{_count(s.xmin)} (age {_count(s.xmin_age)})" if s.xmin else "-"),
+        (
+            "catalog_xmin",
+            f"{_count(s.catalog_xmin)} (age {_count(s.catalog_xmin_age)})"
+            if s.catalog_xmin
+            else "-",
+        ),
+        ("lag_time", _seconds(row.lag_seconds, row.lag_estimated)),
+        ("consumer", row.consumer),
+    ]
+    if sender is not None:
+        pairs += [
+            ("sent_lsn", _lsn(sender.sent_lsn)),
+            ("write_lsn", _lsn(sender.write_lsn)),
+            ("flush_lsn", _lsn(sender.flush_lsn)),
+            ("replay_lsn", _lsn(sender.replay_lsn)),
+            ("last_reply", _seconds(sender.reply_ago) + " ago" if sender.reply_ago else "-"),
+        ]
+    if stats is not None:
+        pairs += [
+            ("spilled", f"{human_bytes(stats.spill_bytes)} in {stats.spill_txns} transactions"),
+            ("streamed", f"{human_bytes(stats.stream_bytes)} in {stats.stream_txns} transactions"),
+        ]
+        if stats.total_bytes is not None:
+            pairs.append(
+                ("decoded", f"{human_bytes(stats.total_bytes)} in {stats.total_txns} transactions")
+            )
+    elif version < 140000:
+        pairs.append(("spilled", "needs PostgreSQL 14+ (pg_stat_replication_slots)"))
+    pairs.append(("cause", row.cause.summary))
+    if row.cause.fix:
+        pairs.append(("fix", row.cause.fix))
+    return pairs
 
 
 @slot.command("create")
@@ -393,6 +541,13 @@ def slot_peek(name: str, publications: tuple[str, ...], dsn: str | None, **opts:
     slot stays where it is, and renders with the same renderers and options as
     `stream`; --max-changes counts changes (rows, truncates, messages) as `stream`
     does. The slot must not be in use by a stream.
+
+    Two defaults differ from `stream`'s, on purpose: a peek consumes nothing, so it
+    shows all that is pending. It shows logical decoding messages without
+    --messages (hide them with --ops insert,update,delete,truncate), and without
+    --publication it decodes through every publication of the database, where
+    `stream` refuses to choose (what a stream confirms is gone); name
+    --publication to see what a stream through it would get.
 
     \b
     Examples:

@@ -183,7 +183,9 @@ def spark_run(
     rows are null there); a column whose type changes stops the run with an error. Columns
     may not start with _pg_. Restarting with the same --checkpoint continues
     exactly where the last committed batch ended; a batch replayed after a
-    crash rewrites its own directories.
+    crash rewrites its own directories. An OUTPUT belongs to one checkpoint
+    (recorded in OUTPUT/_pgtail_run.json): a run with another one, whose
+    batch ids start from 0 again, is refused.
 
     \b
     Examples:
@@ -254,6 +256,9 @@ def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, .
 
     The latest change per replica identity key wins (ordered by commit_lsn, then
     seq); deletes remove a row; a truncate empties the table as of its position.
+    Equal rows of a table without a primary key (REPLICA IDENTITY FULL) are
+    kept as often as the table holds them. Progress goes to stderr; on a local
+    master, spark.sql.shuffle.partitions defaults to the number of cores.
     Each table goes to OUTPUT/<schema>.<table>/ with the table's columns in
     order and the Spark types of its change log, as SELECT * gives them. No
     database connection is needed.
@@ -281,7 +286,9 @@ def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, .
         spark = _session(master, _pairs(conf, "--conf"), "pgtail spark materialize")
     try:
         with _spark_errors():
-            counts = materialize(spark, changes, output)
+            counts = materialize(
+                spark, changes, output, on_progress=lambda line: click.echo(line, err=True)
+            )
     finally:
         spark.stop()
     for table, count in sorted(counts.items()):

@@ -103,6 +103,22 @@ def _log(message: str) -> None:
     metavar="LSN",
     help="Stop after the last transaction committed at or before LSN.",
 )
+@click.option(
+    "--snapshot",
+    is_flag=True,
+    help="First every existing row of the published tables (JSON op \"snapshot\"; SQL: "
+    "each table emptied and filled in one transaction), then every change, with no gap "
+    "and no duplicate. An existing --slot gets a temporary slot's snapshot, and its "
+    "changes to the copied tables from before it are skipped.",
+)
+@click.option(
+    "--snapshot-table",
+    "snapshot_tables",
+    multiple=True,
+    metavar="GLOB",
+    help="With --snapshot (implied): copy only the tables matching GLOB (table or "
+    "schema.table; repeatable).",
+)
 @max_changes_option
 @click.option(
     "--idle-exit",
@@ -160,6 +176,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
       pgtail stream --slot app --create-slot --publication app_pub | jq .
       pgtail stream --format sql --table 'public.orders*' --ops insert,update
       pgtail stream --slot app -o changes.jsonl --end 0/5A3B2C10
+      pgtail stream --snapshot --format sql | psql -d target
       pgtail stream postgresql://me@db.example.com/shop --slot app
       pgtail stream -h /var/run/postgresql -U me -d shop --slot app
     """
@@ -172,6 +189,10 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     start, end = opts["start"], opts["end"]
     if start is not None and end is not None and end < start:
         raise usage_error("--end is before --start")
+    snapshot = opts["snapshot"] or bool(opts["snapshot_tables"])
+    if snapshot and start is not None:
+        raise usage_error("--snapshot cannot be combined with --start (the rows are consistent"
+                          " with the point the new slot's changes start at)")
     tables = tuple(opts["tables"])
     # --ops message asks for messages: without them decoded, it would show nothing and
     # confirm past them (gone from the slot), so it implies --messages
@@ -208,6 +229,8 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
                 None if _given(ctx, "reconnect_attempts") else FIRST_CONTACT_WAIT
             ),
         ),
+        snapshot=snapshot,
+        snapshot_tables=tuple(opts["snapshot_tables"]),
     )
     out = sys.stdout.buffer
     result = run(config, out, log=_log)

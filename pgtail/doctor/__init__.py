@@ -42,6 +42,7 @@ from pgtail.doctor.publications import (
 )
 from pgtail.doctor.role import role_checks
 from pgtail.doctor.server import server_checks, slot_checks
+from pgtail.doctor.slots import cause_checks
 from pgtail.doctor.tables import (
     Identity,
     UnchangedToast,
@@ -66,6 +67,7 @@ __all__ = [
     "Identity",
     "Status",
     "UnchangedToast",
+    "cause_checks",
     "counts",
     "evaluate",
     "failed",
@@ -101,5 +103,6 @@ def evaluate(facts: DoctorFacts, *, wal_warn_bytes: int | None = None) -> list[C
         *role_checks(facts),
         *publication_checks(facts),
         *slot_checks(facts, wal_warn_bytes),
+        *cause_checks(facts),
         *run_publication_checks(facts),
     ]

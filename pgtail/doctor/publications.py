@@ -5,6 +5,7 @@ before it commits."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -35,10 +36,19 @@ def publication_problems(
 
 
 def _create_publication_fix(facts: DoctorFacts, name: str) -> str:
-    # which tables to publish is the user's choice; a superuser may publish them all
+    # Which tables to publish is the user's choice; a superuser may publish them all.
+    # Not CREATE PUBLICATION ... FOR ALL TABLES: a table without a replica identity
+    # would fail its next UPDATE/DELETE. `publication create` refuses exactly that and
+    # names each such table's fix.
     if facts.role.superuser:
-        return f"CREATE PUBLICATION {ident(name)} FOR ALL TABLES;"
-    return f"pgtail publication create {name} --table SCHEMA.TABLE  # the tables to stream"
+        return (
+            f"pgtail publication create {shlex.quote(name)} --all-tables"
+            "  # refuses while a table has no replica identity, naming its fix"
+        )
+    return (
+        f"pgtail publication create {shlex.quote(name)} --table SCHEMA.TABLE"
+        "  # the tables to stream"
+    )
 
 
 def publication_checks(facts: DoctorFacts) -> list[Check]:

@@ -27,6 +27,7 @@ def server_checks(facts: DoctorFacts) -> list[Check]:
     settings = facts.server.settings
     checks: list[Check] = []
     wal_level = settings.get("wal_level", "?")
+    on_command_line = facts.server.wal_level_source == "command line"
     if wal_level == "logical":
         checks.append(Check("wal_level", "server", "wal_level", "ok", "wal_level is logical"))
     else:
@@ -36,8 +37,17 @@ def server_checks(facts: DoctorFacts) -> list[Check]:
                 "server",
                 "wal_level",
                 "fail",
-                f"wal_level is {wal_level!r}: logical decoding needs 'logical'",
-                "ALTER SYSTEM SET wal_level = logical; -- then restart PostgreSQL",
+                f"wal_level is {wal_level!r}: logical decoding needs 'logical'"
+                + (
+                    ", and it is set on the server's command line (postgres -c wal_level=...),"
+                    " which overrides ALTER SYSTEM and postgresql.conf"
+                    if on_command_line
+                    else ""
+                ),
+                "change -c wal_level to logical where the server is started (pg_ctl -o,"
+                " its service unit, its container's command), then restart PostgreSQL"
+                if on_command_line
+                else "ALTER SYSTEM SET wal_level = logical; -- then restart PostgreSQL",
             )
         )
     for setting, used, what in (
@@ -141,6 +151,18 @@ def slot_checks(facts: DoctorFacts, wal_warn_bytes: int | None = None) -> list[C
     return checks
 
 
+def _restart_or_drop(name: str, drop: str, *, now: bool = False) -> str:
+    # Not `pgtail stream --slot NAME`: it refuses to choose among several publications,
+    # and the slot may be a `pgtail spark run`'s, whose checkpoint another reader would
+    # break (what it confirms is gone for the pipeline). Only its own consumer may read it.
+    return (
+        f"restart the program that reads slot {name}{' now' if now else ''} (its pgtail"
+        " stream with the same --publication, or its pgtail spark run with the same"
+        f" --checkpoint; any other reader takes its changes away), or, if nothing reads it"
+        f" any more: {drop}"
+    )
+
+
 def _slot_checks(
     slot: SlotInfo, facts: DoctorFacts, keep: int | None, wal_warn_bytes: int | None
 ) -> list[Check]:
@@ -173,7 +195,7 @@ def _slot_checks(
                 "fail",
                 f"slot {slot.name!r} holds {human_bytes(retained)}, past max_slot_wal_keep_size: "
                 "it will be invalidated at the next checkpoint",
-                f"start its consumer now, or {drop}",
+                _restart_or_drop(slot.name, drop, now=True),
             )
         )
     elif (
@@ -190,7 +212,7 @@ def _slot_checks(
                 "warn",
                 f"slot {slot.name!r} is near max_slot_wal_keep_size: "
                 f"{human_bytes(slot.safe_wal_size)} left before it is invalidated",
-                f"start its consumer, or {drop}",
+                _restart_or_drop(slot.name, drop),
             )
         )
     # a slot asked for is one pgtail is about to stream: what the stream would refuse fails
@@ -257,7 +279,7 @@ def _slot_checks(
                 f"inactive slot {slot.name!r} holds {human_bytes(retained)} of WAL "
                 f"({retained} bytes), past max_wal_size ({human_bytes(max_wal)}): WAL the "
                 "server would otherwise have recycled piles up until it is read",
-                f"start its consumer (pgtail stream --slot {slot.name}), or {drop}",
+                _restart_or_drop(slot.name, drop),
             )
         )
     elif retained is not None and wal_warn_bytes is not None and retained >= wal_warn_bytes:
@@ -269,7 +291,7 @@ def _slot_checks(
                 "warn",
                 f"inactive slot {slot.name!r} holds {human_bytes(retained)} of WAL "
                 f"({retained} bytes), past --wal-warn {human_bytes(wal_warn_bytes)}",
-                f"start its consumer (pgtail stream --slot {slot.name}), or {drop}",
+                _restart_or_drop(slot.name, drop),
             )
         )
     else:

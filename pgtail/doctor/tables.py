@@ -269,11 +269,18 @@ def unchanged_toast(
         return UnchangedToast(seen, f"values stored out of line ({size} in its TOAST table)")
     if not possible:
         return None
+    if table.toast_sampled_every_row:
+        # no live row holds a value out of line: the TOAST data is dead rows' (not
+        # vacuumed yet), which no UPDATE can leave unchanged
+        return UnchangedToast(possible, None)
     sampled = any(c.sampled_bytes is not None for c in candidates)
     which = (
-        "the rows sampled did not show" if sampled else "the role may not read the table to tell"
+        "the rows sampled held none of these values out of line, but the rows not sampled"
+        " may"
+        if sampled
+        else "the role may not read the table to tell which columns' values it holds"
     )
-    return UnchangedToast(possible, f"its TOAST table holds {size} (whose, {which})")
+    return UnchangedToast(possible, f"its TOAST table holds {size}; {which}")
 
 
 def table_publication_checks(

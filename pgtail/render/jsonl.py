@@ -36,6 +36,20 @@ Transaction fields, on every line that belongs to a transaction:
   transaction fields for a transactional message, or ``xid: null`` and no other
   transaction fields for a non-transactional one.
 
+``"op": "snapshot"`` (``--snapshot``: a row that existed when the stream started):
+  ``schema``, ``table``, ``lsn`` (the snapshot's consistent point: the row is the table
+  at that LSN; every change streamed after it committed later), ``rows_estimate`` (the
+  planner's row count of the table, 0 when unknown), ``seq`` (the row's number in its
+  table's copy, from 0), then ``replica_identity``, ``key``, ``old`` (null),
+  ``old_kind`` (null), ``new`` and ``unchanged_toast`` (``[]``) as for an insert.
+
+``"op": "schema"``: a table's definition changed (a column added, dropped, renamed or
+  retyped, the replica identity or key changed), written before the first change that
+  uses the new one: ``schema``, ``table``, the transaction fields of that change,
+  ``replica_identity``, ``columns`` (list of ``{"name", "type", "type_oid", "key"}``),
+  ``old`` (``schema``, ``table``, ``replica_identity`` and ``columns`` before) and
+  ``changes`` (what changed, in words). A table's first change in a run has none.
+
 ``"op": "begin"`` / ``"op": "commit"`` (only with ``--tx``): transaction fields.
 ``"op": "prepare"``: a prepared transaction's changes were all written (always
   emitted; transaction fields with ``gid`` and ``prepared``).
@@ -64,13 +78,19 @@ from pgtail.changes import (
     InsertEncoders,
     Message,
     RollbackPrepared,
+    SchemaChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    SnapshotRows,
     Table,
+    TableCopy,
     Transaction,
     Truncate,
     TxBegin,
     TxCommit,
 )
-from pgtail.lsn import format_lsn
+from pgtail.changes.schema import describe
+from pgtail.lsn import MAX_LSN, format_lsn
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
@@ -100,6 +120,24 @@ def tx_fields(tx: Transaction) -> dict[str, Any]:
     if tx.gid is not None:
         fields["gid"] = tx.gid
     return fields
+
+
+def tx_part(tx: Transaction) -> bytes:
+    """`tx_fields` serialized as JSON members (no braces), a comma after them: the same
+    bytes as ``dumps(tx_fields(tx))[1:-1] + b","``, made without the dict for the usual
+    transaction (once per transaction: it counts when transactions are small)."""
+    if tx.origin is not None or tx.prepared or tx.gid is not None:
+        return dumps(tx_fields(tx))[1:-1] + b","
+    commit_lsn = tx.commit_lsn
+    end_lsn = tx.end_lsn
+    if not (0 <= commit_lsn <= MAX_LSN and 0 <= end_lsn <= MAX_LSN):
+        return dumps(tx_fields(tx))[1:-1] + b","  # format_lsn raises its error
+    # LSNs (hex) and ISO times hold nothing JSON escapes
+    return (
+        f'"xid":{tx.xid},"commit_lsn":"{commit_lsn >> 32:X}/{commit_lsn & 0xFFFFFFFF:X}",'
+        f'"end_lsn":"{end_lsn >> 32:X}/{end_lsn & 0xFFFFFFFF:X}",'
+        f'"commit_time":"{tx.commit_time.isoformat(timespec="microseconds")}",'
+    ).encode()
 
 
 def message_content(content: bytes) -> tuple[str, str]:
@@ -401,6 +439,13 @@ def _loop_encoders(
     )
 
 
+def _columns(table: Table) -> list[dict[str, Any]]:
+    return [
+        {"name": c.name, "type": c.type_name, "type_oid": c.type_oid, "key": c.is_key}
+        for c in table.columns
+    ]
+
+
 def _percent(text: bytes) -> bytes:
     """``text`` as a literal part of a bytes % format."""
     return text.replace(b"%", b"%%")
@@ -415,19 +460,24 @@ class JsonLinesRenderer:
         # fields shared by every line of the current transaction, computed once per tx
         self._tx: Transaction | None = None
         self._tx_fields: dict[str, Any] = {}
+        self._part_tx: Transaction | None = None
+        self._tx_part = b""  # its fields serialized (tx_part), between "table" and "seq"
         # id(table) -> (table, key column names): Change.key, without recomputing names
         self._key_names: dict[int, tuple[Table, tuple[str, ...]]] = {}
         # (op, id(table)) -> (table, serialized head of a change line) for the current tx
         self._heads: dict[tuple[str, int], tuple[Table, bytes]] = {}
+        # (op, id(table)) -> (table, its lines' start up to the tx fields), for every tx
+        self._table_heads: dict[tuple[str, int], tuple[Table, bytes]] = {}
         # the (tx, table, op) of the last change line and what it needs: a transaction's
         # changes mostly come in runs of one table and operation
         self._last: tuple[Transaction, Table, str, bytes, tuple[str, ...]] | None = None
+        # id(copy) -> (copy, serialized head of its snapshot lines), for the current copy
+        self._snapshot_heads: dict[int, tuple[TableCopy, bytes]] = {}
 
     def _fields(self, tx: Transaction) -> dict[str, Any]:
         if tx is not self._tx:
             self._tx = tx
             self._tx_fields = tx_fields(tx)
-            self._heads = {}
         return self._tx_fields
 
     def _line_parts(
@@ -437,12 +487,23 @@ class JsonLinesRenderer:
         last = self._last
         if last is not None and last[0] is tx and last[1] is table and last[2] == op:
             return last
-        fields = self._fields(tx)
+        if tx is not self._part_tx:
+            self._part_tx = tx
+            self._tx_part = tx_part(tx)
+            self._heads = {}
         head_key = (op, id(table))
         head = self._heads.get(head_key)
         if head is None or head[0] is not table:
-            prefix = {"op": op, "schema": table.schema, "table": table.name, **fields}
-            head = (table, dumps(prefix)[:-1] + b",")
+            # the table's part is serialized once, the transaction's once per transaction:
+            # together the same bytes as the whole prefix serialized at once
+            start = self._table_heads.get(head_key)
+            if start is None or start[0] is not table:
+                prefix = {"op": op, "schema": table.schema, "table": table.name}
+                start = (table, dumps(prefix)[:-1] + b",")
+                if len(self._table_heads) >= 4096:  # tables come and go: stay bounded
+                    self._table_heads.clear()
+                self._table_heads[head_key] = start
+            head = (table, start[1] + self._tx_part)
             self._heads[head_key] = head
         last = (tx, table, op, head[1], self._key_names_of(table))
         self._last = last
@@ -498,6 +559,45 @@ class JsonLinesRenderer:
         head = self._line_parts(rows.tx, rows.table, rows.op)[3]
         lines = rows.lines
         return head + lines[:-1].replace(b"\n", b"\n" + head) + b"\n"
+
+    def snapshot_lines(self, rows: SnapshotRows) -> bytes:
+        """The ``"op": "snapshot"`` lines of a snapshot's rows."""
+        copy = rows.copy
+        head = self._snapshot_heads.get(id(copy))
+        if head is None or head[0] is not copy:
+            table = copy.table
+            prefix = {
+                "op": "snapshot",
+                "schema": table.schema,
+                "table": table.name,
+                "lsn": format_lsn(copy.lsn),
+                "rows_estimate": copy.rows_estimate,
+            }
+            head = (copy, dumps(prefix)[:-1] + b",")
+            self._snapshot_heads = {id(copy): head}
+        start = head[1]
+        if rows.lines:
+            lines = rows.lines
+            return start + lines[:-1].replace(b"\n", b"\n" + start) + b"\n"
+        table = copy.table
+        names = self._key_names_of(table)
+        out = []
+        seq = rows.first_seq
+        for row in rows.rows:
+            body = dumps(
+                {
+                    "seq": seq,
+                    "replica_identity": table.replica_identity,
+                    "key": {n: row[n] for n in names} if names else None,
+                    "old": None,
+                    "old_kind": None,
+                    "new": row,
+                    "unchanged_toast": [],
+                }
+            )
+            out.append(start + body[1:] + b"\n")
+            seq += 1
+        return b"".join(out)
 
     def _key_names_of(self, table: Table) -> tuple[str, ...]:
         entry = self._key_names.get(id(table))
@@ -571,6 +671,8 @@ class JsonLinesRenderer:
                 record["xid"] = None
             record["seq"] = event.seq
             return record
+        if isinstance(event, SchemaChange):
+            return self.schema_record(event)
         if isinstance(event, CommitPrepared):
             return {
                 "op": "commit_prepared",
@@ -592,6 +694,23 @@ class JsonLinesRenderer:
             }
         raise TypeError(f"cannot render {type(event).__name__} as JSON")
 
+    def schema_record(self, event: SchemaChange) -> dict[str, Any]:
+        """``"op": "schema"``: the table's definition now and before, and what changed."""
+        table, previous = event.table, event.previous
+        record: dict[str, Any] = {"op": "schema", "schema": table.schema, "table": table.name}
+        if event.tx is not None:
+            record.update(self._fields(event.tx))
+        record["replica_identity"] = table.replica_identity
+        record["columns"] = _columns(table)
+        record["old"] = {
+            "schema": previous.schema,
+            "table": previous.name,
+            "replica_identity": previous.replica_identity,
+            "columns": _columns(previous),
+        }
+        record["changes"] = describe(previous, table)
+        return record
+
     def render(self, event: Event) -> None:
         cls = type(event)
         if cls is Change:
@@ -603,6 +722,15 @@ class JsonLinesRenderer:
             return
         if cls is EncodedRows:
             self._out.write(self.encoded_lines(event))  # type: ignore[arg-type]
+            return
+        if cls is SnapshotRows:
+            self._out.write(self.snapshot_lines(event))  # type: ignore[arg-type]
+            return
+        if cls is SnapshotBegin or cls is SnapshotEnd:
+            return  # a table's copy is its rows
+        if not self._tx_lines and (  # once per transaction: no line
+            cls is TxBegin or (cls is TxCommit and not event.tx.prepared)  # type: ignore[union-attr]
+        ):
             return
         record = self.record(event)
         if record is not None:

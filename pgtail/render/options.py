@@ -33,7 +33,8 @@ def terminal_style(is_tty: bool, color: str = "auto") -> tuple[bool, int | None]
     `RenderOptions` (the CLI, the demo); renderers themselves never look.
 
     ``color`` is ``--color``: always, never, or auto (a terminal, and NO_COLOR unset).
-    The width is the terminal's, or None when the output is not a terminal.
+    The width is the terminal's; when the output is not a terminal, ``COLUMNS`` if set,
+    else None.
     """
     if color == "always":
         use_color = True
@@ -41,7 +42,11 @@ def terminal_style(is_tty: bool, color: str = "auto") -> tuple[bool, int | None]
         use_color = False
     else:
         use_color = is_tty and not os.environ.get("NO_COLOR")
-    width = shutil.get_terminal_size((100, 24)).columns if is_tty else None
+    if is_tty:
+        width: int | None = shutil.get_terminal_size((100, 24)).columns
+    else:  # piped: COLUMNS when set (as for a terminal: `COLUMNS=120 pgtail ... | less`)
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else None
     return use_color, width
 
 

@@ -75,13 +75,19 @@ from pgtail.changes import (
     InsertEncoders,
     Message,
     RollbackPrepared,
+    SchemaChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    SnapshotRows,
     Table,
+    TableCopy,
     Transaction,
     Truncate,
     TxBegin,
     TxCommit,
 )
-from pgtail.lsn import format_lsn
+from pgtail.changes.schema import describe
+from pgtail.lsn import MAX_LSN, format_lsn
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
@@ -552,6 +558,22 @@ def _no_identity_reason(table: Table, qualified: str) -> str:
 
 
 def tx_comment(tx: Transaction) -> str:
+    commit_lsn = tx.commit_lsn
+    end_lsn = tx.end_lsn
+    if (
+        tx.origin is None
+        and tx.gid is None
+        and not tx.prepared
+        and not tx.streamed
+        and 0 <= commit_lsn <= MAX_LSN
+        and 0 <= end_lsn <= MAX_LSN
+    ):
+        # the usual transaction, once per transaction: one format (the same text)
+        return (
+            f"-- xid={tx.xid} commit_lsn={commit_lsn >> 32:X}/{commit_lsn & 0xFFFFFFFF:X}"
+            f" end_lsn={end_lsn >> 32:X}/{end_lsn & 0xFFFFFFFF:X}"
+            f" commit_time={tx.commit_time.isoformat(timespec='microseconds')}"
+        )
     parts = [
         f"xid={tx.xid}",
         f"commit_lsn={format_lsn(tx.commit_lsn)}",
@@ -692,6 +714,23 @@ class SqlRenderer:
             options += " CASCADE"
         return f"TRUNCATE {names}{options};\n"
 
+    def snapshot_begin_sql(self, copy: TableCopy) -> str:
+        """A table's copy is one transaction that empties the target table first, so
+        that replayed into any target (or again, after an interrupted run) the table
+        ends equal to the source's at the snapshot."""
+        name = self._plan(copy.table).name
+        return (
+            f"-- snapshot of {name} at lsn={format_lsn(copy.lsn)} (table {copy.number} of"
+            f" {copy.tables}, about {copy.rows_estimate} rows)\nBEGIN;\nTRUNCATE {name};\n"
+        )
+
+    def _write_snapshot_rows(self, rows: SnapshotRows) -> None:
+        if rows.lines:  # from insert_encoder: whole INSERT statements
+            self._out.write(rows.lines)
+            return
+        plan = self._plan(rows.copy.table)
+        self._write("".join(plan.insert_sql(row) for row in rows.rows))
+
     @staticmethod
     def message_sql(event: Message) -> str:
         try:
@@ -721,7 +760,18 @@ class SqlRenderer:
             if tx.prepared and tx.gid is not None:
                 self._write(f"PREPARE TRANSACTION {quote_literal(tx.gid)};\n")
             else:
-                self._write("COMMIT;\n")
+                self._out.write(b"COMMIT;\n")
+        elif type(event) is SnapshotRows:
+            self._write_snapshot_rows(event)
+        elif isinstance(event, SnapshotBegin):
+            self._write(self.snapshot_begin_sql(event.copy))
+        elif isinstance(event, SnapshotEnd):
+            name = self._plan(event.copy.table).name
+            self._write(f"COMMIT;\n-- snapshot of {name}: {event.rows} rows\n")
+        elif isinstance(event, SchemaChange):
+            name = self._plan(event.table).name
+            notes = "; ".join(describe(event.previous, event.table))
+            self._write(f"-- schema of {_one_line(name)} changed: {_one_line(notes)}\n")
         elif isinstance(event, Truncate):
             self._write(self.truncate_sql(event))
         elif isinstance(event, Message):

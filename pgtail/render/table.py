@@ -52,13 +52,20 @@ from pgtail.changes import (
     Event,
     Message,
     RollbackPrepared,
+    SchemaChange,
+    SnapshotBegin,
+    SnapshotEnd,
+    SnapshotRows,
     Table,
+    TableCopy,
     Transaction,
     Truncate,
     TxBegin,
     TxCommit,
 )
+from pgtail.changes.schema import describe
 from pgtail.lsn import format_lsn
+from pgtail.render.escape import escape_text
 from pgtail.render.options import RenderOptions
 from pgtail.render.psql_values import (
     DISPLAY_OF_TYPE,
@@ -106,7 +113,6 @@ STYLES = {
 
 # characters that force a string to be shown JSON-quoted and escaped: C0/C1
 # controls, DEL, zero-width and bidirectional formatting characters, line separators
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 _NEEDS_QUOTES = re.compile(
     '\\A(?:|["⋯].*|\\s.*|.*\\s)\\Z|[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]',
     re.DOTALL,
@@ -122,17 +128,16 @@ _MIN_WIDTH_OF_TYPE = {1114: 19, 1184: 19, 1082: 10}
 # right-aligned (numeric) column types: int2, int4, int8, oid, float4, float8, numeric, money
 _NUMERIC_OIDS = frozenset({21, 23, 20, 26, 700, 701, 1700, 790})
 
+# what a number arrives as (int, float; numeric and money are exact str, told by type)
+_NUMBER_TYPES = (int, float)
+NO_LIMIT = 1 << 30  # the max_width of a numeric column: its values are never cut
+# user types (a domain over int...) start here: told numeric by their values
+_FIRST_USER_OID = 16384
+
 Cell = tuple[int, tuple[tuple[str, str], ...]]  # (width in cells, ((text, style), ...))
 BLANK: Cell = (0, ())
 NULL_CELL: Cell = (len(NULL_MARKER), ((NULL_MARKER, "null"),))
 TOAST_CELL: Cell = (cell_len(TOAST_MARKER), ((TOAST_MARKER, "toast"),))
-
-
-def escape_text(text: str) -> str:
-    """Unsafe characters as ``\\uXXXX`` escapes (for names and message contents)."""
-    if _UNSAFE.search(text) is None:
-        return text
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def show_string(text: str) -> str:
@@ -220,10 +225,12 @@ def fit_cell(cell: Cell, width: int) -> Cell:
 
 
 def value_cell(value: Any, max_width: int, style: str = "") -> Cell:
+    """The cell of one value, cut to ``max_width``; a number is never cut (a number cut
+    short reads as another number): pass `NO_LIMIT` for a numeric column's text."""
     if value is None:
         return NULL_CELL
     text = show_value(value)
-    if len(text) <= max_width and text.isascii():
+    if (len(text) <= max_width or type(value) in _NUMBER_TYPES) and text.isascii():
         return (len(text), ((text, style),))
     text, width = truncate(text, max_width)
     return (width, ((text, style),))
@@ -287,6 +294,23 @@ class _Group:
     # columns whose values are shown the psql way before they are cut (see DISPLAY_OF_TYPE)
     displays: tuple[tuple[str, Callable[[Any], str]], ...] = ()
     keep: frozenset[str] = frozenset()  # columns --changed-only always shows
+    # positions of numeric columns: right-aligned, never cut (by type, or for a user type
+    # such as a domain over int by its first value); each column's max width
+    numeric: set[int] = field(default_factory=set)
+    limits: tuple[int, ...] = ()
+    undecided: dict[str, int] = field(default_factory=dict)  # user-typed, no value seen yet
+
+
+def _decide_numeric(group: _Group, change: Change) -> None:
+    """Tell the group's user-typed columns numeric or not by their first value."""
+    row = change.new or change.old or {}
+    for name, position in list(group.undecided.items()):
+        value = row.get(name)
+        if value is None:
+            continue
+        del group.undecided[name]
+        if type(value) in _NUMBER_TYPES:
+            group.numeric.add(position)
 
 
 def changed_only_note(table: Table) -> str | None:
@@ -351,6 +375,8 @@ class TableRenderer:
         # (table, note) pairs noted so far: each note once per table per run
         self._noted: set[tuple[str, str]] = set()
         self._tx: Transaction | None = None
+        self._terminal = opts.width is not None  # progress bars redraw in place there
+        self._copied = 0  # rows of the current snapshot table so far
 
     # -- output helpers
 
@@ -405,6 +431,15 @@ class TableRenderer:
             self._write_lines([" " + self._paint.paint(line, "truncate") for line in wrapped])
         elif isinstance(event, Message):
             self._message(event)
+        elif isinstance(event, SchemaChange):
+            self._flush_all()
+            name = escape_text(quote_qualified(event.table.schema, event.table.name))
+            notes = "; ".join(describe(event.previous, event.table))
+            text = f"schema of {name} changed: " + escape_text(notes)
+            wrapped = textwrap.wrap(text, max(self._width - 3, 10), subsequent_indent="  ")
+            self._write_lines([" " + self._paint.paint(line, "summary") for line in wrapped])
+        elif isinstance(event, SnapshotRows | SnapshotBegin | SnapshotEnd):
+            self._snapshot(event)
         elif isinstance(event, CommitPrepared):
             self._flush_all()
             gid = escape_text(json.dumps(event.gid, ensure_ascii=False))
@@ -422,6 +457,51 @@ class TableRenderer:
 
     def close(self) -> None:
         self._flush_all()
+
+    def _snapshot(self, event: SnapshotBegin | SnapshotRows | SnapshotEnd) -> None:
+        """A snapshot's table: a header, then one progress bar redrawn in place on a
+        terminal (one line when it ends elsewhere) instead of every row."""
+        copy = event.copy
+        if isinstance(event, SnapshotBegin):
+            self._flush_all()
+            self._copied = 0
+            name = escape_text(quote_qualified(copy.table.schema, copy.table.name))
+            parts = [f"snapshot of {name}", f"lsn {format_lsn(copy.lsn)}"]
+            parts.append(f"table {copy.number} of {copy.tables}")
+            self._write_lines(self._header(parts))
+            if self._terminal:
+                self._redraw(self._progress(copy, 0, False))
+            return
+        if isinstance(event, SnapshotRows):
+            self._copied = event.first_seq + event.count
+            if self._terminal:
+                self._redraw(self._progress(copy, self._copied, False))
+            return
+        self._copied = event.rows
+        line = self._progress(copy, event.rows, True)
+        if self._terminal:
+            self._redraw(line)
+            line = ""
+        self._out.write((line + "\n\n").encode("utf-8"))
+
+    def _redraw(self, line: str) -> None:
+        """``line`` over the terminal's current line (carriage return, erase to its end)."""
+        self._out.write(("\r" + line + "\x1b[K").encode("utf-8"))
+
+    def _progress(self, copy: TableCopy, rows: int, done: bool) -> str:
+        """A progress bar of ``rows`` against the table's estimate."""
+        estimate = copy.rows_estimate
+        noun = "row" if rows == 1 else "rows"
+        width = max(10, min(40, self._width - 40))
+        if done:
+            text, filled, percent = f" {rows:,} {noun}", width, "100%"
+        elif estimate > rows:
+            text = f" {rows:,} of ~{estimate:,} rows"
+            filled, percent = width * rows // estimate, f"{100 * rows // estimate:3d}%"
+        else:  # no estimate (never analyzed), or past it
+            text, filled, percent = f" {rows:,} {noun}", 0, " ..."
+        bar = self._paint.paint("█" * filled, "summary") + "░" * (width - filled)
+        return f" {bar} {percent}{text}"
 
     def _begin(self, tx: Transaction) -> None:
         self._flush_all()
@@ -500,6 +580,16 @@ class TableRenderer:
             )
             keep = changed_only_keep(table) if self._changed_only else frozenset()
             group = _Group(table, title, timestamps=timestamps, displays=displays, keep=keep)
+            group.numeric = {
+                i for i, c in enumerate(table.columns) if c.type_oid in _NUMERIC_OIDS
+            }
+            group.limits = tuple(
+                NO_LIMIT if i in group.numeric else self._max_width
+                for i in range(len(table.columns))
+            )
+            group.undecided = {
+                c.name: i for i, c in enumerate(table.columns) if c.type_oid >= _FIRST_USER_OID
+            }
             self._groups[table.relation_id] = group
         return group
 
@@ -534,7 +624,9 @@ class TableRenderer:
                 change.old_kind,
                 change.unchanged_toast,
             )
-        cells = self._cells(change, group.keep)
+        if group.undecided:
+            _decide_numeric(group, change)
+        cells = self._cells(change, group.keep, group.limits)
         if group.timestamps:
             _psql_times(cells, group.timestamps)
         group.rows.append((change.op, cells))
@@ -552,18 +644,21 @@ class TableRenderer:
             self._noted.add(seen)
             group.notes.append(note)
 
-    def _cells(self, change: Change, keep: frozenset[str]) -> list[Cell]:
-        max_width = self._max_width
+    def _cells(
+        self, change: Change, keep: frozenset[str], limits: tuple[int, ...]
+    ) -> list[Cell]:
+        """One cell per column; ``limits``: each column's max width (`NO_LIMIT` for a
+        numeric one)."""
         columns = change.table.columns
         op = change.op
         if op == "insert":
             new = change.new or {}
             toast = change.unchanged_toast
             cells = []
-            for col in columns:
+            for col, limit in zip(columns, limits, strict=True):
                 name = col.name
                 if name in new:
-                    cells.append(value_cell(new[name], max_width))
+                    cells.append(value_cell(new[name], limit))
                 elif name in toast:
                     cells.append(TOAST_CELL)
                 else:
@@ -572,12 +667,15 @@ class TableRenderer:
         old = change.old
         if op == "delete":
             row = old or {}
-            return [value_cell(row[c.name], max_width) if c.name in row else BLANK for c in columns]
+            return [
+                value_cell(row[c.name], limit) if c.name in row else BLANK
+                for c, limit in zip(columns, limits, strict=True)
+            ]
         new = change.new or {}
         toast = change.unchanged_toast
         changed_only = self._changed_only
         cells = []
-        for col in columns:
+        for col, limit in zip(columns, limits, strict=True):
             name = col.name
             if name in toast and name not in new:
                 cells.append(BLANK if changed_only else TOAST_CELL)
@@ -592,10 +690,10 @@ class TableRenderer:
                     if changed_only and name not in keep:
                         cells.append(BLANK)
                     else:
-                        cells.append(value_cell(value, max_width, "unchanged"))
+                        cells.append(value_cell(value, limit, "unchanged"))
                     continue
-                old_cell = value_cell(before, max_width, "old")
-                new_cell = value_cell(value, max_width, "new")
+                old_cell = value_cell(before, limit, "old")
+                new_cell = value_cell(value, limit, "new")
                 old_seg = old_cell[1][0]
                 new_seg = new_cell[1][0]
                 if old_seg[1] == "null":
@@ -607,7 +705,7 @@ class TableRenderer:
                     )
                 )
                 continue
-            cells.append(value_cell(value, max_width))
+            cells.append(value_cell(value, limit))
         return cells
 
     def _flush_all(self) -> None:
@@ -636,12 +734,17 @@ class TableRenderer:
         table = group.table
         paint = self._paint
         keys = table.key_columns
-        title = " " + paint.paint(group.title, "title")
+        # the title line too stays within the width (cut, the key list first)
+        name, name_width = truncate(group.title, self._width - 1)
+        title = " " + paint.paint(name, "title")
+        summary = ""
         if keys and table.replica_identity != "full":
-            key_text = ", ".join(escape_text(quote_ident(k)) for k in keys)
-            title += "  " + paint.paint(f"key: {key_text}", "summary")
+            summary = "key: " + ", ".join(escape_text(quote_ident(k)) for k in keys)
         elif table.replica_identity == "full":
-            title += "  " + paint.paint("replica identity full", "summary")
+            summary = "replica identity full"
+        room = self._width - 1 - name_width - 2
+        if summary and room >= 4:
+            title += "  " + paint.paint(truncate(summary, room)[0], "summary")
         columns = table.columns
         indexes = list(range(len(columns)))
         if self._changed_only:
@@ -656,17 +759,21 @@ class TableRenderer:
         widths = [op_width] + [
             max(headers[j][0], max(r[1][i][0] for r in rows)) for j, i in enumerate(indexes)
         ]
-        fitted = _fit_widths(widths, self._width, lambda: self._minimums(table, rows, indexes))
+        fitted = _fit_widths(
+            widths, self._width, lambda: self._minimums(group, rows, indexes)
+        )
         if fitted is None:
             return [title, *self._vertical(group, rows, indexes, headers)]
-        right = [False] + [columns[i].type_oid in _NUMERIC_OIDS for i in indexes]
+        right = [False] + [i in group.numeric for i in indexes]
         sep = paint.paint(SEP, "border")
         head_line = [_pad(paint.paint("op", "header"), 2, fitted[0], False)]
         for j, header in enumerate(headers):
             cell = fit_cell(header, fitted[j + 1])
             last = j == len(headers) - 1
             head_line.append(_pad(paint.cell(cell[1]), cell[0], fitted[j + 1], right[j + 1], last))
-        rule = RULE + CROSS.join(RULE * w for w in fitted) + RULE
+        # the trailing ─ (under the space after the last column) only where it fits: a
+        # table cut to fit uses every cell, and one more would wrap into a lone ─ line
+        rule = (RULE + CROSS.join(RULE * w for w in fitted) + RULE)[: self._width]
         lines = [title, (" " + sep.join(head_line)).rstrip(" "), paint.paint(rule, "border")]
         ncols = len(indexes)
         for op, cells in rows:
@@ -684,14 +791,18 @@ class TableRenderer:
 
     @staticmethod
     def _minimums(
-        table: Table, rows: list[tuple[str, list[Cell]]], indexes: list[int]
+        group: _Group, rows: list[tuple[str, list[Cell]]], indexes: list[int]
     ) -> list[int]:
-        """The narrowest each column may get: more for timestamps and ``old → new`` cells."""
+        """The narrowest each column may get: more for timestamps and ``old → new`` cells;
+        a numeric column its widest value (rather than cut a number, the table folds)."""
+        table = group.table
         result = [MIN_COLUMN_WIDTH]
         for i in indexes:
             least = _MIN_WIDTH_OF_TYPE.get(table.columns[i].type_oid, MIN_COLUMN_WIDTH)
             if any(len(r[1][i][1]) == 3 for r in rows):
                 least = max(least, MIN_PAIR_WIDTH)
+            if i in group.numeric:
+                least = max(least, max(r[1][i][0] for r in rows))
             result.append(least)
         return result
 
@@ -723,7 +834,7 @@ class TableRenderer:
                     continue
                 header = fit_cell(headers[j], name_width)
                 name = _pad(paint.cell(header[1]), header[0], name_width, False)
-                if cell[0] > value_width:
+                if cell[0] > value_width and i not in group.numeric:  # a number: whole
                     cell = fit_cell(cell, value_width)
                 lines.append((" " + name + sep + paint.cell(cell[1])).rstrip(" "))
         return lines

@@ -204,6 +204,121 @@ def refuse_untyped_log(root: str, names: Sequence[str]) -> None:
         )
 
 
+RUN_FILE = "_pgtail_run.json"  # in an output: the query (checkpoint) whose batches it holds
+
+
+def _read_text(spark: Any, path: str) -> str | None:
+    """A small file's text (any Hadoop file system), or None when there is none."""
+    if is_local(path):
+        local = Path(path.removeprefix("file://"))
+        return local.read_text("utf-8") if local.is_file() else None
+    context = spark.sparkContext
+    jvm = context._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(context._jsc.hadoopConfiguration())
+    if not fs.exists(hadoop_path):
+        return None
+    stream = fs.open(hadoop_path)
+    try:
+        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
+
+
+def _write_text(spark: Any, path: str, text: str) -> None:
+    if is_local(path):
+        local = Path(path.removeprefix("file://"))
+        local.parent.mkdir(parents=True, exist_ok=True)
+        partial = local.with_name(local.name + ".partial")
+        partial.write_text(text, "utf-8")
+        partial.replace(local)
+        return
+    context = spark.sparkContext
+    hadoop_path = context._jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(context._jsc.hadoopConfiguration())
+    stream = fs.create(hadoop_path, True)
+    try:
+        stream.write(bytearray(text.encode()))
+    finally:
+        stream.close()
+
+
+def _location(path: str | Path) -> str:
+    """A path as recorded and compared: local ones absolute (a run may name the same
+    checkpoint relative to another directory)."""
+    if is_local(path):
+        return str(Path(str(path).removeprefix("file://")).resolve())
+    return str(path)
+
+
+def checkpoint_query(spark: Any, checkpoint: str | Path) -> str | None:
+    """The id of the streaming query a checkpoint belongs to (Spark writes it in the
+    checkpoint's ``metadata`` when the query first starts), or None for a new one."""
+    import json
+
+    text = _read_text(spark, f"{str(checkpoint).rstrip('/')}/metadata")
+    if not text:
+        return None
+    try:
+        found = json.loads(text.splitlines()[0]).get("id")
+    except (ValueError, AttributeError, IndexError):
+        return None
+    return str(found) if found else None
+
+
+def holds_logs(names: Sequence[str]) -> bool:
+    """Whether directory names of an output include a change log (a table's, or the
+    messages'): the names `table_dir` writes are never hidden."""
+    return MESSAGES_DIR in names or any(not name.startswith(("_", ".")) for name in names)
+
+
+def refuse_other_checkpoint(
+    spark: Any, output: str, names: Sequence[str], checkpoint: str | Path
+) -> str | None:
+    """`ConfigurationError` when ``output`` holds change logs another query wrote: its
+    batch ids are that checkpoint's, and a new checkpoint, numbering from 0 again, would
+    replace its ``_pg_batch=0, 1, ...`` directories. Returns the recorded query id."""
+    import json
+
+    recorded: dict[str, Any] = {}
+    text = _read_text(spark, f"{output}/{RUN_FILE}")
+    if text:
+        try:
+            recorded = dict(json.loads(text))
+        except (ValueError, TypeError):
+            recorded = {}
+    if not holds_logs(names):
+        return None
+    query = checkpoint_query(spark, checkpoint)
+    owner = recorded.get("query")
+    if query is not None and (owner is None or owner == query):
+        return str(owner) if owner else None  # its own log (or one of an older pgtail)
+    wrote = recorded.get("checkpoint")
+    by = f"the query of checkpoint {wrote} (id {owner})" if wrote else "another checkpoint"
+    now = "a new one" if query is None else f"another query's (id {query})"
+    elsewhere = "write to a new --output (materialize the old log first if you need it)"
+    if wrote and wrote != _location(checkpoint):
+        hint = f"go on with --checkpoint {wrote}, or {elsewhere}"
+    elif wrote:
+        hint = f"that checkpoint was deleted or replaced since: {elsewhere}"
+    else:
+        hint = f"go on with the checkpoint that wrote them, or {elsewhere}"
+    raise ConfigurationError(
+        f"{output} already holds change logs written by {by}, and checkpoint "
+        f"{checkpoint} is {now}: its batches, numbered from 0 again, would replace "
+        f"those logs' {BATCH_COLUMN}=<id> files",
+        hint=hint,
+    )
+
+
+def record_run(spark: Any, output: str, checkpoint: str | Path, query: str) -> None:
+    """Record in ``output`` the query (and its checkpoint) that writes its logs."""
+    import json
+
+    text = json.dumps({"query": query, "checkpoint": _location(checkpoint)})
+    _write_text(spark, f"{output}/{RUN_FILE}", text + "\n")
+
+
 def run_all(tasks: Sequence[Callable[[], None]], concurrent: int) -> None:
     """Run the tasks (each plans and writes one directory of a batch), up to
     ``concurrent`` at once: a batch touching many tables is many small Spark jobs, whose

@@ -26,7 +26,9 @@ from pgtail.spark.changelog import (
     list_dirs,
     log_schema,
     read_changes,
+    record_run,
     recorded_columns,
+    refuse_other_checkpoint,
     refuse_untyped_log,
     require_local,
     table_dir,
@@ -67,13 +69,43 @@ def use_own_python(
 _TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hours?)\s*$")
 
 
+_LOCAL_MASTER = re.compile(r"^local(?:\[(\d+|\*)(?:,\s*\d+)?\])?$")
+
+
+def local_cores(master: str) -> int | None:
+    """The cores of a ``local``, ``local[N]``, ``local[*]`` or ``local[N,F]`` master;
+    None for any other master."""
+    match = _LOCAL_MASTER.match(master.strip())
+    if match is None:
+        return None
+    cores = match.group(1)
+    if cores is None:
+        return 1
+    if cores == "*":
+        return os.cpu_count() or 1
+    return max(int(cores), 1)
+
+
+def session_defaults(master: str, conf: Mapping[str, str]) -> dict[str, str]:
+    """Settings a session gets unless ``conf`` sets them: on a local master, as many
+    shuffle partitions as cores. Spark's default of 200 makes ``materialize``'s
+    shuffles 200 small Python tasks each (179 s against 30 s with 2, on 2 cores)."""
+    cores = local_cores(master)
+    if cores is None or "spark.sql.shuffle.partitions" in conf:
+        return {}
+    return {"spark.sql.shuffle.partitions": str(cores)}
+
+
 def session(
     master: str = "local[*]", app_name: str = "pgtail", conf: Mapping[str, str] | None = None
 ) -> Any:
-    """A SparkSession with the ``pgoutput`` format registered (speculation off)."""
+    """A SparkSession with the ``pgoutput`` format registered (speculation off; on a
+    local master, `session_defaults`)."""
     require_pyspark()
     use_own_python()
     from pyspark.sql import SparkSession
+
+    conf = {**session_defaults(master, conf or {}), **(conf or {})}
 
     builder = (
         SparkSession.builder.master(master)
@@ -85,7 +117,7 @@ def session(
         # timestamp_ntz), which other readers understand, rather than legacy INT96
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
-    for key, value in (conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
@@ -316,7 +348,10 @@ def run(
     trigger_args = parse_trigger(trigger)
     chosen = chosen_writer(writer, output)
     validate_source(options)
-    refuse_untyped_log(str(output).rstrip("/"), list_dirs(spark, str(output).rstrip("/")))
+    log_root = str(output).rstrip("/")
+    names = list_dirs(spark, log_root)
+    refuse_untyped_log(log_root, names)
+    owner = refuse_other_checkpoint(spark, log_root, names, checkpoint)
     sink: Any
     if chosen == "pyarrow":
         from pgtail.spark.direct import NAME, ChangeLogCommitter, local_path
@@ -347,6 +382,8 @@ def run(
             if translated is not None:
                 raise translated from None
             raise
+        if str(query.id) != owner:
+            record_run(spark, log_root, checkpoint, str(query.id))
         return _await(query, options, checkpoint, on_progress, changes)
     finally:
         sink.close()
@@ -437,35 +474,50 @@ def _canonical(obj: Mapping[str, Any]) -> str:
 def targets(
     op: str, key: str | None, after: str | None, commit_lsn: int, seq: int
 ) -> list[tuple[str, str, int, str | None]]:
-    """What one change does to the current state: [(row key, "upsert"/"delete", order,
-    origin)].
+    """What one change does to the current state: [(row key, kind, order, origin)], where
+    kind is "insert" (one more row of this key), "upsert" (the key's row changes, and is
+    there) or "delete" (one row of this key fewer).
 
-    An update that changes the replica identity is a delete of the old key and an upsert
-    of the new one, whose origin is the old key (where unchanged TOAST values live). Rows
-    of a table without a key are kept as they are (inserts only).
+    An update that changes the replica identity is a delete of the old key and an insert
+    of the new one, whose origin is the old key (where unchanged TOAST values live). Under
+    REPLICA IDENTITY FULL the key is the whole row, and a table without a primary key can
+    hold several equal rows: they count (see `fold_copies`), as in the table. Rows of a
+    table without a key are kept as they are (inserts only).
     """
     import orjson
 
     if key is None:
         if op == "insert":
-            return [(f"@{commit_lsn}/{seq}", "upsert", 0, None)]
+            return [(f"@{commit_lsn}/{seq}", "insert", 0, None)]
         return []
     old = orjson.loads(key)
     if op == "delete":
         return [(_canonical(old), "delete", 0, None)]
     if op == "insert":
-        return [(_canonical(old), "upsert", 0, None)]
+        return [(_canonical(old), "insert", 0, None)]
     new_row = orjson.loads(after) if after is not None else {}
     new = {name: new_row.get(name, old.get(name)) for name in old}
     if new != old:
         old_key = _canonical(old)
-        return [(old_key, "delete", 0, None), (_canonical(new), "upsert", 1, old_key)]
+        return [(old_key, "delete", 0, None), (_canonical(new), "insert", 1, old_key)]
     return [(_canonical(old), "upsert", 0, None)]
 
 
 def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
     """(current row JSON, hole JSON) after a key's changes in order; (None, None) when it
-    was deleted.
+    was deleted (`fold_copies` without the count)."""
+    row, hole, _copies = fold_copies(history)
+    return row, hole
+
+
+def fold_copies(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None, int]:
+    """(current row JSON, hole JSON, copies) after a key's changes in order; (None, None,
+    0) when none is left.
+
+    Copies: an insert adds one row of the key, a delete takes one away (never below none:
+    the log may begin after a row was written), an upsert changes the row in place (one,
+    when none was known). Only a key that is the whole row (REPLICA IDENTITY FULL without
+    a primary key) can have several; they are the same row.
 
     Columns an update left out as unchanged TOAST keep their previous value. When the row
     came from a key change, their value is in the old key's row, which this key's history
@@ -480,10 +532,16 @@ def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
     # server's text): rows are merged, never parsed.
     state: dict[str, str] | None = None
     hole: dict[str, Any] | None = None
+    copies = 0
     for change in history:
         if change["kind"] == "delete":
-            state = hole = None
+            copies -= 1
+            if copies <= 0:
+                state = hole = None
+                copies = 0
             continue
+        if state is None or change["kind"] == "insert":
+            copies += 1
         row = raw_members(change["after"]) if change["after"] is not None else {}
         toast = change["unchanged_toast"] or ()
         if state is None:
@@ -507,9 +565,9 @@ def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
             row = ordered
         state = row
     if state is None:
-        return None, None
+        return None, None, 0
     missing = hole is not None and hole["columns"]
-    return raw_object(state), orjson.dumps(hole).decode() if missing else None
+    return raw_object(state), orjson.dumps(hole).decode() if missing else None, copies
 
 
 def fill(
@@ -581,9 +639,10 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
     state_type = T.StructType(
         [T.StructField("row", T.StringType()), T.StructField("hole", T.StringType())]
     )
+    folded_type = T.StructType([*state_type.fields, T.StructField("copies", T.IntegerType())])
     # Plain (pickled) Python UDFs: no pandas needed on the executors.
     targets_udf = F.udf(lambda *a: targets(*a), target_type, useArrow=False)
-    fold_udf = F.udf(lambda h: fold(h), state_type, useArrow=False)
+    fold_udf = F.udf(lambda h: fold_copies(h), folded_type, useArrow=False)
     fill_udf = F.udf(lambda r, h, o: fill(r, h, o), state_type, useArrow=False)
     exploded = live.select(
         *PARTITION_COLUMNS,
@@ -614,12 +673,13 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
     )
     folded = (
         history.select(*PARTITION_COLUMNS, "k", fold_udf("history").alias("s"))
-        .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole")
+        .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole", "s.copies")
         .where(F.col("row").isNotNull())
         .cache()
     )
     cached = [history, folded]
-    done = folded.where(F.col("hole").isNull()).select(*PARTITION_COLUMNS, "row")
+    kept = (*PARTITION_COLUMNS, "row", "copies")
+    done = folded.where(F.col("hole").isNull()).select(*kept)
     pending = folded.where(F.col("hole").isNotNull())
     # Rows made by a key change with unchanged TOAST: fill them from the old key's row,
     # one key further back each round (rare: a round runs only while some are pending).
@@ -634,26 +694,44 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
         pending = (
             pending.withColumn("_origin", F.get_json_object("hole", "$.from"))
             .join(origins, [*PARTITION_COLUMNS, "_origin"], "left")
-            .select(*PARTITION_COLUMNS, "k", fill_udf("row", "hole", "_origin_history").alias("s"))
-            .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole")
+            .select(
+                *PARTITION_COLUMNS,
+                "k",
+                "copies",
+                fill_udf("row", "hole", "_origin_history").alias("s"),
+            )
+            .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole", "copies")
             .cache()
         )
         cached.append(pending)
-        done = done.unionByName(
-            pending.where(F.col("hole").isNull()).select(*PARTITION_COLUMNS, "row")
-        )
+        done = done.unionByName(pending.where(F.col("hole").isNull()).select(*kept))
         pending = pending.where(F.col("hole").isNotNull())
     # a longer chain than that: those columns stay out, as without a key change's origin
-    done = done.unionByName(pending.select(*PARTITION_COLUMNS, "row"))
-    return done, cached
+    done = done.unionByName(pending.select(*kept))
+    # equal rows of a table without a primary key (REPLICA IDENTITY FULL), each as often
+    # as the table holds it
+    rows = done.select(
+        *PARTITION_COLUMNS, F.explode(F.array_repeat(F.col("row"), F.col("copies"))).alias("row")
+    )
+    return rows, cached
 
 
-def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str, int]:
+def materialize(
+    spark: Any,
+    changes: str | Path,
+    output: str | Path,
+    on_progress: Callable[[str], None] | None = None,
+) -> dict[str, int]:
     """Write the current state of every table in the change log under ``output``
     (one Parquet directory per table, ``<schema>.<table>``): the table's columns in order,
     with the Spark types its change log records (those of its latest batch), as a
-    ``SELECT *`` of it gives them. Return the row counts. Needs no database."""
+    ``SELECT *`` of it gives them. Return the row counts. Needs no database.
+
+    ``on_progress`` gets a line for each step: the current state computed, then each
+    table written."""
     from pyspark.sql import functions as F
+
+    say = on_progress or (lambda line: None)
 
     log = read_changes(spark, changes).cache()
     try:
@@ -664,10 +742,12 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
             .distinct()
             .collect()
         ]
+        say(f"reading the change logs of {len(tables)} tables")
         state, cached = _state_frame(spark, log)
         state = state.cache()
+        say(f"current state: {state.count()} rows")  # the long step; tables are quick then
         counts: dict[str, int] = {}
-        for schema_name, table_name in sorted(tables):
+        for number, (schema_name, table_name) in enumerate(sorted(tables), 1):
             columns = recorded_columns(spark, table_dir(changes, schema_name, table_name))
             if not columns:
                 # no typed columns: the table was gone before its first batch was written
@@ -681,9 +761,9 @@ def materialize(spark: Any, changes: str | Path, output: str | Path) -> dict[str
             target = table_dir(output, schema_name, table_name)
             frame.write.mode("overwrite").parquet(target)
             # quoted as SQL would (plain names as they are): "a.b".c is not a."b.c"
-            counts[f"{quote_ident(schema_name)}.{quote_ident(table_name)}"] = spark.read.parquet(
-                target
-            ).count()
+            name = f"{quote_ident(schema_name)}.{quote_ident(table_name)}"
+            counts[name] = spark.read.parquet(target).count()
+            say(f"[{number}/{len(tables)}] {name}: {counts[name]} rows written to {target}")
         state.unpersist()
         for frame in cached:
             frame.unpersist()

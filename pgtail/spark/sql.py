@@ -18,8 +18,9 @@ APPLICATION_NAME = "pgtail-spark"
 
 def missing_slot_hint(slot: str) -> str:
     """What to do about a slot the source was told to read that does not exist."""
+    # a pgoutput slot has no publication of its own: the source names them when it reads
     return (
-        f"create it with: pgtail slot create {slot} --publication <pub> "
+        f"create it with: pgtail slot create {slot} "
         f"(or SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput'))"
     )
 

@@ -57,6 +57,8 @@ class StreamConfig:
     filter: EventFilter = field(default_factory=EventFilter)
     reconnect: ReconnectPolicy = field(default_factory=ReconnectPolicy)
     application_name: str = "pgtail"
+    snapshot: bool = False  # copy the published tables' rows first (a slot this run creates)
+    snapshot_tables: tuple[str, ...] = ()  # with snapshot: these globs only (empty: all)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class StreamResult:
     # a second signal abandoned output still waiting for a blocked consumer; the writer
     # thread may still be stuck in write(2), so the caller should exit at once (os._exit)
     abandoned: bool = False
+    # batches of output handed to the writer thread: many small transactions that arrive
+    # together go as one batch (a count to observe batching by, not a delivery fact)
+    batches: int = 0
 
 
 Logger = Callable[[str], None]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import socket
 import uuid
 from collections.abc import Collection
@@ -70,7 +71,7 @@ def choose_publications(
             raise catalog.publication_missing_error(
                 missing[0],
                 server.database,
-                hint=f"create it: pgtail publication create {missing[0]} --table ...;"
+                hint=f"create it: pgtail publication create {shlex.quote(missing[0])} --table ...;"
                 " or pgtail stream --create-publication --table ...",
             )
         return config.publications
@@ -88,8 +89,11 @@ def choose_publications(
     if not existing:
         raise PublicationError(
             f"database {server.database!r} has no publication{besides}",
-            hint="CREATE PUBLICATION pgtail FOR ALL TABLES; or pass --create-publication"
-            " (with --table/--schema) to create one for this run",
+            # not CREATE PUBLICATION ... FOR ALL TABLES: a table without a replica
+            # identity would then fail its next UPDATE; publication create checks that
+            hint="pgtail publication create pgtail --table T (or --all-tables), which"
+            " refuses a table whose UPDATE/DELETE would then fail; or pass"
+            " --create-publication (with --table/--schema) to create one for this run",
         )
     raise PublicationError(
         f"database {server.database!r} has {len(existing)} publications"

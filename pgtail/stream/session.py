@@ -69,6 +69,7 @@ from pgtail.catalog import (
     resolve_dsn,
     translate_connect_error,
 )
+from pgtail.changes.schema import with_schema_events
 from pgtail.errors import (
     ConfigurationError,
     PgtailError,
@@ -80,7 +81,7 @@ from pgtail.errors import (
     SlotError,
 )
 from pgtail.feedback import Feedback
-from pgtail.lsn import format_lsn
+from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.render import insert_encoder, make_renderer
 from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
 from pgtail.stream.options import replication_options
@@ -92,6 +93,8 @@ from pgtail.stream.publications import (
     warn_unmatched_filters,
 )
 from pgtail.stream.signals import Signals
+from pgtail.stream.snapshot import SnapshotCopy, check_config
+from pgtail.stream.snapshot import preflight as snapshot_preflight
 from pgtail.stream.writer import (
     LINE_STARTS,
     STOP,
@@ -153,6 +156,7 @@ class Session:
         self.publications: tuple[str, ...] = ()
         self.held_publication: HeldPublication | None = None  # dropped when the run ends
         self.proto_version = 1
+        self.exported: tuple[str, int] | None = None  # (snapshot name, consistent point)
         self.options: dict[str, str] = {}  # START_REPLICATION options
         # ---- the replication connection
         self.conn: Any = None
@@ -178,6 +182,9 @@ class Session:
         self.close_renderer: Callable[[], None] = lambda: None
         self.renderer_closed = False
         self.position = 0  # stream position of the last batch handed to the writer
+        # --snapshot: the copy imported at connect, run before the first message is read
+        self.snapshot: SnapshotCopy | None = None
+        self.created_slot = False  # this run created the (non-temporary) slot
 
     # ----------------------------------------------------------------- setup
 
@@ -191,6 +198,8 @@ class Session:
                 conn, self.dsn, self.config, server, self.log
             )
             warn_unmatched_filters(conn, self.config, self.publications, self.log)
+            if self.config.snapshot:
+                snapshot_preflight(conn, self)
             self.proto_version, self.options = replication_options(
                 self.config, server, self.publications
             )
@@ -240,17 +249,26 @@ class Session:
         cur = conn.cursor()
         self.cursor = cur
         assert self.server is not None
+        export = first and self.config.snapshot
+        self.exported = None  # (a retried start-up must not take an earlier attempt's)
         if self.temporary:
-            self._create_slot(cur, temporary=True)
+            self._create_slot(cur, temporary=True, export=export)
             if first:
                 self.log(
                     f"pgtail: no --slot: streaming temporary slot {self.slot!r}; it goes away"
                     " with the connection and cannot be resumed (use --slot NAME --create-slot)"
                 )
         elif first and self.config.create_slot:
-            created = self._create_slot(cur, temporary=False, if_missing=True)
+            created = self._create_slot(cur, temporary=False, if_missing=True, export=export)
             if created:
+                self.created_slot = True
                 self.log(f"pgtail: created replication slot {self.slot!r}")
+        if export:
+            self.snapshot = (
+                SnapshotCopy(self, *self.exported)
+                if self.exported is not None
+                else SnapshotCopy.of_existing_slot(self)
+            )
         start = self.config.start_lsn if (first and self.config.start_lsn) else 0
         try:
             cur.start_replication(
@@ -289,7 +307,7 @@ class Session:
                 if name not in names:
                     raise PublicationError(
                         f"publication {name!r} was dropped while pgtail was streaming it",
-                        hint=f"CREATE PUBLICATION {name} ... again, or stream another one",
+                        hint=_publication_dropped_hint(server.major, self.slot),
                     )
         except psycopg2.Error as exc:
             if catalog.is_transient(exc):
@@ -347,7 +365,11 @@ class Session:
                 if _sleep_unless_signalled(self, delay):
                     raise _Stop("signal") from None
 
-    def _create_slot(self, cur: Any, *, temporary: bool, if_missing: bool = False) -> bool:
+    def _create_slot(
+        self, cur: Any, *, temporary: bool, if_missing: bool = False, export: bool = False
+    ) -> bool:
+        """CREATE_REPLICATION_SLOT; with ``export``, keeps the exported snapshot's name
+        and consistent point in ``self.exported`` (valid until the next command)."""
         assert self.server is not None
         major = self.server.major
         parts = [sql.SQL("CREATE_REPLICATION_SLOT {}").format(sql.Identifier(self.slot))]
@@ -355,7 +377,7 @@ class Session:
             parts.append(sql.SQL("TEMPORARY"))
         parts.append(sql.SQL("LOGICAL pgoutput"))
         if major >= 15:
-            opts = [sql.SQL("SNAPSHOT 'nothing'")]
+            opts = [sql.SQL("SNAPSHOT 'export'" if export else "SNAPSHOT 'nothing'")]
             if self.config.two_phase:
                 opts.append(sql.SQL("TWO_PHASE true"))
             parts.append(sql.SQL("(") + sql.SQL(", ").join(opts) + sql.SQL(")"))
@@ -364,7 +386,7 @@ class Session:
                 raise ServerCapabilityError(
                     f"--two-phase needs PostgreSQL 15 or later (server is {major})"
                 )
-            parts.append(sql.SQL("NOEXPORT_SNAPSHOT"))
+            parts.append(sql.SQL("EXPORT_SNAPSHOT" if export else "NOEXPORT_SNAPSHOT"))
         try:
             cur.execute(sql.SQL(" ").join(parts))
         except psycopg2.errors.DuplicateObject:
@@ -373,6 +395,10 @@ class Session:
             raise SlotError(f"replication slot {self.slot!r} already exists") from None
         except psycopg2.Error as exc:
             raise catalog.translate_create_slot_error(exc, self.slot) from None
+        if export:
+            # slot_name, consistent_point, snapshot_name, output_plugin
+            row = cur.fetchone()
+            self.exported = (str(row[2]), parse_lsn(str(row[1])))
         return True
 
     def _start_error(self, exc: BaseException, during: str = "START_REPLICATION") -> PgtailError:
@@ -471,49 +497,69 @@ class Session:
         # the renderer's fast path for text rows (not with --redact: it needs values)
         encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
         assembler = Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
-        flt = None if cfg.filter.is_noop else cfg.filter
+        flt = self.event_filter()
         policy = self.policy
         past_end, written = policy.past_end, policy.written
         batch_size = policy.batch_size
         # changes that may still be taken: the batch's count is checked against it, and
         # the policy hears of the batch's changes when the batch is handed over
         room = policy.room()
+        # One batch holds whatever the socket delivered in one go (up to batch_size),
+        # many transactions of it: one hand-off to the writer per batch, not per
+        # transaction. ``whole``/``whole_changes``: items and changes up to the end of
+        # the last transaction completed in it, which ``confirm``/``position`` name.
         items: list[Any] = []
         confirm = 0
         position = 0
         txs = 0
         nchanges = 0
+        whole = 0
+        whole_changes = 0
         skipping = False
         Change, Truncate, Message = ch.Change, ch.Truncate, ch.Message
         EncodedRows = ch.EncodedRows
         TxBegin, TxCommit = ch.TxBegin, ch.TxCommit
 
         def flush_items() -> None:
-            nonlocal items, confirm, position, txs, nchanges, room
+            nonlocal items, confirm, position, txs, nchanges, room, whole, whole_changes
             if items or confirm or position:
-                batch = Batch(items, confirm, position, txs, nchanges)
+                batches: tuple[Batch, ...]
+                if position and whole < len(items):
+                    # it ends inside a transaction: the whole ones go first, as one batch
+                    # ending at their end (what --output's state and a reconnect resume
+                    # from), the started one after it, confirming nothing
+                    batches = (
+                        Batch(items[:whole], confirm, position, txs, whole_changes),
+                        Batch(items[whole:], 0, 0, 0, nchanges - whole_changes),
+                    )
+                else:
+                    batches = (Batch(items, confirm, position, txs, nchanges),)
                 items, confirm, position, txs, nchanges = [], 0, 0, 0, 0
-                policy.took(batch.changes)
+                whole = whole_changes = 0
+                for batch in batches:
+                    policy.took(batch.changes)
                 room = policy.room()
-                self.enqueue(batch)
+                for batch in batches:
+                    self.enqueue(batch)
 
-        def stop_at_limit(events: Iterator[Any], whole: bool) -> NoReturn:
+        def stop_at_limit(events: Iterator[Any], complete: bool) -> NoReturn:
             """``--max-changes`` reached on a change of a transaction: stop.
 
-            When no more of the transaction's changes would be written (``whole``: the
+            When no more of the transaction's changes would be written (``complete``: the
             last change was not cut, and only its commit, or changes the filter drops,
             follow), the transaction is complete: its commit is taken, so it is confirmed
             and the next run starts after it. Otherwise it was only partly written:
             confirming it would lose its other changes, so it is not confirmed and the
             next run writes it again, whole.
             """
-            nonlocal confirm, position, txs
-            if whole:
+            nonlocal confirm, position, txs, whole, whole_changes
+            if complete:
                 for event in events:
                     if isinstance(event, TxCommit):
                         confirm = position = event.tx.end_lsn
                         txs += 1
                         items.append(event)
+                        whole, whole_changes = len(items), nchanges
                         break
                     if not isinstance(event, Change | Truncate | Message | EncodedRows):
                         break
@@ -560,7 +606,7 @@ class Session:
                         if isinstance(event, TxCommit):
                             skipping = False
                         continue
-                    if cls is not Change:
+                    if cls is not Change and cls is not EncodedRows:
                         if isinstance(event, TxBegin):
                             tx = event.tx
                             if past_end(tx.commit_lsn):
@@ -584,7 +630,9 @@ class Session:
                                 items.pop()
                             else:
                                 items.append(event)
-                            flush_items()  # batches end at transaction boundaries
+                            whole, whole_changes = len(items), nchanges
+                            if txs >= batch_size:  # empty ones add no items: bound them too
+                                flush_items()
                             continue
                         elif isinstance(event, ch.CommitPrepared | ch.RollbackPrepared):
                             pos = (
@@ -600,7 +648,7 @@ class Session:
                             confirm = position = pos
                             txs += 1
                             items.append(event)
-                            flush_items()
+                            whole, whole_changes = len(items), nchanges
                             continue
                         elif isinstance(event, Message) and event.tx is None:
                             lsn = event.lsn
@@ -614,6 +662,7 @@ class Session:
                             if kept_message is not None:
                                 items.append(kept_message)
                                 nchanges += 1
+                            whole, whole_changes = len(items), nchanges
                             flush_items()
                             if policy.limit_reached:
                                 raise _Stop("max_changes")
@@ -820,6 +869,41 @@ class Session:
             )
             return {}
 
+    def event_filter(self) -> Any:
+        """The filter events go through (None: none): the user's, and after the snapshot
+        of a slot that existed, the one that drops the changes the copy holds."""
+        flt = None if self.config.filter.is_noop else self.config.filter
+        return flt if self.snapshot is None else self.snapshot.event_filter(flt)
+
+    def copy_snapshot(self) -> None:
+        """--snapshot: every table's rows, before the first change is read."""
+        snapshot = self.snapshot
+        assert snapshot is not None
+        try:
+            if not snapshot.run(self.enqueue, lambda: self.signals.received is not None):
+                raise _Stop("signal")
+        finally:
+            snapshot.close()
+
+    def drop_unfinished_snapshot_slot(self) -> None:
+        """A copy that did not finish leaves no slot this run created: the next run
+        starts afresh (a temporary slot went with its connection)."""
+        snapshot = self.snapshot
+        if not (self.config.snapshot and self.created_slot) or (snapshot and snapshot.done):
+            return
+        try:
+            catalog.drop_slot(self.dsn, self.slot, if_exists=True, force=True)
+            self.log(
+                f"pgtail: the snapshot did not finish: dropped replication slot {self.slot!r}"
+                " this run created (rerun to start afresh)"
+            )
+        except (PgtailError, psycopg2.Error) as exc:
+            self.log(
+                f"pgtail: warning: the snapshot did not finish and replication slot"
+                f" {self.slot!r} could not be dropped ({primary_message(exc)}); drop it"
+                f" (pgtail slot drop {self.slot}) before rerunning --snapshot"
+            )
+
     def final_feedback(self) -> None:
         if self.cursor is None:
             return
@@ -878,6 +962,7 @@ def run(
     if config.end_lsn is not None and config.start_lsn is not None:  # noqa: SIM102
         if config.end_lsn < config.start_lsn:
             raise ConfigurationError("--end is before --start")
+    check_config(config)
     signals = Signals(install_signal_handlers, reopen_on_hup=config.output is not None)
     stream = Session(config, out, logger, signals)
     output_file: BinaryIO | None = None
@@ -980,6 +1065,8 @@ def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], N
 def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
     config = stream.config
     stream.render, stream.close_renderer = _make_render(config, stream.buffer)
+    if config.format != "raw":
+        stream.render = with_schema_events(stream.render)
     writer = Writer(
         out,
         stream.feedback,
@@ -997,6 +1084,8 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
     try:
         stream.retry_start(lambda: stream.connect(first=True))
         writer.start()
+        if stream.snapshot is not None:
+            stream.copy_snapshot()
         while True:
             try:
                 if config.format == "raw":
@@ -1066,6 +1155,7 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
             stream.wait_for_writer()
         stream.final_feedback()
         stream.close_connection()
+        stream.drop_unfinished_snapshot_slot()
     if writer.error is not None and error is None:
         err = writer.error
         if isinstance(err, PgtailError):
@@ -1091,6 +1181,7 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
         publications=stream.publications,
         reconnects=stream.reconnects,
         abandoned=writer.is_alive(),
+        batches=writer.enqueued,
     )
 
 
@@ -1105,3 +1196,16 @@ def _sleep_unless_signalled(stream: Session, delay: float) -> bool:
         with contextlib.suppress(InterruptedError):
             select.select([stream.signals.fd], [], [], remaining)
         stream.signals.drain()
+
+
+def _publication_dropped_hint(major: int, slot: str) -> str:
+    if major >= 18:  # pgoutput skips a missing publication: made again, it is used again
+        return "create it again and rerun, or stream another one (--publication)"
+    # before 18 the slot decodes each change with the catalog as it was then, where a
+    # publication made again does not exist yet: it cannot get past the drop
+    return (
+        "stream one that existed before the drop (--publication); creating it again is"
+        " not enough on PostgreSQL 17 and older: then also move the slot past the"
+        f" re-creation (pgtail slot advance {slot} LSN, e.g. pg_current_wal_lsn();"
+        " the changes in between are lost)"
+    )

@@ -1,0 +1,119 @@
+"""How fast does ``pgtail stream --snapshot`` copy a table, next to the server alone?
+
+On a throwaway server: a table of N rows of bench/drain.py's mixed-type shape, copied
+three ways, each into /dev/null, wall clock from start to exit (process start-up
+included):
+
+- ``pgtail``: ``pgtail stream --snapshot --format json --idle-exit 0.1`` (a temporary
+  slot; it exits once the copy is written and nothing else comes);
+- ``row_to_json``: ``psql -c "COPY (SELECT row_to_json(t) FROM bench t) TO STDOUT"``,
+  the server writing JSON in C;
+- ``\\copy``: ``psql -c "\\copy bench to /dev/null"``, the text rows alone.
+
+Goal: pgtail at least 0.8x the speed of the row_to_json COPY (time ratio <= 1.25).
+Peak RSS of pgtail is printed too (memory stays bounded on a table of any size).
+
+    .venv/bin/python bench/snapshot.py [--rows 1000000] [--repeat 3] [--format json|sql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import psycopg2
+
+from pgtail.server import find_bindir, start_server
+
+TABLE = """
+CREATE TABLE bench (
+    id bigint PRIMARY KEY, name text, qty int, price numeric(12,2), created timestamptz,
+    flag bool, meta jsonb, tags text[], ratio float8, ref uuid
+)
+"""
+INSERT = """
+INSERT INTO bench
+SELECT g, 'name ' || g, g %% 1000, (g %% 100000) / 100.0, now(), g %% 2 = 0,
+       jsonb_build_object('k', g, 'tag', 'x'), ARRAY['a', 'b'], g * 1.5, gen_random_uuid()
+FROM generate_series(1, %s) g
+"""
+
+
+def timed(args: list[str]) -> tuple[float, int]:
+    """Wall time and peak RSS (KiB) of a command whose stdout goes to /dev/null."""
+    with open(os.devnull, "wb") as null:
+        start = time.perf_counter()
+        proc = subprocess.Popen(args, stdout=null, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        raise RuntimeError(f"{args[:3]} failed: {err}")
+    return elapsed, usage.ru_maxrss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3, help="best of N runs of each")
+    parser.add_argument("--format", default="json", choices=["json", "sql"])
+    args = parser.parse_args()
+
+    bindir = find_bindir()
+    server = start_server(bindir, settings={"shared_buffers": "256MB"})
+    try:
+        admin = psycopg2.connect(server.dsn())
+        admin.autocommit = True
+        admin.cursor().execute("CREATE DATABASE bench")
+        admin.close()
+        dsn = server.dsn("bench")
+        conn = psycopg2.connect(dsn)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(TABLE)
+            cur.execute(INSERT, (args.rows,))
+            cur.execute("VACUUM ANALYZE bench")
+            cur.execute("CREATE PUBLICATION bench_pub FOR TABLE bench")
+        conn.close()
+        psql = str(bindir / "psql")
+        if not os.path.exists(psql):
+            psql = "psql"
+        commands = {
+            "pgtail": [
+                *(sys.executable, "-m", "pgtail", "stream", "--dsn", dsn),
+                *("--publication", "bench_pub", "--snapshot", "--format", args.format),
+                *("--idle-exit", "0.1"),
+            ],
+            "row_to_json": [
+                *(psql, "-X", "-q", "-d", dsn, "-c"),
+                "COPY (SELECT row_to_json(t) FROM bench t) TO STDOUT",
+            ],
+            "copy": [psql, "-X", "-q", "-d", dsn, "-c", "\\copy bench to /dev/null"],
+        }
+        print(f"PostgreSQL {server.major}, a table of {args.rows:,} rows, best of {args.repeat}")
+        best: dict[str, tuple[float, int]] = {}
+        for _ in range(args.repeat):  # alternating, so each sees the same machine
+            for name, command in commands.items():
+                elapsed, rss = timed(command)
+                if name not in best or elapsed < best[name][0]:
+                    best[name] = (elapsed, rss)
+        for name, (elapsed, rss) in best.items():
+            print(
+                f"{name:12s} {elapsed:6.2f} s  ({args.rows / elapsed:10,.0f} rows/s;"
+                f" peak RSS {rss / 1024:6.1f} MB)"
+            )
+        ratio = best["row_to_json"][0] / best["pgtail"][0]
+        plain = best["copy"][0] / best["pgtail"][0]
+        print(
+            f"pgtail speed / row_to_json COPY: {ratio:.2f}x (goal: >= 0.8x); / \\copy: {plain:.2f}x"
+        )
+    finally:
+        server.destroy()
+
+
+if __name__ == "__main__":
+    main()

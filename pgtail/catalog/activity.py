@@ -1,0 +1,266 @@
+"""One look at the server's logical replication for `pgtail top`, `slot info` and the
+doctor's root causes (`replication_facts`): slots with their xmin horizons, their
+statistics (pg_stat_replication_slots, 14+), the walsenders (pg_stat_replication), the
+oldest open and prepared transactions, per-database change counters and the WAL settings
+that bound a slot. A handful of queries per look; what a server version lacks is None
+(or, for the statistics, an empty mapping), decided here.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import psycopg2
+from psycopg2.extensions import connection as PgConnection
+
+from pgtail.catalog.connection import connect, fetchall, fetchone, open_connection
+from pgtail.catalog.errors import translate_error
+from pgtail.catalog.facts import OpenTransaction, ReplicationFacts, SenderFacts, SlotStats
+from pgtail.catalog.server import CURRENT_LSN, lsn_or_none, server_version_num, settings
+from pgtail.catalog.slots import slot_listing
+from pgtail.sqlnames import publication_names_option
+
+WAL_SETTINGS = ("max_slot_wal_keep_size", "max_wal_size", "wal_keep_size", "wal_keep_segments")
+
+# how many of the oldest open transactions a look keeps
+OLDEST_TRANSACTIONS = 5
+
+_SENDERS = """
+SELECT r.pid, s.slot_name, r.application_name, r.client_addr::text, r.state,
+       extract(epoch FROM clock_timestamp() - r.backend_start)::float8,
+       r.sent_lsn::text, r.write_lsn::text, r.flush_lsn::text, r.replay_lsn::text,
+       extract(epoch FROM r.write_lag)::float8, extract(epoch FROM r.flush_lag)::float8,
+       extract(epoch FROM r.replay_lag)::float8,
+       extract(epoch FROM clock_timestamp() - r.reply_time)::float8
+FROM pg_stat_replication r LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid
+ORDER BY r.pid
+"""
+
+# client backends in a transaction, oldest first (not this session, not walsenders)
+_TRANSACTIONS = """
+SELECT pid, datname, usename, application_name, state,
+       extract(epoch FROM clock_timestamp() - xact_start)::float8,
+       backend_xid::text, age(backend_xmin)
+FROM pg_stat_activity
+WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid()
+  AND coalesce(backend_type, 'client backend') = 'client backend'
+ORDER BY xact_start LIMIT %s
+"""
+
+_PREPARED = """
+SELECT gid, database, owner, extract(epoch FROM clock_timestamp() - prepared)::float8,
+       transaction::text, age(transaction)
+FROM pg_prepared_xacts ORDER BY prepared
+"""
+
+
+def _stats_query(version: int) -> str:
+    totals = "total_txns, total_bytes" if version >= 150000 else "NULL, NULL"
+    return (
+        "SELECT slot_name, spill_txns, spill_count, spill_bytes, stream_txns, stream_count,"
+        f" stream_bytes, {totals} FROM pg_stat_replication_slots"
+    )
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None else None
+
+
+def replication_facts(conn: PgConnection) -> ReplicationFacts:
+    """Everything one interval of `pgtail top` shows, read now."""
+    version = server_version_num(conn)
+    taken_at, database, current = fetchone(
+        conn,
+        "SELECT extract(epoch FROM clock_timestamp())::float8, current_database(),"
+        f" ({CURRENT_LSN})::text",
+    )
+    listing = slot_listing(conn)
+    stats: dict[str, SlotStats] = {}
+    if version >= 140000:
+        for row in fetchall(conn, _stats_query(version)):
+            spill_txns, spill_count, spill_bytes, stream_txns, stream_count, stream_bytes = (
+                int(v or 0) for v in row[1:7]
+            )
+            stats[row[0]] = SlotStats(
+                spill_txns,
+                spill_count,
+                spill_bytes,
+                stream_txns,
+                stream_count,
+                stream_bytes,
+                total_txns=_int(row[7]),
+                total_bytes=_int(row[8]),
+            )
+    senders = tuple(
+        SenderFacts(
+            pid=int(r[0]),
+            slot=r[1],
+            application_name=r[2] or "",
+            client_addr=r[3],
+            state=r[4],
+            started_ago=r[5],
+            sent_lsn=lsn_or_none(r[6]),
+            write_lsn=lsn_or_none(r[7]),
+            flush_lsn=lsn_or_none(r[8]),
+            replay_lsn=lsn_or_none(r[9]),
+            write_lag=r[10],
+            flush_lag=r[11],
+            replay_lag=r[12],
+            reply_ago=r[13],
+        )
+        for r in fetchall(conn, _SENDERS)
+    )
+    transactions = tuple(
+        OpenTransaction(
+            pid=int(r[0]),
+            database=r[1],
+            user=r[2],
+            application_name=r[3],
+            state=r[4],
+            age_seconds=r[5],
+            xid=_int(r[6]),
+            xmin_age=r[7],
+        )
+        for r in fetchall(conn, _TRANSACTIONS, (OLDEST_TRANSACTIONS,))
+    )
+    prepared = tuple(
+        OpenTransaction(
+            pid=None,
+            database=r[1],
+            user=r[2],
+            application_name=None,
+            state="prepared",
+            age_seconds=r[3],
+            xid=_int(r[4]),
+            xmin_age=r[5],
+            prepared_gid=r[0],
+        )
+        for r in fetchall(conn, _PREPARED)
+    )
+    changes = {
+        str(r[0]): int(r[1])
+        for r in fetchall(
+            conn,
+            "SELECT datname, coalesce(tup_inserted + tup_updated + tup_deleted, 0)"
+            " FROM pg_stat_database WHERE datname IS NOT NULL",
+        )
+    }
+    return ReplicationFacts(
+        version_num=version,
+        taken_at=float(taken_at),
+        current_lsn=lsn_or_none(current) or 0,
+        database=str(database),
+        settings=settings(conn, WAL_SETTINGS),
+        slots=listing,
+        stats=stats,
+        senders=senders,
+        transactions=transactions,
+        prepared=prepared,
+        database_changes=changes,
+    )
+
+
+def read_replication(dsn: str | None) -> ReplicationFacts:
+    """`replication_facts` on a connection of its own."""
+    with connect(dsn) as conn:
+        return replication_facts(conn)
+
+
+class Watcher:
+    """One connection kept open for a live view: `look` reads `replication_facts`."""
+
+    def __init__(self, dsn: str | None) -> None:
+        self._conn = open_connection(dsn)
+
+    def look(self) -> ReplicationFacts:
+        try:
+            return replication_facts(self._conn)
+        except psycopg2.Error as exc:
+            raise translate_error(exc) from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+# pg_create_logical_replication_slot waits for every open transaction to end (it needs a
+# consistent start); a live view does not wait that long
+CREATE_TIMEOUT_MS = 3000
+TOP_SLOT_PREFIX = "pgtail_top_"
+
+
+class ChangeSampler:
+    """A temporary pgoutput slot of `pgtail top`'s own, read (and so consumed) through the
+    SQL interface each interval. It never touches another slot; it is dropped when its
+    session ends. `start` returns None, or the one line that says why there are no rates.
+    """
+
+    def __init__(self, dsn: str | None, publication: str, limit: int = 100_000) -> None:
+        self.dsn = dsn
+        self.publication = publication
+        self.limit = limit
+        self.slot = f"{TOP_SLOT_PREFIX}{os.getpid()}_{secrets.token_hex(3)}"
+        self._conn: PgConnection | None = None
+        self.retriable = False  # start failed only because transactions were open
+
+    def start(self) -> str | None:
+        conn = open_connection(self.dsn)
+        try:
+            found = fetchone(
+                conn, "SELECT 1 FROM pg_publication WHERE pubname = %s", (self.publication,)
+            )
+            if found is None:
+                return (
+                    f"no publication {self.publication!r} in database "
+                    f"{conn.info.dbname!r}: no per-table rates"
+                )
+            fetchall(conn, f"SET statement_timeout = {CREATE_TIMEOUT_MS}")
+            fetchall(
+                conn,
+                "SELECT pg_create_logical_replication_slot(%s, 'pgoutput', true)",
+                (self.slot,),
+            )
+            fetchall(conn, "SET statement_timeout = 0")
+        except psycopg2.Error as exc:
+            conn.close()
+            self.retriable = exc.pgcode == "57014"
+            return _sampler_failure(exc)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return None
+
+    def read(self) -> tuple[list[bytes], bool]:
+        """The messages committed since the last read, and whether more are pending."""
+        assert self._conn is not None
+        try:
+            rows = fetchall(
+                self._conn,
+                "SELECT data FROM pg_logical_slot_get_binary_changes(%s, NULL, %s,"
+                " 'proto_version', '1', 'publication_names', %s)",
+                (self.slot, self.limit, publication_names_option([self.publication])),
+            )
+        except psycopg2.Error as exc:
+            raise translate_error(exc) from None
+        return [bytes(r[0]) for r in rows], len(rows) >= self.limit
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()  # the temporary slot goes with the session
+            self._conn = None
+
+
+def _sampler_failure(exc: psycopg2.Error) -> str:
+    code = exc.pgcode or ""
+    if code == "42501":
+        return "no REPLICATION privilege for a temporary slot: no per-table rates"
+    if code == "53400":
+        return "no free replication slot entry (max_replication_slots): no per-table rates"
+    if code == "57014":
+        return (
+            "a temporary slot waits for open transactions to end before it can start:"
+            " no per-table rates until it can (retried)"
+        )
+    first = (exc.pgerror or str(exc)).strip().splitlines()[0].removeprefix("ERROR:").strip()
+    return f"cannot create a temporary slot ({first}): no per-table rates"

@@ -1,0 +1,7 @@
+"""`pgtail top`: a live view of the server's logical replication.
+
+Pure: `model` turns looks from `pgtail.catalog.activity` (and, with --publication, the
+counts `changes` makes of a temporary slot's pgoutput messages) into a view model,
+with the root cause per slot from `pgtail.doctor.slots`; `render` lays it out with rich
+at any width down to 80 columns. The command (`pgtail.cli.top_cmd`) only loops.
+"""
