@@ -102,7 +102,9 @@ Column values are JSON-ready: integers and floats as numbers, numeric as an exac
 DELIVERY = """
 pgtail delivers every committed change at least once. It confirms (reports as flushed to the server) only the end LSN of transactions whose output has been written and flushed: fsync'd to the file with `--output`. With no changes flowing it confirms the server's keepalive position, so an idle pgtail never makes the server hold WAL.
 
-After a crash, a kill -9 or a lost connection pgtail resumes from the last confirmed position: transactions after it may be delivered again, nothing is skipped. Consumers that must not see a change twice deduplicate on (`commit_lsn`, position in the transaction). With `--output FILE` a restarted pgtail appends without repeats.
+After a crash, a kill -9 or a lost connection pgtail resumes from the last confirmed position: transactions after it may be delivered again, nothing is skipped. Consumers that must not see a change twice deduplicate on (`commit_lsn`, position in the transaction). With `--output FILE` a restarted pgtail appends without repeats. When stdout is a regular file (`>> FILE`) that does not end with a line end (a write cut by a kill), the next run cuts that torn last line if it starts like one of its own (it was never confirmed), else ends it, and says so on stderr.
+
+Into a pipe, pgtail confirms what its reader took out of the pipe. Give jq `--unbuffered` when it writes to a file or a pipe: otherwise jq holds its output in a buffer, and Ctrl-C on `pgtail stream | jq ... > file` (the signal stops jq too) loses every row jq had read but not written, which pgtail has confirmed.
 
 The state file: with `--output FILE` pgtail keeps FILE.pgtail-state beside it, a small JSON object ({"slot": ..., "position": ..., "size": ...}) rewritten atomically after each fsync: the slot, the stream position written (the end LSN of the last transaction in the file) and the file's size at that point. On a restart, output written after the last record (never confirmed, so the server sends it again) is cut off, and transactions at or before the recorded position are skipped. A state file of another slot is ignored. Deleting it restarts the bookkeeping: the file is then appended to as it is, and what the server sends again after a crash may repeat in it.
 
@@ -131,7 +133,7 @@ Watch a live demo database (needs no server):
 Stream changes as JSON lines and filter them with jq:
 
     pgtail stream --slot app --create-slot --publication app_pub |
-      jq -c 'select(.op == "delete")'
+      jq --unbuffered -c 'select(.op == "delete")'
 
 Check the server and the publication's tables:
 
@@ -163,20 +165,20 @@ Stream a slot, creating it the first time, and pretty-print on a terminal:
 
 Only deletes, compactly, with jq:
 
-    pgtail stream --slot app | jq -c 'select(.op == "delete") | {table, key}'
+    pgtail stream --slot app | jq --unbuffered -c 'select(.op == "delete") | {table, key}'
 
 Count changes per table as they arrive:
 
-    pgtail stream --slot app | jq -r '"\\(.schema).\\(.table) \\(.op)"'
+    pgtail stream --slot app | jq --unbuffered -r '"\\(.schema).\\(.table) \\(.op)"'
 
 Emails of new customers:
 
     pgtail stream --slot app --table public.customers --ops insert |
-      jq -r .new.email
+      jq --unbuffered -r .new.email
 
 Which columns changed in each update of a REPLICA IDENTITY FULL table:
 
-    pgtail stream --slot app --ops update | jq -c '
+    pgtail stream --slot app --ops update | jq --unbuffered -c '
       select(.old_kind == "full") | . as $c
       | {table, changed: [$c.new | keys[] | select($c.new[.] != $c.old[.])]}'
 

@@ -84,6 +84,12 @@ class ServerUnavailable(ConnectionFailed):
     the connection dropped. The stream retries these; every other error is final."""
 
 
+class ServerUnreachable(ServerUnavailable):
+    """Nothing answers at the address (connection refused, no socket file, a timeout):
+    the server is down or restarting -- or the host or port is wrong. Before a run has
+    ever reached the server, a typo is as likely as a restart, so it waits only briefly."""
+
+
 class ServerCapabilityError(PgtailError):
     """The server cannot do what was asked: wal_level, version too old, missing privilege."""
 

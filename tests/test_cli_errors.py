@@ -66,6 +66,23 @@ def test_a_usage_error_before_the_command_still_names_it() -> None:
     assert "no such option" in _usage(["--debug", "slot", "list", "--jsn"], "pgtail slot list")
 
 
+def test_a_choice_of_arguments_is_listed_without_tabs() -> None:
+    """`pgtail completion` without its shell printed click's tabs."""
+    message = _usage(["completion"], "pgtail completion")
+    assert "\t" not in message and "  " not in message
+    assert message.endswith("choose from: bash, fish, zsh") or "bash, fish, zsh" in message
+
+
+def test_debug_after_the_command_shows_the_traceback() -> None:
+    """--debug is the group's option: after the command it was "no such option"."""
+    env = {"DATABASE_URL": "host=127.0.0.1 port=1 dbname=x connect_timeout=2"}
+    for args in (["slot", "list", "--debug"], ["--debug", "slot", "list"]):
+        code, _, err = run_cli(args, env=env)
+        assert code == 1, err
+        assert "Traceback (most recent call last)" in err, err
+        assert err.splitlines()[-1].startswith("pgtail: error: cannot reach PostgreSQL"), err
+
+
 def test_an_invalid_slot_name_is_refused_alike_by_every_command() -> None:
     create = _usage(["slot", "create", "Bad-Name"], "pgtail slot create")
     stream = _usage(["stream", "--slot", "Bad-Name", "--create-slot"], "pgtail stream")

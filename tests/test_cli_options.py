@@ -221,3 +221,38 @@ def test_conflicting_sources_are_an_error(given: dict[str, str], message: str) -
     with pytest.raises(ConfigurationError) as caught:
         connection_string(**given, environ={})  # type: ignore[arg-type]
     assert message in str(caught.value)
+
+
+def _float_options() -> list[tuple[str, str]]:
+    return [
+        (path, param.opts[0])
+        for path, command in COMMANDS.items()
+        for param in command.params
+        if isinstance(param, click.Option)
+        and isinstance(param.type, click.FloatRange | click.types.FloatParamType)
+    ]
+
+
+def test_the_walk_sees_the_float_options() -> None:
+    found = set(_float_options())
+    assert {("stream", "--idle-exit"), ("stream", "--reconnect-max-delay")} <= found
+    assert ("demo", "--duration") in found
+
+
+@pytest.mark.parametrize("path,option", _float_options())
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "infinity", "1e999"])
+def test_every_float_option_refuses_nan_and_infinities(path: str, option: str, value: str) -> None:
+    """NaN passes every range check: `--idle-exit nan` never exited, `--reconnect-max-delay
+    nan` printed "retrying in nans" and a traceback."""
+    param = next(p for p in COMMANDS[path].params if p.opts[0] == option)
+    with pytest.raises(click.BadParameter, match="not"):
+        param.type.convert(value, param, None)
+    assert param.type.convert("1.5", param, None) == 1.5
+
+
+def test_a_nan_option_is_a_usage_error() -> None:
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, ["stream", "--reconnect-max-delay", "nan"])
+    assert result.exit_code == 2, result.output
+    assert "'nan' is not a finite number" in result.output

@@ -3,7 +3,12 @@ from __future__ import annotations
 import pytest
 
 from pgtail.catalog import describe_target, resolve_dsn, translate_connect_error
-from pgtail.errors import ConnectionFailed, ServerCapabilityError, ServerUnavailable, redact
+from pgtail.errors import (
+    ConnectionFailed,
+    ServerCapabilityError,
+    ServerUnreachable,
+    redact,
+)
 
 
 def test_redact_key_value_and_uri() -> None:
@@ -55,7 +60,7 @@ def test_describe_target_hides_password() -> None:
         ),
         (
             'connection to server at "127.0.0.1", port 1 failed: Connection refused',
-            ServerUnavailable,  # a ConnectionFailed that the stream retries
+            ServerUnreachable,  # a ServerUnavailable: the stream retries it
             "cannot reach PostgreSQL",
         ),
     ],

@@ -257,3 +257,22 @@ def test_troubleshooting_quotes_real_messages() -> None:
     for fragment in TROUBLESHOOTING:
         assert fragment in section, f"README troubleshooting lost {fragment!r}"
         assert fragment in sources, f"no pgtail message contains {fragment!r} any more"
+
+
+def test_stream_recipes_give_jq_unbuffered() -> None:
+    """jq buffers its output into a file or pipe, while pgtail confirms what jq read:
+    Ctrl-C loses that buffer. Every recipe that pipes `pgtail stream` into jq says
+    ``--unbuffered``, and the README's delivery section says why."""
+    readme = (ROOT / "README.md").read_text()
+    texts = {"README.md": readme, "man/content.py": (MAN / "content.py").read_text()}
+    for name, text in texts.items():
+        # a recipe may continue on the next line after the pipe
+        joined = re.sub(r"\|\s*\n\s*", "| ", text)
+        recipes = [
+            line for line in joined.splitlines() if re.match(r"\s*pgtail stream.*\| *jq ", line)
+        ]
+        assert recipes, name
+        for line in recipes:
+            assert "jq --unbuffered" in line, (name, line)
+    delivery = readme.split("## Delivery guarantee", 1)[1].split("\n## ", 1)[0]
+    assert "--unbuffered" in delivery

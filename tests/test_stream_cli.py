@@ -546,3 +546,26 @@ def test_kill_9_inside_a_large_transaction_with_output_file(db: Any, tmp_path: P
     assert ids == list(range(total + 1))
     assert partial < out.stat().st_size
     assert b"bytes of unconfirmed output" in again.stderr  # the partial tx was cut off
+
+
+def test_appending_stdout_after_a_torn_line_cuts_it(db: Any, tmp_path: Path) -> None:
+    """``pgtail stream >> FILE`` after a run killed mid-write: the torn last line (never
+    confirmed) is cut, not glued to the next run's first line."""
+    setup(db)
+    db.execute("INSERT INTO t VALUES (1, 'one')")
+    end = insert_lsn(db)
+    out = tmp_path / "changes.jsonl"
+    out.write_bytes(b'{"op":"insert","n":0}\n{"op":"insert","schema":"public","ta')
+    with open(out, "ab") as fh:
+        again = subprocess.run(
+            [PY, "-m", "pgtail", "stream", "--dsn", db.dsn, "--slot", "s", "--publication"]
+            + ["pub", "--format", "json", "--end", f"{end >> 32:X}/{end & 0xFFFFFFFF:X}"],
+            stdout=fh,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    assert again.returncode == 0, again.stderr
+    lines = [orjson.loads(x) for x in out.read_bytes().splitlines()]  # every line is whole
+    assert [r.get("new") for r in lines] == [None, {"id": 1, "v": "one"}]
+    assert b"removed a torn last line" in again.stderr

@@ -218,7 +218,8 @@ def test_started_before_the_server_retries_then_streams(own_server: LocalServer)
     db = Database(own_server, "heal")
     setup(db)
     own_server.stop()
-    proc = stream(db.dsn, "--idle-exit", "20")
+    # asked to wait for a server that was never reached (else: a few seconds only)
+    proc = stream(db.dsn, "--idle-exit", "20", "--reconnect-attempts", "30")
     try:
         lines = JsonLines(proc)
         time.sleep(2.5)  # a few attempts against a server that is not there

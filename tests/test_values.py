@@ -590,14 +590,21 @@ def test_unknown_types_fall_back(db: Any) -> None:
     assert converters(999999) is converters(999999)
 
 
-def test_malformed_values_never_raise() -> None:
+def test_malformed_values_raise_only_where_they_must() -> None:
+    """Most converters fall back (to the text, or hex) on bytes no server sends; those
+    that cannot give a value of their type raise, and the assembler reports the column
+    (tests/test_malformed_values.py): bool and integers, and an array that names another
+    element type than its column's."""
+    binary_ints = (values.INT2, values.INT4, values.INT8, values.OID, values.XID, values.CID)
     for oid in list(values._TYPES) + list(values._ARRAYS):
         from_text, from_binary = converters(oid)
         for garbage in (b"", b"\x00", b'\xff\xfe{"', b"\x00\x00\x00\x05abc", b"9" * 40):
             try:
                 from_binary(garbage)
-            except (KeyError, ValueError) as error:  # bool/int lookups of impossible bytes
-                assert oid in (values.BOOL,), (oid, garbage, error)
+            except (KeyError, ValueError, struct.error) as error:
+                assert oid in (values.BOOL, values.XID8, *binary_ints) or (
+                    oid in values._ARRAYS and "an array of type" in str(error)
+                ), (oid, garbage, error)
             try:
                 from_text(garbage)
             except (KeyError, ValueError) as error:
@@ -612,6 +619,8 @@ def test_malformed_values_never_raise() -> None:
                     values.XID8,
                     values.FLOAT4,
                     values.FLOAT8,
+                    values.JSON,
+                    values.JSONB,
                 ), (oid, garbage, error)
 
 
@@ -692,7 +701,9 @@ def _json_ready(value: Any) -> bool:
 
 _ALL_OIDS = sorted(set(values._TYPES) | set(values._ARRAYS))
 # Text converters that trust the server (bool, integers, floats): plain int/float/dict calls.
-_TRUSTED_TEXT = {
+_TRUSTED_TEXT = {  # the text converters that raise on a value no server sends
+    values.JSON,  # not one JSON value: it would be embedded in the JSON line as it is
+    values.JSONB,
     values.BOOL,
     values.INT2,
     values.INT4,
@@ -709,10 +720,22 @@ _TRUSTED_TEXT = {
 @settings(max_examples=3000, deadline=None)
 @given(oid=st.sampled_from(_ALL_OIDS), raw=st.binary(max_size=64))
 def test_binary_converters_survive_arbitrary_bytes(oid: int, raw: bytes) -> None:
-    """Any bytes: a value or the hex fallback, never an exception (bool: only its 2 bytes)."""
+    """Any bytes: a value or the hex fallback, never an exception -- except where no value
+    of the type can come of them, and the assembler reports the column: bool (only its 2
+    bytes), integers of another width, an array that names another element type."""
     _, from_binary = converters(oid)
     if oid == values.BOOL and raw not in (b"\x00", b"\x01"):
         with pytest.raises(KeyError):
+            from_binary(raw)
+        return
+    widths = {values.INT2: 2, values.INT4: 4, values.INT8: 8, values.OID: 4, values.XID: 4}
+    widths.update({values.CID: 4, values.XID8: 8})
+    if oid in widths and len(raw) != widths[oid]:
+        with pytest.raises(struct.error):
+            from_binary(raw)
+        return
+    if oid in values._ARRAYS and len(raw) >= 12 and raw[8:12] != values._ARRAYS[oid].to_bytes(4):
+        with pytest.raises(ValueError, match="an array of type"):
             from_binary(raw)
         return
     assert _json_ready(from_binary(raw))
@@ -930,7 +953,8 @@ def _fast_json(oid: int, raw: bytes) -> bytes:
         if raw.isascii() and values.JSON_ESCAPES.search(raw) is None:
             return b'"' + raw + b'"'
         return write(raw)
-    if kind == "raw":
+    if kind == "raw":  # as the JSON lines encoder writes it
+        orjson.loads(raw)
         return raw
     if kind == "convert":
         return dumps(write(raw))
@@ -976,9 +1000,12 @@ def test_text_json_fast_cases_are_taken() -> None:
     )
     assert _fast_json(values.TEXT_ARRAY, b'{a,"b c",NULL}') == b'["a","b c",null]'
     assert _text_json(values.BOOL)[1](b"t") == b"true"
-    assert _text_json(values.JSONB) == ("raw", bytes)
+    assert _text_json(values.JSONB)[1](b'{"a": 1}') == b'{"a": 1}'  # checked, as it is
     assert _text_json(values.JSON)[1](b'{"a":\n1}') == b'{"a": 1}'
-    assert _text_json(values.JSON)[1] is values.json_spaced  # not the generic writer
+    assert [_text_json(oid)[0] for oid in (values.JSON, values.JSONB)] == ["call", "raw"]
+    for oid in (values.JSON, values.JSONB):
+        with pytest.raises(ValueError):
+            _text_json(oid)[1](b'1,"op":"delete"')
     assert _text_json(values.FLOAT8) == ("convert", converters(values.FLOAT8)[0])
     assert _text_json(values.TIMESTAMPTZ)[0] == "utc_timestamp"
     assert [_text_json(oid)[0] for oid in (values.INT8, values.XID8, values.TEXT)] == [

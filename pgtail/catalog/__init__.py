@@ -24,6 +24,7 @@ from pgtail.catalog.activity import (
 )
 from pgtail.catalog.connection import (
     APPLICATION_NAME,
+    CLIENT_ENCODING,
     DECODING_SETTINGS,
     connect,
     connection_string,
@@ -172,6 +173,7 @@ __all__ = [
     "SnapshotReader",
     "SnapshotTable",
     "APPLICATION_NAME",
+    "CLIENT_ENCODING",
     "BUSY_RETRY_SECONDS",
     "DECODING_SETTINGS",
     "DEFAULT_BUSY_TIMEOUT",

@@ -24,6 +24,13 @@ from pgtail.errors import ConfigurationError, redact
 
 APPLICATION_NAME = "pgtail"
 
+# Every connection, ordinary or replication, asks for UTF-8: the server (the walsender
+# too, and pgoutput through pq_sendstring / pq_sendcountedtext) converts names and text
+# values from the database's encoding into the client's, and pgtail decodes UTF-8 only.
+# Without it, a LATIN1 database sends LATIN1 bytes (libpq's default client_encoding is
+# the database's), and a user's PGCLIENTENCODING or client_encoding= would do the same.
+CLIENT_ENCODING = "UTF8"
+
 
 def resolve_dsn(dsn: str | None) -> str:
     """The DSN to use: the given one, else ``DATABASE_URL``, else '' (libpq's PG* env)."""
@@ -166,7 +173,7 @@ def open_connection(
     """A new ordinary connection (the caller closes it); failing to connect raises the
     pgtail error that says why. ``application_name`` None leaves libpq's choice."""
     resolved = resolve_dsn(dsn)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"client_encoding": CLIENT_ENCODING}
     if application_name is not None:
         extra["application_name"] = application_name
     try:

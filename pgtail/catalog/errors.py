@@ -32,6 +32,7 @@ from pgtail.errors import (
     ReplicationError,
     ServerCapabilityError,
     ServerUnavailable,
+    ServerUnreachable,
     SlotError,
     redact,
 )
@@ -415,7 +416,7 @@ def translate_connect_error(exc: BaseException, dsn: str) -> PgtailError:
             hint="is the server running and accepting TCP connections on that host and port?",
         )
     if "could not connect" in lower or "timeout" in lower or is_transient(exc):
-        return ServerUnavailable(
+        return ServerUnreachable(
             f"cannot reach PostgreSQL at {target}: {first}",
             hint="is the server running and accepting TCP connections on that host and port?",
         )

@@ -53,6 +53,7 @@ from pgtail.changes.held import (
 from pgtail.changes.tables import (
     _COLUMN_COST,
     _ROW_OVERHEAD,
+    VALUE_ERRORS,
     _new_change,
     _TableInfo,
     unknown_type_oids,
@@ -823,10 +824,13 @@ def _fast_path(
     except (struct.error, IndexError, DecodeError):
         return None
     kinds = tup.kinds
-    if kinds == info.all_text:
-        return info.text_insert(tup.values, tx, seq)
-    if kinds == info.all_binary:
-        return info.binary_insert(tup.values, tx, seq)
+    try:
+        if kinds == info.all_text:
+            return info.text_insert(tup.values, tx, seq)
+        if kinds == info.all_binary:
+            return info.binary_insert(tup.values, tx, seq)
+    except VALUE_ERRORS as exc:
+        raise info.value_error(tup, "Insert.new", exc) from None
     new_row, toast = info.row(tup, "Insert.new")  # NULLs, unchanged TOAST
     return _new_change("insert", info.table, tx, seq, new_row, None, None, toast)
 

@@ -10,6 +10,7 @@ of a Relation's types the caller must look up before the assembler sees it.
 from __future__ import annotations
 
 import operator
+import struct
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
@@ -119,10 +120,13 @@ class _TableInfo:
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
         """TupleData -> (column name -> value, names of unchanged-TOAST columns)."""
         kinds = tup.kinds
-        if kinds == self.all_text:
-            return self.text_row(tup.values), ()
-        if kinds == self.all_binary:
-            return self.binary_row(tup.values), ()
+        try:
+            if kinds == self.all_text:
+                return self.text_row(tup.values), ()
+            if kinds == self.all_binary:
+                return self.binary_row(tup.values), ()
+        except VALUE_ERRORS as exc:
+            raise self.value_error(tup, where, exc) from None
         if len(kinds) != len(self.names):
             raise DecodeError(
                 f"{where}: {len(kinds)} columns for {self.table.qualified_name}, "
@@ -139,6 +143,20 @@ class _TableInfo:
             )
         return self._mixed(self.key_positions, tup, where)
 
+    def value_error(self, tup: po.TupleData, where: str, exc: BaseException) -> DecodeError:
+        """The `DecodeError` for a row whose conversion raised ``exc``: the first value
+        that does not convert, by its table, column and type (what a server never sends;
+        a proxy, a bug or a future server might)."""
+        for i, (kind, raw) in enumerate(zip(tup.kinds, tup.values, strict=False)):
+            converters = self.text_converters if kind == _KIND_TEXT else self.binary_converters
+            if raw is None or kind not in (_KIND_TEXT, _KIND_BINARY) or i >= len(converters):
+                continue
+            try:
+                converters[i](raw)
+            except VALUE_ERRORS as value_exc:
+                return column_error(self.table, i, where, raw, kind == _KIND_BINARY, value_exc)
+        return DecodeError(f"{where}: a value of {self.table.qualified_name}: {exc}")
+
     def _mixed(
         self, positions: Iterable[int], tup: po.TupleData, where: str
     ) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -147,19 +165,50 @@ class _TableInfo:
         names = self.names
         row: dict[str, Any] = {}
         toast: list[str] = []
-        for i in positions:
-            kind = kinds[i]
-            if kind == _KIND_TEXT:
-                row[names[i]] = self.text_converters[i](raw[i])  # type: ignore[arg-type]
-            elif kind == _KIND_NULL:
-                row[names[i]] = None
-            elif kind == _KIND_BINARY:
-                row[names[i]] = self.binary_converters[i](raw[i])  # type: ignore[arg-type]
-            elif kind == _KIND_TOAST:
-                toast.append(names[i])
-            else:
-                raise DecodeError(f"{where}: unknown TupleData kind {bytes([kind])!r}")
+        try:
+            for i in positions:
+                kind = kinds[i]
+                if kind == _KIND_TEXT:
+                    row[names[i]] = self.text_converters[i](raw[i])  # type: ignore[arg-type]
+                elif kind == _KIND_NULL:
+                    row[names[i]] = None
+                elif kind == _KIND_BINARY:
+                    row[names[i]] = self.binary_converters[i](raw[i])  # type: ignore[arg-type]
+                elif kind == _KIND_TOAST:
+                    toast.append(names[i])
+                else:
+                    raise DecodeError(f"{where}: unknown TupleData kind {bytes([kind])!r}")
+        except VALUE_ERRORS as exc:
+            raise self.value_error(tup, where, exc) from None
         return row, tuple(toast)
+
+
+# What a converter raises on a value no server sends (a text int "x", a binary int of
+# another width, an array of another element type): made a DecodeError naming the column
+VALUE_ERRORS = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    OverflowError,
+    struct.error,
+)
+
+
+def column_error(
+    table: Table, index: int, where: str, raw: bytes, binary: bool, exc: BaseException
+) -> DecodeError:
+    """A malformed value of ``table``'s column ``index``, as a `DecodeError`."""
+    column = table.columns[index]
+    shown = repr(raw[:40]) + ("..." if len(raw) > 40 else "")
+    return DecodeError(
+        f"{where}: malformed {'binary' if binary else 'text'} value for column"
+        f" {column.name!r} ({column.type_name or column.type_oid}) of"
+        f" {table.qualified_name}: {shown} ({exc})",
+        hint="the server (or something between it and pgtail) sent a value its type does"
+        " not read; rerun with --debug and report it",
+    )
 
 
 _UNROLL_MAX = 200  # columns; wider tables use the plain builders

@@ -101,9 +101,18 @@ def _debug_requested(argv: list[str]) -> bool:
     return "--debug" in argv or os.environ.get("PGTAIL_DEBUG", "") not in ("", "0")
 
 
+def _debug_first(args: list[str]) -> list[str]:
+    """``--debug`` is the group's option, but users put it anywhere (``pgtail stream
+    --debug``): move it before the subcommand (not past a ``--``)."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--debug" not in args[:end]:
+        return args
+    return ["--debug", *[a for a in args[:end] if a != "--debug"], *args[end:]]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn every outcome into an exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = _debug_first(list(sys.argv[1:] if argv is None else argv))
     debug = _debug_requested(args)
     try:
         _register_commands()
@@ -179,7 +188,7 @@ def usage_message(exc: click.UsageError) -> str:
         if close:
             message += f" (did you mean {close[0]}?)"
         return message
-    message = message.replace("\n", " ")
+    message = " ".join(message.split())  # click's line breaks and tabs (a Choice's list)
     if message.endswith("."):
         message = message[:-1]
     message = message[:1].lower() + message[1:]

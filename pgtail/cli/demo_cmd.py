@@ -7,13 +7,14 @@ import sys
 import click
 
 from pgtail.cli import ExitCode, cli
+from pgtail.cli.options import Seconds
 from pgtail.render import FORMATS
 
 
 @cli.command("demo")
 @click.option(
     "--duration",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(min=0, min_open=True),
     default=None,
     metavar="SECONDS",
     help="Stop after this many seconds (default: run until Ctrl-C).",
@@ -32,7 +33,7 @@ from pgtail.render import FORMATS
 )
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0),
+    type=Seconds(min=0),
     default=0.5,
     show_default=True,
     metavar="SECONDS",

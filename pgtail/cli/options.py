@@ -13,6 +13,7 @@ bad value is a usage error (exit 2) reported before anything connects.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -115,6 +116,20 @@ class ValueRefused(click.BadParameter):
 
     def format_message(self) -> str:
         return self.message
+
+
+class Seconds(click.FloatRange):
+    """A float option (a number of seconds) that also refuses NaN and the infinities: NaN
+    passes every range comparison (``--idle-exit nan`` never exited), and an infinite
+    wait is what leaving the option out means. Every float option is one of these."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def _slot_name(text: str) -> str:

@@ -20,6 +20,7 @@ from pgtail.cli.completers import complete_logical_slot
 from pgtail.cli.options import (
     LSN,
     SLOT_NAME,
+    Seconds,
     binary_option,
     connection_options,
     publication_option,
@@ -34,7 +35,7 @@ from pgtail.cli.output_options import (
 )
 from pgtail.errors import ConfigurationError
 from pgtail.lsn import format_lsn
-from pgtail.stream import ReconnectPolicy, StreamConfig, run
+from pgtail.stream import FIRST_CONTACT_WAIT, ReconnectPolicy, StreamConfig, run
 
 
 def _log(message: str) -> None:
@@ -73,7 +74,11 @@ def _log(message: str) -> None:
     help="pgoutput protocol version (default: the highest the server supports).",
 )
 @binary_option
-@click.option("--messages", is_flag=True, help="Include logical decoding messages (PG14+).")
+@click.option(
+    "--messages",
+    is_flag=True,
+    help="Include logical decoding messages (PG14+; --ops with message implies it).",
+)
 @click.option(
     "--streaming",
     type=click.Choice(["off", "on", "parallel"]),
@@ -117,7 +122,7 @@ def _log(message: str) -> None:
 @max_changes_option
 @click.option(
     "--idle-exit",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(min=0, min_open=True),
     default=None,
     metavar="SECONDS",
     help="Exit when nothing arrives for SECONDS.",
@@ -134,7 +139,7 @@ def _log(message: str) -> None:
 )
 @click.option(
     "--status-interval",
-    type=click.FloatRange(min=0.1),
+    type=Seconds(min=0.1),
     default=10.0,
     show_default=True,
     metavar="SECONDS",
@@ -145,11 +150,13 @@ def _log(message: str) -> None:
     type=click.IntRange(min=0),
     default=10,
     show_default=True,
-    help="Reconnect this many times in a row after a lost connection (0: never).",
+    help="Reconnect this many times in a row after a lost connection (0: never). Given, "
+    "also how often a first connection that finds no server is retried (else for a few "
+    "seconds).",
 )
 @click.option(
     "--reconnect-max-delay",
-    type=click.FloatRange(min=0.1),
+    type=Seconds(min=0.1),
     default=30.0,
     show_default=True,
     metavar="SECONDS",
@@ -187,6 +194,9 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         raise usage_error("--snapshot cannot be combined with --start (the rows are consistent"
                           " with the point the new slot's changes start at)")
     tables = tuple(opts["tables"])
+    # --ops message asks for messages: without them decoded, it would show nothing and
+    # confirm past them (gone from the slot), so it implies --messages
+    messages = opts["messages"] or "message" in (opts["ops"] or ())
     config = StreamConfig(
         dsn=opts["dsn"],
         slot=opts["slot"],
@@ -197,7 +207,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         publication_schemas=tuple(opts["schemas"]),
         proto_version=opts["proto_version"],
         binary=opts["binary"],
-        messages=opts["messages"],
+        messages=messages,
         streaming=opts["streaming"],
         two_phase=opts["two_phase"],
         origin=opts["origin"],
@@ -211,7 +221,13 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         status_interval=opts["status_interval"],
         filter=event_filter(opts),
         reconnect=ReconnectPolicy(
-            attempts=opts["reconnect_attempts"], max_delay=opts["reconnect_max_delay"]
+            attempts=opts["reconnect_attempts"],
+            max_delay=opts["reconnect_max_delay"],
+            # a server that does not answer before it was ever reached: a few seconds (a
+            # restart), unless --reconnect-attempts asks to wait for it
+            first_contact_wait=(
+                None if _given(ctx, "reconnect_attempts") else FIRST_CONTACT_WAIT
+            ),
         ),
         snapshot=snapshot,
         snapshot_tables=tuple(opts["snapshot_tables"]),
@@ -219,7 +235,10 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     out = sys.stdout.buffer
     result = run(config, out, log=_log)
     if result.reason == "signal":
-        _log(f"pgtail: stopped; confirmed up to {format_lsn(result.confirmed_lsn)}")
+        if result.confirmed_lsn:
+            _log(f"pgtail: stopped; confirmed up to {format_lsn(result.confirmed_lsn)}")
+        else:
+            _log("pgtail: stopped; nothing was confirmed")
         code = int(
             {signal.SIGTERM: ExitCode.SIGTERM, signal.SIGHUP: ExitCode.SIGHUP}.get(
                 signal.Signals(result.signal or signal.SIGINT), ExitCode.SIGINT
@@ -234,6 +253,11 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         sys.exit(code)
     if result.reason == "closed":
         _quiet_stdout()
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source != click.core.ParameterSource.DEFAULT
 
 
 def _isatty() -> bool:

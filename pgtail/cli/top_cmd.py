@@ -20,7 +20,7 @@ import orjson
 
 from pgtail.cli import cli
 from pgtail.cli.completers import complete_publication
-from pgtail.cli.options import connection_options, json_option
+from pgtail.cli.options import Seconds, connection_options, json_option
 from pgtail.cli.slot_cmd import stdout_is_terminal
 from pgtail.errors import PgtailError
 
@@ -38,7 +38,7 @@ RETRY_LOOKS = 10
 @cli.command("top")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.2, max=3600),
+    type=Seconds(min=0.2, max=3600),
     default=2.0,
     show_default=True,
     metavar="SECONDS",

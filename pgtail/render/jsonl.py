@@ -91,9 +91,13 @@ from pgtail.changes import (
 )
 from pgtail.changes.schema import describe
 from pgtail.lsn import MAX_LSN, format_lsn
-from pgtail.render.options import RenderOptions
+from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
+
+
+def _dump_value(_name: str, value: Any) -> bytes:
+    return dumps(value)
 
 
 def iso_time(value: datetime) -> str:
@@ -241,8 +245,11 @@ def row_encoders(
                 f"        j{i} = w{i}(j{i})",
             ]
         elif kind == "raw":
-            plain.append(f"    j{i} = {value}")
+            # embedded as it is once orjson reads it as one JSON value (else the general
+            # path decides: what orjson refuses and PostgreSQL takes, or a DecodeError)
+            plain += [f"    _loads({value})", f"    j{i} = {value}"]
             plain_pieces[column.name] = name + b":%b"
+            nullable += ["    else:", f"        _loads(j{i})"]
         elif kind == "convert":
             namespace[f"c{i}"] = writer
             plain.append(f"    j{i} = _dumps(c{i}({value}), default=_default)")
@@ -286,6 +293,7 @@ def row_encoders(
         for i in checked:  # the converter decides
             plain.append(f"{indent}j{i} = _dumps(c{i}(v{i}), default=_default)")
     namespace["_dumps"] = orjson.dumps
+    namespace["_loads"] = orjson.loads
     namespace["_default"] = json_default
     keys = table.key_columns
     position = {c.name: i for i, c in enumerate(columns)}
@@ -360,7 +368,10 @@ def _loop_encoders(
         for (kind, write), value in zip(kinds, values, strict=True):
             if kind == "int":
                 out.append(int(value))
-            elif kind == "string" or kind == "raw":
+            elif kind == "string":
+                out.append(value)
+            elif kind == "raw":
+                orjson.loads(value)
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))
@@ -395,6 +406,7 @@ def _loop_encoders(
                 else:
                     out.append(write(value))
             elif kind == "raw":
+                orjson.loads(value)
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))
@@ -702,7 +714,11 @@ class JsonLinesRenderer:
     def render(self, event: Event) -> None:
         cls = type(event)
         if cls is Change:
-            self._out.write(self.change_line(event))  # type: ignore[arg-type]
+            try:
+                line = self.change_line(event)  # type: ignore[arg-type]
+            except UNWRITABLE as exc:
+                raise unwritable_value(event, exc, _dump_value, "JSON") from None  # type: ignore[arg-type]
+            self._out.write(line)
             return
         if cls is EncodedRows:
             self._out.write(self.encoded_lines(event))  # type: ignore[arg-type]

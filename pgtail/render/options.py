@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from pgtail.changes import Event
+from pgtail.changes import Change, Event
+from pgtail.errors import DecodeError
 
 
 @dataclass(frozen=True)
@@ -52,3 +54,30 @@ class Renderer(Protocol):
     def render(self, event: Event) -> None: ...
 
     def close(self) -> None: ...
+
+
+# what writing a value no server sends can raise (a NUL in SQL text, an integer past
+# 64 bits in JSON): the renderer reports it as the change's malformed value
+UNWRITABLE = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
+
+
+def unwritable_value(
+    change: Change, exc: BaseException, write: Callable[[str, Any], object], form: str
+) -> DecodeError:
+    """The `DecodeError` for a change a renderer could not write: the table, and the
+    column whose value ``write(name, value)`` refuses, with why."""
+    table = change.table
+    types = {c.name: c.type_name or str(c.type_oid) for c in table.columns}
+    for row in (change.new, change.old):
+        for name, value in (row or {}).items():
+            try:
+                write(name, value)
+            except UNWRITABLE as value_exc:
+                exc = value_exc
+                return DecodeError(
+                    f"{change.op} of {table.qualified_name}: cannot write the value of column"
+                    f" {name!r} ({types.get(name, '?')}) as {form}: {exc}",
+                    hint="the server (or something between it and pgtail) sent a value no"
+                    " server sends; rerun with --debug and report it",
+                )
+    return DecodeError(f"{change.op} of {table.qualified_name}: cannot write it as {form}: {exc}")

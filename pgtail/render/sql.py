@@ -88,7 +88,7 @@ from pgtail.changes import (
 )
 from pgtail.changes.schema import describe
 from pgtail.lsn import MAX_LSN, format_lsn
-from pgtail.render.options import RenderOptions
+from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
 from pgtail.sqlnames import quote_qualified as quote_qualified
@@ -745,7 +745,12 @@ class SqlRenderer:
 
     def render(self, event: Event) -> None:
         if type(event) is Change:
-            self._out.write(self.change_sql(event).encode("utf-8"))
+            try:
+                statement = self.change_sql(event)
+            except UNWRITABLE as exc:
+                plan = self._plan(event.table)
+                raise unwritable_value(event, exc, plan.lit, "SQL") from None
+            self._out.write(statement.encode("utf-8"))
         elif type(event) is EncodedRows:  # from insert_encoder: whole statements
             self._out.write(event.lines)
         elif isinstance(event, TxBegin):

@@ -18,6 +18,7 @@ the demo call it). The package's rooms:
 from __future__ import annotations
 
 from pgtail.stream.config import (
+    FIRST_CONTACT_WAIT,
     Logger,
     ReconnectPolicy,
     StopReason,
@@ -31,6 +32,7 @@ from pgtail.stream.session import run
 from pgtail.stream.writer import OutputState
 
 __all__ = [
+    "FIRST_CONTACT_WAIT",
     "Logger",
     "OutputState",
     "ReconnectPolicy",

@@ -37,7 +37,7 @@ import psycopg2.extras
 from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
-from pgtail.catalog import decoding_options, translate_connect_error
+from pgtail.catalog import CLIENT_ENCODING, decoding_options, translate_connect_error
 from pgtail.values import Converter
 
 # Begin: byte 'B', then the LSN of the commit record (int64)
@@ -121,6 +121,7 @@ class _Reader:
                 connection_factory=psycopg2.extras.LogicalReplicationConnection,
                 application_name=self.read.application_name,
                 options=decoding_options(self.dsn),
+                client_encoding=CLIENT_ENCODING,
             )
         except psycopg2.Error as exc:
             raise translate_connect_error(exc, self.dsn) from None

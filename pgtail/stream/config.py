@@ -14,11 +14,18 @@ Streaming = Literal["off", "on", "parallel"]
 StopReason = Literal["end", "max_changes", "idle", "signal", "closed", "error"]
 
 
+FIRST_CONTACT_WAIT = 6.0  # seconds: a restart's gap between shutting down and starting up
+
+
 @dataclass(frozen=True)
 class ReconnectPolicy:
     attempts: int = 10  # consecutive failed attempts before giving up (0: never reconnect)
     initial_delay: float = 0.5
     max_delay: float = 30.0
+    # how long a run keeps trying a server that does not answer (`ServerUnreachable`)
+    # before it first reached it: long enough for a restart, short for a wrong port.
+    # None: as long as ``attempts`` allow (asked for with --reconnect-attempts)
+    first_contact_wait: float | None = FIRST_CONTACT_WAIT
 
     def delay(self, attempt: int) -> float:
         return float(min(self.max_delay, self.initial_delay * (2 ** max(0, attempt - 1))))

@@ -52,7 +52,7 @@ def replication_options(
         need("--binary", 14)
         options["binary"] = "true"
     if config.messages:
-        need("--messages", 14)
+        need("--messages (or --ops message)", 14)
         options["messages"] = "true"
     if config.streaming != "off":
         need("--streaming", 14)

@@ -62,7 +62,13 @@ from psycopg2.extensions import connection as PgConnection
 from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
-from pgtail.catalog import decoding_options, primary_message, resolve_dsn, translate_connect_error
+from pgtail.catalog import (
+    CLIENT_ENCODING,
+    decoding_options,
+    primary_message,
+    resolve_dsn,
+    translate_connect_error,
+)
 from pgtail.changes.schema import with_schema_events
 from pgtail.errors import (
     ConfigurationError,
@@ -71,6 +77,7 @@ from pgtail.errors import (
     ReplicationError,
     ServerCapabilityError,
     ServerUnavailable,
+    ServerUnreachable,
     SlotError,
 )
 from pgtail.feedback import Feedback
@@ -88,7 +95,16 @@ from pgtail.stream.publications import (
 from pgtail.stream.signals import Signals
 from pgtail.stream.snapshot import SnapshotCopy, check_config
 from pgtail.stream.snapshot import preflight as snapshot_preflight
-from pgtail.stream.writer import STOP, Batch, OutputState, Writer, pipe_kind, reader_gone
+from pgtail.stream.writer import (
+    LINE_STARTS,
+    STOP,
+    Batch,
+    OutputState,
+    Writer,
+    mend_torn_tail,
+    pipe_kind,
+    reader_gone,
+)
 from pgtail.values import UserType
 
 
@@ -204,8 +220,17 @@ class Session:
                     )
                 if slot is not None:
                     catalog.check_slot_usable(slot, server.database, idle=True)
-                    if slot.confirmed_flush_lsn:
-                        self.feedback.start_lsn = slot.confirmed_flush_lsn
+                    confirmed = slot.confirmed_flush_lsn
+                    if confirmed:
+                        self.feedback.start_lsn = confirmed
+                    start = self.config.start_lsn
+                    if start and confirmed and start < confirmed:
+                        # the server silently starts at the slot's position instead
+                        self.log(
+                            f"pgtail: --start {format_lsn(start)} is before slot"
+                            f" {self.slot!r}'s confirmed position {format_lsn(confirmed)}:"
+                            " streaming from there (a slot cannot go back)"
+                        )
         finally:
             conn.close()
 
@@ -216,6 +241,7 @@ class Session:
                 connection_factory=psycopg2.extras.LogicalReplicationConnection,
                 application_name=self.config.application_name,
                 options=decoding_options(self.dsn),
+                client_encoding=CLIENT_ENCODING,
             )
         except psycopg2.Error as exc:
             raise translate_connect_error(exc, self.dsn) from None
@@ -291,12 +317,19 @@ class Session:
             with contextlib.suppress(Exception):
                 conn.close()
 
-    def retry_start(self, step: Callable[[], None]) -> None:
+    def retry_start(self, step: Callable[[], None], *, first_contact: bool = False) -> None:
         """Run a start-up step; while the server is away for now (`ServerUnavailable`:
         starting up, shutting down, recovering, refusing connections), try it again
-        with the reconnect backoff, one line on stderr per attempt."""
+        with the reconnect backoff, one line on stderr per attempt.
+
+        ``first_contact``: the run has not reached the server yet. Then a server that
+        does not answer at all (`ServerUnreachable`: a wrong port as likely as a restart)
+        is tried only for the policy's ``first_contact_wait``, unless it has answered
+        in between (it is starting up: worth the whole backoff)."""
         policy = self.config.reconnect
         attempt = 0
+        began = time.monotonic()
+        answered = False  # the server said it is starting up, shutting down, ...
         while True:
             try:
                 step()
@@ -312,7 +345,23 @@ class Session:
                         ) from None
                     raise
                 delay = policy.delay(attempt)
-                self.log(f"pgtail: {exc.message}; retrying in {delay:.1f}s (attempt {attempt})")
+                answered = answered or not isinstance(exc, ServerUnreachable)
+                wait = policy.first_contact_wait
+                if first_contact and not answered and wait is not None:
+                    left = began + wait - time.monotonic()
+                    if left <= 0:
+                        raise ServerUnreachable(
+                            f"{exc.message} (tried for {wait:g}s)",
+                            hint="check the host and port, and that the server is running and"
+                            " accepts TCP connections there; --reconnect-attempts N waits longer",
+                        ) from None
+                    if attempt == 1:  # one line for the short wait, then the error
+                        self.log(f"pgtail: {exc.message}; trying again for {wait:g}s")
+                    delay = min(delay, left)
+                else:
+                    self.log(
+                        f"pgtail: {exc.message}; retrying in {delay:.1f}s (attempt {attempt})"
+                    )
                 if _sleep_unless_signalled(self, delay):
                     raise _Stop("signal") from None
 
@@ -919,7 +968,7 @@ def run(
     output_file: BinaryIO | None = None
     try:
         try:
-            stream.retry_start(stream.preflight)
+            stream.retry_start(stream.preflight, first_contact=True)
         except _Stop:
             return StreamResult(
                 reason="signal",
@@ -955,6 +1004,10 @@ def run(
                 stream.feedback.written(state.position)
             stream.state = state
             target = output_file
+        if stream.state is None and stream.pipe is None:
+            # no state file to cut an unconfirmed tail by (``>> FILE``, or --output with a
+            # temporary slot): a torn last line is cut or ended before we append
+            mend_torn_tail(target, LINE_STARTS.get(config.format, ()), logger)
         with _fewer_collections():
             return _run(stream, target, output_file is not None)
     finally:

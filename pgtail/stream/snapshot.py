@@ -132,6 +132,7 @@ def export_from_temporary_slot(session: Session) -> tuple[Any, str, int]:
             connection_factory=psycopg2.extras.LogicalReplicationConnection,
             application_name=f"{session.config.application_name} snapshot",
             options=catalog.decoding_options(session.dsn),
+            client_encoding=catalog.CLIENT_ENCODING,
         )
     except psycopg2.Error as exc:
         raise catalog.translate_connect_error(exc, session.dsn) from None

@@ -6,7 +6,8 @@ output (and fsyncs them with ``--output``), through a bounded queue, and tells t
 the consumer (or on disk). Into a pipe, "on its way" is not enough: a transaction is
 confirmed only once the pipe's reader consumed it and stayed (`PipeProgress`). Each
 write(2) ends at a line end, so a kill leaves whole lines. `OutputState` records, beside
-``--output FILE``, how far the file is written, so a restart writes no transaction twice.
+``--output FILE``, how far the file is written, so a restart writes no transaction twice;
+without it (``>> FILE``), `mend_torn_tail` cuts or ends a torn last line before appending.
 """
 
 from __future__ import annotations
@@ -71,6 +72,93 @@ def unread_bytes(fd: int, kind: str) -> int:
     buf = array.array("i", [0])
     fcntl.ioctl(fd, request, buf, True)
     return buf[0]
+
+
+# How a line of each format starts: a torn last line that starts so (or is a prefix of
+# it) was left by a pgtail run killed mid-write, and is cut; any other is only ended.
+LINE_STARTS: dict[str, tuple[bytes, ...]] = {
+    "json": (b'{"op":"',),
+    "sql": (
+        b"-- ",
+        b"BEGIN;",
+        b"COMMIT",
+        b"INSERT INTO ",
+        b"UPDATE ",
+        b"DELETE FROM ",
+        b"TRUNCATE ",
+        b"PREPARE TRANSACTION ",
+        b"ROLLBACK PREPARED ",
+    ),
+}
+TORN_TAIL_LIMIT = 64 << 20  # a longer unterminated tail is only ended, not cut
+
+
+def mend_torn_tail(out: BinaryIO, line_starts: tuple[bytes, ...], log: Logger) -> None:
+    """Before appending to a regular file that does not end with a line end (``>> FILE``
+    after a run was killed mid-write: a write(2) to a file can be cut by a fatal signal),
+    cut the torn last line when it starts as a line of ours (``line_starts``) -- it was
+    never confirmed, so the server sends it again -- else end it with a line end, so our
+    first line is not glued to it. Either way, say so on stderr."""
+    try:
+        fd = out.fileno()
+        info = os.fstat(fd)
+        append = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
+        offset = os.lseek(fd, 0, os.SEEK_CUR)
+    except (AttributeError, OSError, ValueError):
+        return  # not a file descriptor (io.BytesIO), or not seekable
+    size = info.st_size
+    if not stat.S_ISREG(info.st_mode) or size == 0 or (not append and offset != size):
+        return
+    tail = _unterminated_tail(fd, size)
+    if tail == b"":
+        return  # ends with a line end
+    ours = tail is not None and any(
+        tail[: len(start)] == start[: len(tail)] for start in line_starts
+    )
+    if ours and tail is not None:
+        cut = size - len(tail)
+        os.ftruncate(fd, cut)
+        if not append:
+            os.lseek(fd, cut, os.SEEK_SET)
+        log(
+            f"pgtail: removed a torn last line ({len(tail)} bytes) from the output file:"
+            " a run was killed while writing it; its changes were not confirmed and are"
+            " streamed again"
+        )
+        return
+    os.write(fd, b"\n")
+    log(
+        "pgtail: warning: the output file did not end with a line end (a run killed while"
+        " writing?): ended its last line before appending"
+    )
+
+
+def _unterminated_tail(fd: int, size: int) -> bytes | None:
+    """The bytes after the file's last line end (b"" when it ends with one); None when
+    they cannot be read (a write-only descriptor without /proc) or are too long."""
+    try:
+        reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)  # stdout is often write-only
+    except OSError:
+        reader = os.dup(fd)  # readable only if it was opened so
+    try:
+        chunks: list[bytes] = []
+        end = size
+        while end > 0 and size - end < TORN_TAIL_LIMIT:
+            start = max(0, end - 65536)
+            chunk = os.pread(reader, end - start, start)
+            if len(chunk) != end - start:
+                return None  # the file changed under us: leave it
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                chunks.append(chunk[newline + 1 :])
+                return b"".join(reversed(chunks))
+            chunks.append(chunk)
+            end = start
+        return b"".join(reversed(chunks)) if end == 0 else None
+    except OSError:
+        return None
+    finally:
+        os.close(reader)
 
 
 REOPEN = object()  # tells the writer to reopen --output (SIGHUP: the file was rotated)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pgtail.values.base import Converter, StrConverter, _decode, _hex, _identity, _Type
@@ -275,6 +275,24 @@ def _array_binary(value: bytes, element: Converter | None = None) -> list[Any] |
         return _hex(value)
     # A length past the end shows here: slices stop at the end, positions do not.
     return items if pos == end else _hex(value)
+
+
+def array_binary_of(element_oids: Sequence[int], element: Converter | None = None) -> Converter:
+    """The binary converter of a column of arrays whose elements are of one of
+    ``element_oids`` (`_array_binary`; a domain's array names the domain or its base
+    type): an array that names another element type (array_send always writes one)
+    raises ValueError, the column's malformed value, rather than passing for the column's."""
+    accepted = frozenset(element_oids)
+
+    def binary(value: bytes) -> list[Any] | str:
+        if len(value) >= 12 and _U32_FROM(value, 8)[0] not in accepted:
+            raise ValueError(
+                f"an array of type {_U32_FROM(value, 8)[0]} in a column of arrays of"
+                f" type {element_oids[0]}"
+            )
+        return _array_binary(value, element)
+
+    return binary
 
 
 def _array_items(value: bytes, element: Converter | None = None) -> list[Any]:

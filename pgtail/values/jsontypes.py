@@ -7,6 +7,8 @@ document as JSON rather than as a string.
 
 from __future__ import annotations
 
+import json
+
 import orjson
 
 from pgtail.values.base import _hex, _safe_binary, _safe_str, _Type
@@ -23,11 +25,51 @@ def json_spaced(value: bytes) -> bytes:
     return value
 
 
+_JSON_ERROR = orjson.JSONDecodeError
+
+
+def one_json_value(value: bytes | str) -> None:
+    """Raise ValueError unless ``value`` is one JSON value: it is embedded in the JSON line
+    as it is, and a malformed one (``1,"op":"delete"``) would add fields to the line.
+
+    orjson first (fast); what it refuses but PostgreSQL's json and jsonb take (numbers
+    past a double, a json string's lone surrogate escape, deep nesting) by the json
+    module's grammar, which has no such limits."""
+    try:
+        orjson.loads(value)
+    except _JSON_ERROR:
+        try:
+            json.loads(value)
+        except RecursionError:
+            pass  # nested deeper than the json module goes: PostgreSQL's own limit is higher
+        except ValueError:
+            raise ValueError("not one JSON value") from None
+
+
+def json_checked(value: bytes) -> bytes:
+    """``value`` once `one_json_value` took it (jsonb prints no line breaks)."""
+    one_json_value(value)
+    return value
+
+
+def json_text_spaced(value: bytes) -> bytes:
+    """json's text checked, with its line breaks and tabs made spaces (`json_spaced`)."""
+    one_json_value(value)
+    return json_spaced(value)
+
+
 def _json_text(value: bytes) -> orjson.Fragment:
+    one_json_value(value)
     return orjson.Fragment(json_spaced(value))
 
 
+def _jsonb_text(value: bytes | str) -> orjson.Fragment:
+    one_json_value(value)
+    return orjson.Fragment(value)
+
+
 def _json_str(value: str) -> orjson.Fragment:
+    one_json_value(value)
     if "\n" in value or "\r" in value or "\t" in value:
         value = value.replace("\n", " ").replace("\r", " ").replace("\t", " ")
     return orjson.Fragment(value)
@@ -36,7 +78,7 @@ def _json_str(value: str) -> orjson.Fragment:
 def _jsonb_binary(value: bytes) -> orjson.Fragment | str:
     try:
         if value[0] == 1:  # jsonb's binary format version
-            return orjson.Fragment(value[1:])
+            return orjson.Fragment(json_checked(value[1:]))
     except IndexError:
         pass
     return _hex(value)
@@ -45,7 +87,10 @@ def _jsonb_binary(value: bytes) -> orjson.Fragment | str:
 # --- registration ------------------------------------------------------------------------
 
 TYPES: dict[int, _Type] = {
-    # _json_text cannot raise: it takes no fallback.
+    # text: no fallback, a value that is not JSON is the column's malformed value (an
+    # array element or a binary value that is not falls back to its text or hex string)
     JSON: _Type("json", JSON_ARRAY, _json_text, _safe_str(_json_str), _safe_binary(_json_text)),
-    JSONB: _Type("jsonb", JSONB_ARRAY, orjson.Fragment, orjson.Fragment, _jsonb_binary),
+    JSONB: _Type(
+        "jsonb", JSONB_ARRAY, _jsonb_text, _safe_str(_jsonb_text), _safe_binary(_jsonb_binary)
+    ),
 }

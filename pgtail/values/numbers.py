@@ -55,13 +55,11 @@ _BOOL_BINARY: dict[bytes, bool] = {b"\x01": True, b"\x00": False}
 
 
 def _make_int_binary(unpack: Callable[[bytes], tuple[int]]) -> Converter:
-    # A struct unpack of the usual width is faster than int.from_bytes; any other width
-    # (the server never sends one) still gives int.from_bytes's answer rather than raising.
+    # Of its own width only: any other (the server never sends one) raises struct.error,
+    # which the assembler reports as the column's malformed value (a 9-byte "bigint"
+    # would otherwise become an integer no JSON reader takes).
     def convert(value: bytes) -> int:
-        try:
-            return unpack(value)[0]
-        except struct.error:
-            return int.from_bytes(value, "big", signed=True)
+        return unpack(value)[0]
 
     return convert
 
@@ -69,10 +67,8 @@ def _make_int_binary(unpack: Callable[[bytes], tuple[int]]) -> Converter:
 _int2_binary = _make_int_binary(struct.Struct(">h").unpack)
 _int4_binary = _make_int_binary(struct.Struct(">i").unpack)
 _int8_binary = _make_int_binary(struct.Struct(">q").unpack)
-
-
-def _uint_binary(value: bytes) -> int:
-    return int.from_bytes(value, "big")
+_uint4_binary = _make_int_binary(struct.Struct(">I").unpack)  # oid, xid, cid
+_uint8_binary = _make_int_binary(struct.Struct(">Q").unpack)  # xid8
 
 
 # --- floats ------------------------------------------------------------------------------
@@ -302,10 +298,10 @@ TYPES: dict[int, _Type] = {
     INT2: _Type("smallint", INT2_ARRAY, int, int, _int2_binary),
     INT4: _Type("integer", INT4_ARRAY, int, int, _int4_binary),
     INT8: _Type("bigint", INT8_ARRAY, int, int, _int8_binary),
-    OID: _Type("oid", OID_ARRAY, int, int, _uint_binary),
-    XID: _Type("xid", XID_ARRAY, int, int, _uint_binary),
-    CID: _Type("cid", CID_ARRAY, int, int, _uint_binary),
-    XID8: _Type("xid8", XID8_ARRAY, int, int, _uint_binary),
+    OID: _Type("oid", OID_ARRAY, int, int, _uint4_binary),
+    XID: _Type("xid", XID_ARRAY, int, int, _uint4_binary),
+    CID: _Type("cid", CID_ARRAY, int, int, _uint4_binary),
+    XID8: _Type("xid8", XID8_ARRAY, int, int, _uint8_binary),
     FLOAT4: _Type("real", FLOAT4_ARRAY, _float_text, _float_text, _safe_binary(_float4_binary)),
     FLOAT8: _Type(
         "double precision", FLOAT8_ARRAY, _float_text, _float_text, _safe_binary(_float8_binary)

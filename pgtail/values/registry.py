@@ -11,9 +11,9 @@ families; they never import it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from pgtail.values.arrays import _array_binary, _make_text_array
+from pgtail.values.arrays import _make_text_array, array_binary_of
 from pgtail.values.arrays import register as _register_arrays
 from pgtail.values.base import Converter, StrConverter, _decode, _hex, _identity, _Type
 from pgtail.values.datetimes import TYPES as _DATETIME_TYPES
@@ -88,7 +88,8 @@ def _converters_of(
         return known.text, known.binary, known.text_str
     if type_oid in _ARRAYS:
         element = _TYPES[_ARRAYS[type_oid]]
-        return _make_text_array(element.text_str), _array_binary, _identity
+        binary = array_binary_of((_ARRAYS[type_oid],))
+        return _make_text_array(element.text_str), binary, _identity
     info = user_types.get(type_oid)
     if info is None or depth > _USER_DEPTH:
         return _decode, _hex, _identity
@@ -98,12 +99,22 @@ def _converters_of(
         return _converters_of(info.base, user_types, depth + 1)
     if info.element:
         _, element_binary, element_str = _converters_of(info.element, user_types, depth + 1)
-
-        def binary(value: bytes) -> list[Any] | str:
-            return _array_binary(value, element_binary)
-
+        binary = array_binary_of(_sent_elements(info.element, user_types), element_binary)
         return _make_text_array(element_str), binary, _identity
     return _decode, _hex, _identity
+
+
+def _sent_elements(type_oid: int, user_types: UserTypes) -> list[int]:
+    """The element types a binary array of ``type_oid`` may name: the type, and for a
+    domain its base types (an array built by a cast names the base)."""
+    oids = [type_oid]
+    for _ in range(_USER_DEPTH):
+        info = user_types.get(type_oid)
+        if info is None or info.kind != "d" or not info.base:
+            break
+        type_oid = info.base
+        oids.append(type_oid)
+    return oids
 
 
 def type_name(type_oid: int) -> str | None:

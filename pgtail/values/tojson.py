@@ -17,7 +17,7 @@ import orjson
 
 from pgtail.values.base import Converter, _decode, _hex
 from pgtail.values.datetimes import _timestamptz_text
-from pgtail.values.jsontypes import _json_text, json_spaced
+from pgtail.values.jsontypes import _json_text, _jsonb_text, json_checked, json_text_spaced
 from pgtail.values.numbers import _BOOL_TEXT, _numeric_text
 
 JsonWriter = Callable[[bytes], bytes]
@@ -32,8 +32,8 @@ _BOOL_JSON: dict[bytes, bytes] = {b"t": b"true", b"f": b"false"}
 # its base type's converter, takes it too)
 _JSON_WRITERS: dict[Any, tuple[JsonKind, JsonWriter]] = {
     _BOOL_TEXT.__getitem__: ("call", _BOOL_JSON.__getitem__),
-    orjson.Fragment: ("raw", bytes),  # jsonb prints no line breaks: embedded as it is
-    _json_text: ("call", json_spaced),  # what _json_text's Fragment embeds
+    _jsonb_text: ("raw", json_checked),  # jsonb prints no line breaks: embedded as it is
+    _json_text: ("call", json_text_spaced),  # what _json_text's Fragment embeds
 }
 
 
@@ -44,7 +44,8 @@ def text_json(convert: Converter) -> tuple[JsonKind, Callable[[bytes], Any]]:
     - ``("int", w)``: ``b"%d" % int(value)``;
     - ``("string", w)``: the text as a JSON string (``b'"' + value + b'"'``) when the value
       is ASCII with nothing JSON escapes, otherwise ``w(value)``;
-    - ``("raw", w)``: the value's bytes as they are;
+    - ``("raw", w)``: the value's bytes as they are, once ``orjson.loads`` takes them as
+      one JSON value (``w`` checks the same, with the fallback of `one_json_value`);
     - ``("call", w)``: ``w(value)``;
     - ``("convert", convert)``: no shortcut, ``dumps(convert(value))`` itself (the caller
       inlines it);
