@@ -39,6 +39,10 @@ NOT_CONNECTING = {"demo", "completion", "spark materialize"}
 # else about the option (names, type, multiple-ness, flag form) is still checked
 OWN_HELP = {
     ("doctor", "--json"): "says what the JSON holds",
+    ("top", "--json"): "one document per interval",
+    ("top", "--interval"): "seconds between two looks (demo: between transactions)",
+    ("demo", "--interval"): "pause between the workload's transactions",
+    ("top", "--publication"): "one publication, sampled by top's own temporary slot",
     ("doctor", "--publication"): "checks rather than streams; default: all",
     ("doctor", "--slot"): "checks several slots; default: all",
     ("slot peek", "--publication"): "default: all of the database",

@@ -19,8 +19,13 @@ import click
 import orjson
 
 from pgtail.cli import cli
-from pgtail.cli.completers import complete_publication
-from pgtail.cli.options import Seconds, connection_options, json_option
+from pgtail.cli.options import (
+    PUBLICATION_FORM,
+    Seconds,
+    connection_options,
+    json_option,
+    publication_option,
+)
 from pgtail.cli.slot_cmd import stdout_is_terminal
 from pgtail.errors import PgtailError
 
@@ -49,18 +54,19 @@ RETRY_LOOKS = 10
     is_flag=True,
     help="Take two looks --interval apart (for rates), print one view and exit.",
 )
-@click.option(
-    "--publication",
-    metavar="NAME",
-    shell_complete=complete_publication,
-    help="Also show change rates per table and operation and the largest transactions of "
-    "this publication, decoded from a temporary slot of top's own (needs REPLICATION and a "
-    "free slot entry; users' slots are never read).",
+@publication_option(
+    "Also show change rates per table and operation and the largest transactions of this "
+    f"publication {PUBLICATION_FORM}, decoded from a temporary slot of top's own (needs "
+    "REPLICATION and a free slot entry; users' slots are never read). One publication."
 )
 @json_option("One JSON document per interval, one per line (the default when piped).")
 @connection_options
 def top(
-    interval: float, once: bool, publication: str | None, as_json: bool, dsn: str | None
+    interval: float,
+    once: bool,
+    publications: tuple[str, ...],
+    as_json: bool,
+    dsn: str | None,
 ) -> None:
     """A live view of logical replication: which slot holds WAL, and why.
 
@@ -83,6 +89,12 @@ def top(
     """
     from pgtail import catalog
 
+    if len(publications) > 1:
+        raise click.BadParameter(
+            "top samples one publication; got " + ", ".join(publications),
+            param_hint="'--publication'",
+        )
+    publication = publications[0] if publications else None
     watcher = catalog.Watcher(dsn)
     sampler: ChangeSampler | None = None
     reason: str | None = None
