@@ -22,7 +22,7 @@ from pgtail.cli.options import (
     publication_option,
     usage_error,
 )
-from pgtail.cli.slot_cmd import print_fields, print_json, stdout_is_terminal
+from pgtail.cli.printing import print_fields, print_json, stdout_is_terminal
 from pgtail.doctor import Check, parse_size
 from pgtail.errors import PgtailError
 from pgtail.render.escape import escape_text

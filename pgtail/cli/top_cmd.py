@@ -21,7 +21,7 @@ import orjson
 from pgtail.cli import cli
 from pgtail.cli.completers import complete_publication
 from pgtail.cli.options import Seconds, connection_options, json_option
-from pgtail.cli.slot_cmd import stdout_is_terminal
+from pgtail.cli.printing import stdout_is_terminal
 from pgtail.errors import PgtailError
 
 if TYPE_CHECKING:
