@@ -16,14 +16,6 @@ import click
 from pgtail.catalog import PeekedChange, SlotInfo
 from pgtail.cli import cli
 from pgtail.cli.completers import complete_logical_slot, complete_slot
-from pgtail.cli.options import (
-    LSN,
-    PEEK_PUBLICATION_HELP,
-    SLOT_NAME,
-    connection_options,
-    json_option,
-    publication_option,
-)
 from pgtail.cli.output_options import (
     event_filter,
     filter_options,
@@ -32,6 +24,14 @@ from pgtail.cli.output_options import (
     render_settings,
 )
 from pgtail.cli.printing import print_fields, print_json, print_table, stdout_is_terminal
+from pgtail.cli.shared_options import (
+    LSN,
+    PEEK_PUBLICATION_HELP,
+    SLOT_NAME,
+    connection_options,
+    json_option,
+    publication_option,
+)
 from pgtail.doctor import human_bytes
 from pgtail.filters import EventFilter
 from pgtail.lsn import format_lsn

@@ -17,15 +17,6 @@ import click
 
 from pgtail.cli import ExitCode, cli
 from pgtail.cli.completers import complete_logical_slot
-from pgtail.cli.options import (
-    LSN,
-    SLOT_NAME,
-    Seconds,
-    binary_option,
-    connection_options,
-    publication_option,
-    usage_error,
-)
 from pgtail.cli.output_options import (
     event_filter,
     filter_options,
@@ -34,6 +25,15 @@ from pgtail.cli.output_options import (
     render_settings,
 )
 from pgtail.cli.printing import stdout_is_terminal
+from pgtail.cli.shared_options import (
+    LSN,
+    SLOT_NAME,
+    Seconds,
+    binary_option,
+    connection_options,
+    publication_option,
+    usage_error,
+)
 from pgtail.errors import ConfigurationError
 from pgtail.lsn import format_lsn
 from pgtail.stream import FIRST_CONTACT_WAIT, ReconnectPolicy, StreamConfig, run

@@ -20,8 +20,8 @@ import orjson
 
 from pgtail.cli import cli
 from pgtail.cli.completers import complete_publication
-from pgtail.cli.options import Seconds, connection_options, json_option
 from pgtail.cli.printing import stdout_is_terminal
+from pgtail.cli.shared_options import Seconds, connection_options, json_option
 from pgtail.errors import PgtailError
 
 if TYPE_CHECKING:
