@@ -14,7 +14,7 @@ import pytest
 
 from pgtail.catalog import connection_string
 from pgtail.cli import _register_commands, cli
-from pgtail.cli.options import CONNECTION_PARAM_NAMES, PUBLICATION_FORM
+from pgtail.cli.shared_options import CONNECTION_PARAM_NAMES, PUBLICATION_FORM
 from pgtail.errors import ConfigurationError
 
 _register_commands()

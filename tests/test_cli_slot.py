@@ -150,11 +150,11 @@ def test_peek_active_slot_is_refused(db: Database) -> None:
 
 
 def test_terminal_table_shows_names_literally(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pgtail.cli import slot_cmd
+    from pgtail.cli import printing
 
-    monkeypatch.setattr(slot_cmd, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(printing, "stdout_is_terminal", lambda: True)
     with CliRunner().isolation() as (out, _, _):
-        slot_cmd.print_table(["name", "value"], [["[bold]x[/bold]", "1"]], title="things")
+        printing.print_table(["name", "value"], [["[bold]x[/bold]", "1"]], title="things")
         text = out.getvalue().decode()
     assert "[bold]x[/bold]" in text and "things" in text and "━" in text
 

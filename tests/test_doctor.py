@@ -1006,7 +1006,7 @@ def test_could_not_look_has_its_own_exit_status_and_a_json_document() -> None:
     assert code == 3, (out, err)
     report = orjson.loads(out)
     assert report["status"] == "error" and report["checks"] == []
-    assert report["error"]["kind"] == "ServerUnavailable"
+    assert report["error"]["kind"] == "ServerUnreachable"  # nothing answers at the port
     assert "cannot reach PostgreSQL" in report["error"]["message"]
     assert report["error"]["hint"]
     assert "secret123" not in out + err

@@ -23,7 +23,7 @@ from pgtail.catalog.facts import (
     SlotListing,
     SlotStats,
 )
-from pgtail.cli.slot_cmd import fitted_table
+from pgtail.cli.printing import fitted_table
 from pgtail.columns import fit_columns
 from pgtail.doctor.slots import SlotTrend, cause_checks, slot_cause, slot_trend
 from pgtail.top.changes import ChangeCounter

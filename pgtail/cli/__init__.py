@@ -5,7 +5,7 @@ Commands parse options, call one library function, and leave error handling to
 clear ``pgtail: error:`` line on stderr for an expected error (usage errors add a
 ``pgtail: hint:`` line pointing at ``--help``), a traceback only with ``--debug``.
 Command groups live in sibling modules and register themselves on `cli`; options
-several commands share are declared once, in `pgtail.cli.options`.
+several commands share are declared once, in `pgtail.cli.shared_options`.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = State(debug=debug)
 
 
-# the shared options live in pgtail.cli.options; `dsn_option` is their older name
-from pgtail.cli.options import connection_options  # noqa: E402
+# the shared options live in pgtail.cli.shared_options; `dsn_option` is their older name
+from pgtail.cli.shared_options import connection_options  # noqa: E402
 
 dsn_option = connection_options
 

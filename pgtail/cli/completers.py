@@ -45,7 +45,7 @@ def _connection(ctx: click.Context) -> str | None:
 
 # bash splits the words it hands over at COMP_WORDBREAKS (":" and "=" among them), so a
 # URI or --dsn='...' arrive in pieces; pgtail's bash script also sends the line itself
-_BASH_BREAKS = ":="
+BASH_BREAKS = ":="
 
 
 def typed_words() -> tuple[list[str], str] | None:

@@ -20,7 +20,7 @@ from click.shell_completion import (
 )
 
 from pgtail.cli import cli
-from pgtail.cli.completers import _BASH_BREAKS, typed_words
+from pgtail.cli.completers import BASH_BREAKS, typed_words
 
 COMPLETE_VAR = "_PGTAIL_COMPLETE"
 
@@ -43,7 +43,7 @@ class PgtailBashComplete(BashComplete):
             return super().get_completion_args()
         args, incomplete = typed
         # bash puts a completion in place of the word after its last break character
-        cut = max(incomplete.rfind(c) for c in _BASH_BREAKS)
+        cut = max(incomplete.rfind(c) for c in BASH_BREAKS)
         self._replaced = incomplete[: cut + 1]
         return args, incomplete
 

@@ -7,7 +7,7 @@ import sys
 import click
 
 from pgtail.cli import ExitCode, cli
-from pgtail.cli.options import Seconds
+from pgtail.cli.shared_options import Seconds
 from pgtail.render import FORMATS
 
 

@@ -13,7 +13,8 @@ import click
 from pgtail.catalog import IdentityReport
 from pgtail.cli import ExitCode, cli, report_error
 from pgtail.cli.completers import complete_slot
-from pgtail.cli.options import (
+from pgtail.cli.printing import print_fields, print_json, stdout_is_terminal
+from pgtail.cli.shared_options import (
     PUBLICATION_FORM,
     SLOT_NAME,
     Checked,
@@ -22,7 +23,6 @@ from pgtail.cli.options import (
     publication_option,
     usage_error,
 )
-from pgtail.cli.slot_cmd import print_fields, print_json, stdout_is_terminal
 from pgtail.doctor import Check, parse_size
 from pgtail.errors import PgtailError
 from pgtail.render.escape import escape_text

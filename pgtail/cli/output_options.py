@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from pgtail.cli.options import Checked, split_commas
+from pgtail.cli.shared_options import Checked, split_commas
 from pgtail.filters import EventFilter, parse_ops
 from pgtail.render import RenderOptions, terminal_style
 

@@ -14,8 +14,8 @@ import click
 from pgtail.catalog import OPERATIONS, PublicationChange, PublicationInfo, TableTarget
 from pgtail.cli import cli
 from pgtail.cli.completers import complete_publication
-from pgtail.cli.options import Checked, connection_options, json_option, usage_error
-from pgtail.cli.slot_cmd import print_fields, print_json, print_table
+from pgtail.cli.printing import print_fields, print_json, print_table
+from pgtail.cli.shared_options import Checked, connection_options, json_option, usage_error
 from pgtail.errors import ConfigurationError
 from pgtail.render.escape import escape_text
 

@@ -12,19 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
-import orjson
 
 from pgtail.catalog import PeekedChange, SlotInfo
 from pgtail.cli import cli
 from pgtail.cli.completers import complete_logical_slot, complete_slot
-from pgtail.cli.options import (
-    LSN,
-    PEEK_PUBLICATION_HELP,
-    SLOT_NAME,
-    connection_options,
-    json_option,
-    publication_option,
-)
 from pgtail.cli.output_options import (
     event_filter,
     filter_options,
@@ -32,107 +23,22 @@ from pgtail.cli.output_options import (
     output_options,
     render_settings,
 )
+from pgtail.cli.printing import print_fields, print_json, print_table, stdout_is_terminal
+from pgtail.cli.shared_options import (
+    LSN,
+    PEEK_PUBLICATION_HELP,
+    SLOT_NAME,
+    connection_options,
+    json_option,
+    publication_option,
+)
 from pgtail.doctor import human_bytes
 from pgtail.filters import EventFilter
 from pgtail.lsn import format_lsn
-from pgtail.render.escape import escape_text
 
 if TYPE_CHECKING:
     from pgtail.changes import Event
     from pgtail.top.model import SlotRow, TopView
-
-# --------------------------------------------------------------------------- output helpers
-# (shared by the publication and doctor commands)
-
-
-def stdout_is_terminal() -> bool:
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def print_json(value: Any) -> None:
-    sys.stdout.flush()
-    out = sys.stdout.buffer
-    out.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
-    out.flush()
-
-
-def print_table(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    *,
-    title: str | None = None,
-    importance: Sequence[int] | None = None,
-    flex: Sequence[int] = (0,),
-    fold: int | None = -1,
-) -> None:
-    """A rich table on a terminal, fitted to its width (`pgtail.columns`: the least
-    important columns give way, never a column of zero width; names are cut with an
-    ellipsis, the ``fold`` column wraps); aligned columns without decoration when piped.
-    Text from the database is shown with its control characters escaped."""
-    headers = [escape_text(h) for h in headers]
-    rows = [[escape_text(cell) for cell in row] for row in rows]
-    title = escape_text(title) if title else title
-    if stdout_is_terminal():
-        from rich.console import Console
-
-        console = Console()
-        console.print(fitted_table(headers, rows, console.width, title, importance, flex, fold))
-        return
-    if title:
-        click.echo(title)
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-    for line in [list(headers), *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
-
-
-def fitted_table(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    width: int,
-    title: str | None = None,
-    importance: Sequence[int] | None = None,
-    flex: Sequence[int] = (0,),
-    fold: int | None = -1,
-) -> Any:
-    """The rich Table `print_table` prints on a terminal ``width`` cells wide."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from pgtail.columns import fit_columns
-
-    if fold is not None and fold < 0:
-        fold += len(headers)
-    # a rich column without edges is its width, one cell of padding each side and a rule
-    fit = fit_columns(
-        headers, rows, width, separator=3, importance=importance, flex=flex, fold=fold
-    )
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-    for i, w in zip(fit.keep, fit.widths, strict=True):
-        folds = i == fold
-        table.add_column(
-            headers[i],
-            width=w,
-            no_wrap=not folds,
-            overflow="fold" if folds else "ellipsis",
-        )
-    for row in rows:
-        cells = [row[i] if i == fold else c for i, c in zip(fit.keep, fit.cut(row), strict=True)]
-        table.add_row(*(Text(cell) for cell in cells))  # names are data, not rich markup
-    return table
-
-
-def print_fields(pairs: Sequence[tuple[str, str]], *, title: str | None = None) -> None:
-    """Key/value lines (``info``/``show``), control characters escaped."""
-    if title:
-        click.echo(escape_text(title))
-    width = max((len(k) for k, _ in pairs), default=0)
-    for key, value in pairs:
-        click.echo(f"  {key.ljust(width)}  {escape_text(value)}")
 
 
 def _yes(value: bool | None) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from pgtail.cli import cli
-from pgtail.cli.options import (
+from pgtail.cli.shared_options import (
     PUBLICATION_FORM,
     SLOT_NAME,
     Checked,

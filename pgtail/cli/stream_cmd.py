@@ -17,7 +17,15 @@ import click
 
 from pgtail.cli import ExitCode, cli
 from pgtail.cli.completers import complete_logical_slot
-from pgtail.cli.options import (
+from pgtail.cli.output_options import (
+    event_filter,
+    filter_options,
+    max_changes_option,
+    output_options,
+    render_settings,
+)
+from pgtail.cli.printing import stdout_is_terminal
+from pgtail.cli.shared_options import (
     LSN,
     SLOT_NAME,
     Seconds,
@@ -25,13 +33,6 @@ from pgtail.cli.options import (
     connection_options,
     publication_option,
     usage_error,
-)
-from pgtail.cli.output_options import (
-    event_filter,
-    filter_options,
-    max_changes_option,
-    output_options,
-    render_settings,
 )
 from pgtail.errors import ConfigurationError
 from pgtail.lsn import format_lsn
@@ -184,7 +185,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         raise ConfigurationError(
             "standard output is closed", hint="use --output FILE, or give pgtail a stdout"
         )
-    is_tty = opts["output"] is None and _isatty()
+    is_tty = opts["output"] is None and stdout_is_terminal()
     fmt, render_options = render_settings(opts, is_tty)
     start, end = opts["start"], opts["end"]
     if start is not None and end is not None and end < start:
@@ -258,13 +259,6 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
 def _given(ctx: click.Context, name: str) -> bool:
     source = ctx.get_parameter_source(name)
     return source is not None and source != click.core.ParameterSource.DEFAULT
-
-
-def _isatty() -> bool:
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _quiet_stdout() -> None:

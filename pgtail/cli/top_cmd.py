@@ -19,14 +19,14 @@ import click
 import orjson
 
 from pgtail.cli import cli
-from pgtail.cli.options import (
+from pgtail.cli.printing import stdout_is_terminal
+from pgtail.cli.shared_options import (
     PUBLICATION_FORM,
     Seconds,
     connection_options,
     json_option,
     publication_option,
 )
-from pgtail.cli.slot_cmd import stdout_is_terminal
 from pgtail.errors import PgtailError
 
 if TYPE_CHECKING:
