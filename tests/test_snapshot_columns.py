@@ -139,9 +139,23 @@ _COLUMNS: list[tuple[str, int, list[bytes]]] = [
     (
         "tags",
         1009,
-        [b"{a,b}", b"{}", b'{"a b",NULL,c}', b'{"a\\\\b"}', b"{{a},{b}}", b"[0:1]={a,b}"],
+        [
+            b"{a,b}",
+            b"{}",
+            b'{"a b",NULL,c}',
+            b'{"a\\\\b"}',
+            b"{{a},{b}}",
+            b"[0:1]={a,b}",
+            b"{a,,b}",
+            b"{NULL}",
+            b"{null}",
+            b"{a\x01}",
+            "{é}".encode(),
+            b"{,}",
+            b"{a,b}}",
+        ],
     ),
-    ("ratio", 701, [b"1.5", b"NaN", b"-Infinity", b"1e+300", b"0"]),
+    ("ratio", 701, [b"1.5", b"NaN", b"-Infinity", b"1e+300", b"0", b"inf", b"-0", b" 2.5", b"1,5"]),
     (
         "ref",
         2950,
@@ -234,3 +248,34 @@ def test_rows_encoder_on_the_usual_rows(codegen: Callable[[bool], None]) -> None
         assert first["new"]["tags"] == ["a", "b"] and first["key"] == {"id": 1}
         outcomes.append((lines, rendered))
     assert outcomes[0] == outcomes[1]
+
+
+_array_texts = st.lists(
+    st.lists(st.text(alphabet='ab,{}"\\ NUL\x01é', max_size=4), max_size=3).map(
+        lambda items: ("{" + ",".join(items) + "}").encode()
+    ),
+    min_size=1,
+    max_size=5,
+)
+_float_texts = st.lists(
+    st.one_of(
+        st.floats().map(lambda f: repr(f).encode()),
+        st.sampled_from([b"NaN", b"Infinity", b"-Infinity", b"1e+300", b"-0", b"inf"]),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@given(arrays=_array_texts, floats=_float_texts)
+def test_text_json_column_is_dumps_of_each(arrays: list[bytes], floats: list[bytes]) -> None:
+    """Whole columns of text arrays and floats at once: each value's JSON, or None."""
+    from pgtail.values import converters, dumps, text_json_column
+
+    for oid, column in ((1009, arrays), (1015, arrays), (701, floats), (700, floats)):
+        convert = converters(oid)[0]
+        at_once = text_json_column(convert, column)
+        assert at_once is None or at_once == [dumps(convert(v)) for v in column]
+    assert text_json_column(converters(1009)[0], [b"{a,b}", b"{c}"]) == [b'["a","b"]', b'["c"]']
+    assert text_json_column(converters(701)[0], [b"1.5", b"2"]) == [b"1.5", b"2.0"]
+    assert text_json_column(converters(25)[0], [b"a"]) is None

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from pgtail.changes import RowsEncoder
-from pgtail.values import JSON_ESCAPES, JsonKind, json_default
+from pgtail.values import JSON_ESCAPES, JsonKind, json_default, text_json_column
 
 _escapes = JSON_ESCAPES.search
 _dumps = functools.partial(orjson.dumps, default=json_default)
@@ -88,6 +88,9 @@ def column_json(
     if kind == "call":
         return b"%b", list(map(write, values))
     if kind == "convert":
+        at_once = text_json_column(write, values)
+        if at_once is not None:
+            return b"%b", at_once
         return b"%b", _dumps_each(list(map(write, values)))
     joined = b"".join(values)
     clean = joined.isascii() and _escapes(joined) is None
