@@ -13,6 +13,7 @@ chunk row by row. Plain code, the same with and without ``PGTAIL_NO_CODEGEN``.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import Any
@@ -25,6 +26,8 @@ from pgtail.values import JSON_ESCAPES, JsonKind, json_default, text_json_column
 _escapes = JSON_ESCAPES.search
 _dumps = functools.partial(orjson.dumps, default=json_default)
 _NEWLINE = orjson.Fragment(b"\n")
+# integers as ``b"%d" % int(text)`` writes them, one a line
+_CANONICAL_INTS = re.compile(rb"(?:-?[1-9][0-9]*|0)(?:\n(?:-?[1-9][0-9]*|0))*")
 
 # A column's part of the row template and its values for it: "%d" (ints), '"%b"' (ASCII
 # text with nothing JSON escapes, written as it is), '"%b:00"' (UTC timestamps with their
@@ -82,6 +85,8 @@ def column_json(
         return b"%b", [value_json(kind, write, value) for value in column]
     values: list[bytes] = column  # type: ignore[assignment]  # no None in it
     if kind == "int":
+        if _CANONICAL_INTS.fullmatch(b"\n".join(values)) is not None:
+            return b"%b", values  # the server's text of an integer is its JSON
         return b"%d", list(map(int, values))
     if kind == "raw":
         return b"%b", values
