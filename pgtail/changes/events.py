@@ -8,6 +8,7 @@ a renderer hands the assembler its fast per-table encoders. No protocol knowledg
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
@@ -249,6 +250,10 @@ Event = (
 # encode(seq, v0, ..., vN) -> one line of an EncodedRows (see Assembler): the row's
 # values are the text of each column, None for NULL
 InsertEncoder = po.ValuesEncoder
+# encode(first_seq, columns) -> the lines of many inserts at once (a snapshot's rows),
+# byte for byte what `InsertEncoders.plain`/`with_nulls` give row by row; ``columns``
+# holds each column's values (text, None for NULL), all of the same length
+RowsEncoder = Callable[[int, Sequence[list[bytes | None]]], bytes]
 
 
 class InsertEncoders(NamedTuple):
@@ -264,3 +269,5 @@ class InsertEncoders(NamedTuple):
     # other columns arrive as NULL), if the renderer has them.
     full_delete: tuple[InsertEncoder, InsertEncoder] | None = None
     key_delete: InsertEncoder | None = None
+    # Many inserts at once from their values column by column, if the renderer has it
+    rows: RowsEncoder | None = None

@@ -91,6 +91,7 @@ from pgtail.changes import (
 )
 from pgtail.changes.schema import describe
 from pgtail.lsn import MAX_LSN, format_lsn
+from pgtail.render.jsonl_rows import rows_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
@@ -322,13 +323,17 @@ def row_encoders(
     # a delete with the old key (the other columns sent as NULL)
     old_key = line(nullable_pieces, obj(nullable_pieces, keys), b'"key"', b"null")
     functions.append(("key_delete", nullable, old_key, key_values))
+    kinds = [text_json(convert) for convert in text_converters]
+    # a snapshot's rows, column by column: plain code, the same with or without codegen
+    many = rows_encoder(
+        kinds,
+        names,
+        [position[k] for k in keys],
+        lambda pieces: line(pieces, b"null", b"null", obj(pieces, names)),
+    )
     if not _codegen.enabled():
         templates = {fname: template for fname, _, template, _ in functions}
-        return _loop_encoders(
-            [text_json(convert) for convert in text_converters],
-            templates,
-            [position[k] for k in keys],
-        )
+        return _loop_encoders(kinds, templates, [position[k] for k in keys])._replace(rows=many)
     source = []
     for fname, body, template, values in functions:
         namespace[f"{fname}_line"] = template
@@ -346,6 +351,7 @@ def row_encoders(
         updates=True,  # the same line after the head, whose op differs
         full_delete=(full_plain, full_with_nulls),
         key_delete=key_delete,
+        rows=many,
     )
 
 

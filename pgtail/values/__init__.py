@@ -161,6 +161,7 @@ from pgtail.values.tojson import (
     dumps,
     json_default,
     text_json,
+    text_json_column,
 )
 
 __all__ = [
@@ -172,6 +173,7 @@ __all__ = [
     "dumps",
     "json_default",
     "text_json",
+    "text_json_column",
     "to_text",
     "type_name",
 ]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import csv
 import re
 import struct
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pgtail.values.base import Converter, StrConverter, _decode, _hex, _identity, _Type
@@ -143,6 +144,11 @@ def _flat_strings(text: str) -> list[str | None] | None:
     return items
 
 
+# the text converters of arrays whose elements are strings (`_make_text_array`): a whole
+# column of them may go to JSON at once (`pgtail.values.tojson.text_json_column`)
+STRING_ARRAYS: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()
+
+
 def _make_text_array(element: StrConverter) -> Converter:
     def convert(value: bytes) -> list[Any] | str:
         text = value.decode("utf-8", "replace")
@@ -175,6 +181,7 @@ def _make_text_array(element: StrConverter) -> Converter:
         except (ValueError, IndexError, KeyError, OverflowError, struct.error):
             return text
 
+    STRING_ARRAYS.add(convert_strings)
     return convert_strings
 
 

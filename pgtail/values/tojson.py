@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, Literal
 
 import orjson
 
+from pgtail.values.arrays import STRING_ARRAYS
 from pgtail.values.base import Converter, _decode, _hex
 from pgtail.values.datetimes import _timestamptz_text
-from pgtail.values.jsontypes import _json_text, _jsonb_text, json_checked, json_text_spaced
-from pgtail.values.numbers import _BOOL_TEXT, _numeric_text
+from pgtail.values.jsontypes import (
+    _json_text,
+    _jsonb_text,
+    json_checked,
+    json_text_spaced,
+)
+from pgtail.values.numbers import _BOOL_TEXT, _FLOAT_SPECIAL, _float_text, _numeric_text
 
 JsonWriter = Callable[[bytes], bytes]
 JsonKind = Literal["int", "string", "raw", "call", "convert", "utc_timestamp"]
@@ -67,6 +74,38 @@ def text_json(convert: Converter) -> tuple[JsonKind, Callable[[bytes], Any]]:
     # The rest (timestamps, arrays, floats, ...) as dumps(converter(value)): checking the
     # bytes for what JSON escapes costs as much as the converter's own fast paths.
     return "convert", convert
+
+
+def text_json_column(convert: Converter, values: list[bytes]) -> list[bytes] | None:
+    """``[dumps(convert(v)) for v in values]`` (no NULLs), written for the whole column in
+    a few C-level passes where ``convert`` allows it: floats (one ``dumps`` of them all,
+    split at its commas), flat arrays of plain strings (their text with its braces and
+    commas replaced); None where it does not (the caller then writes each value)."""
+    if convert is _float_text:
+        if any(map(_FLOAT_SPECIAL.__contains__, values)):
+            return None
+        floats = list(map(float, values))  # what _float_text does with the rest
+        pieces = dumps(floats)[1:-1].split(b",")  # a number holds no comma
+        return pieces if len(pieces) == len(values) and values else None
+    if convert in STRING_ARRAYS:
+        flat = b"".join(values)
+        count = len(values)
+        # convert_strings' first case, '{a,b}' -> ["a", "b"], with nothing JSON escapes and
+        # no quote, backslash, NULL, empty or nested array; a newline then parts values
+        if (
+            not flat.isascii()
+            or JSON_ESCAPES.search(flat) is not None
+            or flat.count(b"{") != count
+            or flat.count(b"}") != count
+            or b"NULL" in flat
+            or b"{}" in values
+            or not all(map(bytes.startswith, values, repeat(b"{")))
+            or not all(map(bytes.endswith, values, repeat(b"}")))
+        ):
+            return None
+        text = b"\n".join(values).replace(b",", b'","')
+        return text.replace(b"{", b'["').replace(b"}", b'"]').split(b"\n")
+    return None
 
 
 def decodes_text(convert: Converter) -> bool:

@@ -1,0 +1,145 @@
+"""JSON lines of many inserts at once, column by column (a snapshot's rows).
+
+`rows_encoder` makes the `pgtail.changes.RowsEncoder` of a table for `row_encoders`:
+given a chunk's values column by column, it writes each column's JSON with one C-level
+pass where it can (``map(int, ...)``, one check of a whole column for what JSON escapes)
+and lays the lines out with one bytes format per row, so no Python frame runs per row
+except a column's own converter. Its bytes are those of the per-row encoders, value by
+value: a value is written as ``with_nulls`` writes it (`value_json`), or by a shortcut
+that gives the same bytes. It raises on anything unusual; the caller then encodes the
+chunk row by row. Plain code, the same with and without ``PGTAIL_NO_CODEGEN``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from typing import Any
+
+import orjson
+
+from pgtail.changes import RowsEncoder
+from pgtail.values import JSON_ESCAPES, JsonKind, json_default, text_json_column
+
+_escapes = JSON_ESCAPES.search
+_dumps = functools.partial(orjson.dumps, default=json_default)
+_NEWLINE = orjson.Fragment(b"\n")
+# integers as ``b"%d" % int(text)`` writes them, one a line
+_CANONICAL_INTS = re.compile(rb"(?:-?[1-9][0-9]*|0)(?:\n(?:-?[1-9][0-9]*|0))*")
+
+# A column's part of the row template and its values for it: "%d" (ints), '"%b"' (ASCII
+# text with nothing JSON escapes, written as it is), '"%b:00"' (UTC timestamps with their
+# first space made a T), "%b" (each value's JSON text).
+ColumnJson = tuple[bytes, Sequence[Any]]
+
+
+def value_json(kind: JsonKind, write: Callable[[bytes], Any], value: bytes | None) -> bytes:
+    """One value's JSON text, as the generated ``with_nulls`` encoder writes it."""
+    if value is None:
+        return b"null"
+    if kind == "int":
+        if not value.isdigit() or (value[0] == 48 and len(value) > 1):
+            return b"%d" % int(value)
+        return value  # the server's text of an integer is its JSON
+    if kind == "string":
+        if value.isascii() and _escapes(value) is None:
+            return b'"' + value + b'"'
+        result: bytes = write(value)
+        return result
+    if kind == "raw":
+        return value
+    if kind == "convert":
+        return _dumps(write(value))
+    if kind == "utc_timestamp":
+        if value[-3:] == b"+00" and value.isascii() and _escapes(value) is None:
+            return b'"' + value[:-3].replace(b" ", b"T", 1) + b'+00:00"'
+        return _dumps(write(value))
+    result = write(value)
+    return result
+
+
+def _dumps_each(objects: list[Any]) -> list[bytes]:
+    """``[dumps(o) for o in objects]``, from one ``dumps`` of them all: many orjson
+    results alive at once cost several times more to allocate than the one result split
+    afterwards. The items are kept apart by a raw newline, which orjson never writes
+    (and ",\\n," is in no JSON text: a value's own JSON text could only hold a newline
+    between tokens, never between two commas); any doubt and each is dumped alone."""
+    count = len(objects)
+    if count < 2:
+        return [_dumps(o) for o in objects]
+    items: list[Any] = [_NEWLINE] * (2 * count - 1)
+    items[::2] = objects
+    pieces = _dumps(items)[1:-1].split(b",\n,")
+    if len(pieces) != count:
+        return [_dumps(o) for o in objects]
+    return pieces
+
+
+def column_json(
+    kind: JsonKind, write: Callable[[bytes], Any], column: list[bytes | None]
+) -> ColumnJson:
+    """One column of a chunk -> its template part and values (see `ColumnJson`)."""
+    if None in column:
+        return b"%b", [value_json(kind, write, value) for value in column]
+    values: list[bytes] = column  # type: ignore[assignment]  # no None in it
+    if kind == "int":
+        if _CANONICAL_INTS.fullmatch(b"\n".join(values)) is not None:
+            return b"%b", values  # the server's text of an integer is its JSON
+        return b"%d", list(map(int, values))
+    if kind == "raw":
+        return b"%b", values
+    if kind == "call":
+        return b"%b", list(map(write, values))
+    if kind == "convert":
+        at_once = text_json_column(write, values)
+        if at_once is not None:
+            return b"%b", at_once
+        return b"%b", _dumps_each(list(map(write, values)))
+    joined = b"".join(values)
+    clean = joined.isascii() and _escapes(joined) is None
+    if kind == "string" and clean:
+        return b'"%b"', values
+    if kind == "utc_timestamp" and clean and all(map(bytes.endswith, values, repeat(b"+00"))):
+        # '"' + v[:-3].replace(" ", "T", 1) + '+00:00"': the first space is never in "+00"
+        return b'"%b:00"', list(map(bytes.replace, values, repeat(b" "), repeat(b"T"), repeat(1)))
+    return b"%b", [value_json(kind, write, value) for value in values]
+
+
+def rows_encoder(
+    kinds: Sequence[tuple[JsonKind, Callable[[bytes], Any]]],
+    names: Sequence[str],
+    key_positions: Sequence[int],
+    template_of: Callable[[dict[str, bytes]], bytes],
+) -> RowsEncoder:
+    """The `RowsEncoder` of a table whose columns' JSON kinds are ``kinds`` and names
+    ``names``: ``template_of`` lays out an
+    insert's line (from ``"seq":%d`` on) given each column's ``"name":<part>`` piece, with
+    the key's values after the seq and then every column's."""
+    templates: dict[tuple[bytes, ...], bytes] = {}
+    width = len(kinds)
+    quoted = [(name, orjson.dumps(name).replace(b"%", b"%%") + b":") for name in names]
+
+    def encode(first_seq: int, columns: Sequence[list[bytes | None]]) -> bytes:
+        if len(columns) != width:
+            raise ValueError(f"{len(columns)} columns, not {width}")
+        parts = []
+        values: list[Sequence[Any]] = []
+        for (kind, write), column in zip(kinds, columns, strict=True):
+            part, json = column_json(kind, write, column)
+            parts.append(part)
+            values.append(json)
+        shape = tuple(parts)
+        template = templates.get(shape)
+        if template is None:
+            template = template_of(
+                {name: head + part for (name, head), part in zip(quoted, parts, strict=True)}
+            )
+            templates[shape] = template
+        seqs = range(first_seq, first_seq + len(columns[0]))
+        keys = [values[i] for i in key_positions]
+        # strict: columns of different lengths raise
+        return b"".join(map(template.__mod__, zip(seqs, *keys, *values, strict=True)))
+
+    return encode
