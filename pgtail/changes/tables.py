@@ -42,7 +42,7 @@ _call: Any = operator.call  # call(f, x) == f(x): lets map() apply a converter l
 
 # A positional Change constructor that skips the frozen dataclass __init__ (which sets
 # each field through object.__setattr__): the hot loop builds one Change per row.
-_new_change: Callable[..., Change] = po._fast_constructor(Change)
+_new_change: Callable[..., Change] = _codegen.fast_constructor(Change)
 
 
 def unknown_type_oids(relation: po.Relation, known: Collection[int]) -> list[int]:
