@@ -17,12 +17,13 @@ process that changes the switch after import: the tests) rebuilds it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import linecache
 import os
 from collections.abc import Callable, Sequence
 from types import CodeType
-from typing import Any
+from typing import Any, TypeVar
 
 _counter = itertools.count(1)
 _resets: list[Callable[[], None]] = []
@@ -90,3 +91,26 @@ def code_of(source: str, name: str, label: str) -> CodeType:
     exec(compile_source(source, label), namespace)  # noqa: S102
     code: CodeType = namespace[name].__code__
     return code
+
+
+_T = TypeVar("_T")
+
+
+def fast_constructor(cls: type[_T]) -> Callable[..., _T]:
+    """A positional constructor for a frozen slots dataclass that skips ``__init__``.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``;
+    setting the slots directly is a third faster, which counts on the row hot path
+    (TupleData, Insert, Update, Delete). Same object, same fields, same order. Without
+    generated code, the class itself.
+    """
+    if not enabled():
+        return cls
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    args = ", ".join(names)
+    body = "".join(f"    _set_{name}(obj, {name})\n" for name in names)
+    source = f"def make({args}):\n    obj = _new(cls)\n{body}    return obj\n"
+    namespace: dict[str, Any] = {"_new": object.__new__, "cls": cls}
+    for name in names:
+        namespace[f"_set_{name}"] = getattr(cls, name).__set__
+    return define(source, "make", f"pgoutput {cls.__name__} constructor", namespace)

@@ -30,8 +30,8 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.changes import assembler as assembler_module
-from pgtail.changes.held import _SpilledRun
-from pgtail.changes.tables import _new_change, _row_builders, unknown_type_oids
+from pgtail.changes.held import SpilledRun
+from pgtail.changes.tables import new_change, row_builders, unknown_type_oids
 from pgtail.errors import DecodeError, SpillError
 from pgtail.values import UserType
 from tests import pgbytes as pb
@@ -130,7 +130,7 @@ def test_fast_change_constructor_equals_dataclass_init() -> None:
     table = Table(1, "s", "t", "full", ())
     tx = Transaction(1, 2, 3, T0)
     args = ("update", table, tx, 4, {"a": 1}, {"a": 0}, "full", ("b",))
-    fast = _new_change(*args)
+    fast = new_change(*args)
     assert fast == Change(*args)  # type: ignore[arg-type]
     assert hash(fast.tx) == hash(tx)
     with pytest.raises(AttributeError):
@@ -161,7 +161,7 @@ def test_row_functions_generated_or_plain_give_the_same_events(codegen: str) -> 
     names = ("a'b", "new\nline", "id")
     table = Table(5, "s", "t", "default", ())
     converters = [bytes.decode, bytes.decode, int]
-    row, insert = _row_builders(table, names, converters)  # type: ignore[arg-type]
+    row, insert = row_builders(table, names, converters)  # type: ignore[arg-type]
     generated = row.__code__.co_filename.startswith("<pgtail rows of s.t")
     assert generated == (codegen == "generated")
     if generated:
@@ -794,7 +794,7 @@ def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
     held = asm._current
     assert held is not None and not held.raw  # never raw: every row encoded on arrival
     assert held.lines_file is not None and counter.opened == 1  # one file for all spills
-    spilled = [r for r in held.rows if type(r) is _SpilledRun]
+    spilled = [r for r in held.rows if type(r) is SpilledRun]
     assert 0 < len(spilled) < len(held.rows)  # the oldest runs spilled, the newest not
     assert held.rows[: len(spilled)] == spilled
     lines_file = held.lines_file
@@ -820,7 +820,7 @@ def test_a_full_disk_while_holding_is_an_error_not_a_second_copy(
 
     monkeypatch.setattr(tempfile, "TemporaryFile", full)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * 50]) for i in range(500)]
-    # encoded lines (make_room), then events going raw (_Held.spill)
+    # encoded lines (make_room), then events going raw (Held.spill)
     for encoder in (insert_encoder, None):
         asm = Assembler(1, spill_bytes=10_000, encoder=encoder)
         fed = 0

@@ -35,6 +35,7 @@ from pgtail.pgoutput import (
     TupleData,
     Type,
     Update,
+    _fastrows,
     decode_tuple,
     parse,
     pg_timestamp,
@@ -64,6 +65,7 @@ from tests.pgoutput_corpus import (
 def _both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
     """Every test here runs with the generated decoder code and without it."""
     codegen(request.param)
+
 
 if TYPE_CHECKING:
     from tests.helpers import Database
@@ -855,15 +857,19 @@ def test_text_tuple_encoder_takes_only_whole_text_and_null_tuples() -> None:
 def test_the_switch_selects_generated_or_plain_code(codegen: Callable[[bool], None]) -> None:
     def filenames() -> list[str]:
         encode = po.text_tuple_encoder(2, bytes, bytes)
-        return [po._tuple_reader(n).__code__.co_filename for n in (2, 65)] + [
+        return [_fastrows._tuple_reader(n).__code__.co_filename for n in (2, 65)] + [
             encode.__code__.co_filename
         ]
 
     codegen(False)
-    assert (po._make_tuple, po._make_insert, po._make_begin) == (TupleData, Insert, Begin)
+    assert (_fastrows._make_tuple, _fastrows._make_insert, _fastrows._make_begin) == (
+        TupleData,
+        Insert,
+        Begin,
+    )
     assert not [name for name in filenames() if name.startswith("<pgtail")]
     codegen(True)
-    assert po._make_tuple is not TupleData and po._make_commit is not Commit
+    assert _fastrows._make_tuple is not TupleData and _fastrows._make_commit is not Commit
     reader, wide, encoder = filenames()
     assert reader.startswith("<pgtail pgoutput tuple reader 2 #")
     assert not wide.startswith("<")  # wider than the unrolled readers: the loop
@@ -942,7 +948,7 @@ def test_traceback_through_generated_code_shows_its_line(
     codegen: Callable[[bool], None],
 ) -> None:
     codegen(True)
-    read = po._unrolled_reader(3)
+    read = _fastrows._unrolled_reader(3)
     with pytest.raises(IndexError) as caught:
         read(b"t\x00\x00\x00\x01a", 0)  # one column of three
     text = "".join(traceback.format_exception(caught.value))

@@ -12,9 +12,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pgtail import pgoutput
 from pgtail.errors import DecodeError
-from pgtail.pgoutput import Decoder, Insert, Message, Update, decode_tuple, parse
+from pgtail.pgoutput import Decoder, Insert, Message, Update, _fastrows, decode_tuple, parse
 from tests import pgbytes as pb
 from tests.pgoutput_corpus import VALID_MESSAGES, expected_tuple
 
@@ -150,9 +149,9 @@ def test_row_messages_round_trip(
 
 
 ROW_PARSERS = {
-    ord("I"): (pgoutput._insert, pgoutput._insert_careful),
-    ord("U"): (pgoutput._update, pgoutput._update_careful),
-    ord("D"): (pgoutput._delete, pgoutput._delete_careful),
+    ord("I"): (_fastrows.parse_insert, _fastrows.parse_insert_careful),
+    ord("U"): (_fastrows.parse_update, _fastrows.parse_update_careful),
+    ord("D"): (_fastrows.parse_delete, _fastrows.parse_delete_careful),
 }
 
 

@@ -43,19 +43,19 @@ from pgtail.changes.events import (
     TxCommit,
 )
 from pgtail.changes.held import (
-    _LINE_OVERHEAD,
-    _RECORD_OVERHEAD,
-    _changes_in,
-    _Held,
-    _Open,
-    _Run,
+    LINE_OVERHEAD,
+    RECORD_OVERHEAD,
+    Held,
+    OpenTx,
+    RowRun,
+    changes_in,
 )
 from pgtail.changes.tables import (
-    _COLUMN_COST,
-    _ROW_OVERHEAD,
+    COLUMN_COST,
+    ROW_OVERHEAD,
     VALUE_ERRORS,
-    _new_change,
-    _TableInfo,
+    TableInfo,
+    new_change,
     unknown_type_oids,
 )
 from pgtail.errors import DecodeError
@@ -129,12 +129,12 @@ class Assembler:
         self._asked: set[int] = set(self._user_types)
         self.decoder = po.Decoder(protocol_version)
         # relation id -> info; replaced, never mutated, so a pending replay keeps its view
-        self._tables: dict[int, _TableInfo] = {}
+        self._tables: dict[int, TableInfo] = {}
         self._type_names: dict[int, str] = {}
-        self._infos: dict[tuple[Any, ...], _TableInfo] = {}  # see _info_for
-        self._current: _Open | None = None  # Begin .. Commit (or Begin Prepare .. Prepare)
-        self._streams: dict[int, _Open] = {}  # streamed transactions by top-level xid
-        self._target: _Open | None = None  # where held payloads go now
+        self._infos: dict[tuple[Any, ...], TableInfo] = {}  # see _info_for
+        self._current: OpenTx | None = None  # Begin .. Commit (or Begin Prepare .. Prepare)
+        self._streams: dict[int, OpenTx] = {}  # streamed transactions by top-level xid
+        self._target: OpenTx | None = None  # where held payloads go now
         self._in_stream = False
 
     # -- public ---------------------------------------------------------------
@@ -237,7 +237,7 @@ class Assembler:
                     return _EMPTY
             held = target.held
             held.records.append(payload)
-            held.mem_bytes += len(payload) + _RECORD_OVERHEAD
+            held.mem_bytes += len(payload) + RECORD_OVERHEAD
             if held.mem_bytes > held.limit:
                 held.spill()
             if target.deferred and len(held) >= _DEFERRED_ROWS:
@@ -251,13 +251,13 @@ class Assembler:
 
     # -- message handlers (arrival) ---------------------------------------------
 
-    def _all_open(self) -> list[_Open]:
+    def _all_open(self) -> list[OpenTx]:
         found = list(self._streams.values())
         if self._current is not None:
             found.append(self._current)
         return found
 
-    def _catch_up(self, target: _Open) -> None:
+    def _catch_up(self, target: OpenTx) -> None:
         """A deferred transaction grew large: convert what it holds, then the rest on arrival."""
         target.deferred = False
         try:
@@ -266,15 +266,15 @@ class Assembler:
             return
         held = target.held
         target.rows = rows
-        target.count = _changes_in(rows)
+        target.count = changes_in(rows)
         target.rows_bytes = held.mem_bytes + sum(map(_event_cost, rows))
-        target.held = _Held(held.limit)
+        target.held = Held(held.limit)
         held.close()
         target.raw = False
         if target.rows_bytes > target.rows_limit and not target.make_room():
             target.go_raw(self._view(target), self._type_names)
 
-    def _view(self, target: _Open) -> dict[int, _TableInfo]:
+    def _view(self, target: OpenTx) -> dict[int, TableInfo]:
         """The relation cache as ``target`` sees it: the shared one under its own Relations."""
         tables = self._tables
         if target.view_base is not tables:
@@ -282,7 +282,7 @@ class Assembler:
             target.view_base = tables
         return target.view
 
-    def _note_subxact(self, target: _Open, payload: bytes) -> None:
+    def _note_subxact(self, target: OpenTx, payload: bytes) -> None:
         if len(payload) < 5:
             raise DecodeError(f"{_NAME_OF_BYTE.get(payload[0], 'message')}.xid: truncated")
         (xid,) = _XID.unpack_from(payload, 1)
@@ -297,7 +297,7 @@ class Assembler:
             )
         if self._in_stream:
             raise DecodeError(f"{type(message).__name__} inside a streamed transaction block")
-        state = self._current = self._target = _Open(message.xid, self.spill_bytes, message)
+        state = self._current = self._target = OpenTx(message.xid, self.spill_bytes, message)
         # A small transaction is sent at once, so converting it early would gain nothing;
         # it stays raw, as it costs the least held that way (see _DEFERRED_ROWS).
         state.go_raw(self._tables, self._type_names)
@@ -383,7 +383,7 @@ class Assembler:
                     tx=target.tx,
                     seq=target.count,
                 )
-                target.add(event, len(payload) + _ROW_OVERHEAD)
+                target.add(event, len(payload) + ROW_OVERHEAD)
             return _EMPTY
         event = Message(
             prefix=message.prefix,
@@ -404,7 +404,7 @@ class Assembler:
             raise DecodeError(f"Stream Start for xid {message.xid} before Stream Stop")
         state = self._streams.get(message.xid)
         if state is None:
-            state = self._streams[message.xid] = _Open(message.xid, self.spill_bytes, None)
+            state = self._streams[message.xid] = OpenTx(message.xid, self.spill_bytes, None)
         self._target = state
         self._in_stream = True
         return _EMPTY
@@ -416,12 +416,12 @@ class Assembler:
         self._in_stream = False
         return _EMPTY
 
-    def _end_stream(self, xid: int, what: str) -> _Open:
+    def _end_stream(self, xid: int, what: str) -> OpenTx:
         if self._in_stream:
             raise DecodeError(f"{what} for xid {xid} inside a stream block (before Stream Stop)")
         state = self._streams.pop(xid, None)
         if state is None:  # every change of it was in rolled-back subtransactions
-            state = _Open(xid, self.spill_bytes, None)
+            state = OpenTx(xid, self.spill_bytes, None)
         return state
 
     def _on_stream_commit(self, message: po.StreamCommit, payload: bytes) -> Iterator[Event]:
@@ -527,7 +527,7 @@ class Assembler:
 
     # -- replay -------------------------------------------------------------------
 
-    def _info_for(self, relation: po.Relation, type_names: dict[int, str]) -> _TableInfo:
+    def _info_for(self, relation: po.Relation, type_names: dict[int, str]) -> TableInfo:
         """The info for a Relation message, reused while the schema is the same.
 
         The server sends a Relation again for every streamed transaction and after any
@@ -544,7 +544,7 @@ class Assembler:
         )
         info = self._infos.get(key)
         if info is None:
-            info = _TableInfo(relation, type_names, self._user_types)
+            info = TableInfo(relation, type_names, self._user_types)
             # (a binary stream sends no text values: nothing to encode)
             encoders = (
                 self.encoder(info.table, info.text_converters)
@@ -570,7 +570,7 @@ class Assembler:
             self._infos[key] = info
         return info
 
-    def _replay(self, state: _Open, tx: Transaction, *, in_stream: bool) -> Iterator[Event]:
+    def _replay(self, state: OpenTx, tx: Transaction, *, in_stream: bool) -> Iterator[Event]:
         if state.raw and not state.count:
             # nothing converted on arrival (a small transaction, held raw): no event
             # shares state.tx yet, so the commit's own Transaction serves as it is
@@ -599,7 +599,7 @@ class Assembler:
         payload: bytes,
         first: int,
         in_stream: bool,
-        tables: dict[int, _TableInfo],
+        tables: dict[int, TableInfo],
         tx: Transaction,
         seq: int,
     ) -> Change | Truncate | Message:
@@ -611,7 +611,7 @@ class Assembler:
             if info is None:
                 raise _unknown_relation("Insert", ins.relation_id)
             new_row, toast = info.row(ins.new, "Insert.new")
-            return _new_change("insert", info.table, tx, seq, new_row, None, None, toast)
+            return new_change("insert", info.table, tx, seq, new_row, None, None, toast)
         if first == _UPDATE:
             upd: po.Update = po.PARSERS[_UPDATE](payload, in_stream)  # type: ignore[assignment]
             info = tables.get(upd.relation_id)
@@ -627,7 +627,7 @@ class Assembler:
                 else:
                     old_row, _ = info.row(upd.old, "Update.old")
                     old_kind = "full"
-            return _new_change("update", info.table, tx, seq, new_row, old_row, old_kind, toast)
+            return new_change("update", info.table, tx, seq, new_row, old_row, old_kind, toast)
         if first == _DELETE:
             dele: po.Delete = po.PARSERS[_DELETE](payload, in_stream)  # type: ignore[assignment]
             info = tables.get(dele.relation_id)
@@ -639,7 +639,7 @@ class Assembler:
             else:
                 old_row, toast = info.row(dele.old, "Delete.old")
                 old_kind = "full"
-            return _new_change("delete", info.table, tx, seq, None, old_row, old_kind, toast)
+            return new_change("delete", info.table, tx, seq, None, old_row, old_kind, toast)
         if first == _TRUNCATE:
             trunc: po.Truncate = po.PARSERS[_TRUNCATE](payload, in_stream)  # type: ignore[assignment]
             truncated = []
@@ -667,7 +667,7 @@ class Assembler:
             )
         raise DecodeError(f"unexpected held message {bytes([first])!r}")  # pragma: no cover
 
-    def _quick_events(self, state: _Open, tx: Transaction) -> list[Event] | None:
+    def _quick_events(self, state: OpenTx, tx: Transaction) -> list[Event] | None:
         """A small transaction held raw in memory, of row changes only: its events, made
         now, in a list -- what `_events` yields, without its per-transaction generators.
         None when it holds anything else (a Relation, a Truncate, ...), a change
@@ -680,7 +680,7 @@ class Assembler:
         tables = state.raw_tables
         unpack_uint32 = _XID.unpack_from
         events: list[Event] = [TxBegin(tx)]
-        lines: list[bytes] = []  # a run of encoded lines of one table and op (see _Run)
+        lines: list[bytes] = []  # a run of encoded lines of one table and op (see RowRun)
         table: Table | None = None
         op: Op = "insert"
         first_seq = 0
@@ -720,7 +720,7 @@ class Assembler:
         events.append(TxCommit(tx))
         return events
 
-    def _events(self, state: _Open, tx: Transaction, in_stream: bool) -> Iterator[Event]:
+    def _events(self, state: OpenTx, tx: Transaction, in_stream: bool) -> Iterator[Event]:
         """The rows converted on arrival (spilled lines read back), then the raw part
         decoded now."""
         try:
@@ -734,7 +734,7 @@ class Assembler:
             state.close()
 
     def _raw_events(
-        self, state: _Open, tx: Transaction, in_stream: bool, seq: int
+        self, state: OpenTx, tx: Transaction, in_stream: bool, seq: int
     ) -> Iterator[Change | EncodedRows | Truncate | Message]:
         """The payloads held after the transaction went raw, decoded in order."""
         tables = state.raw_tables
@@ -745,7 +745,7 @@ class Assembler:
         fast_path = _fast_path
         unpack_uint32 = _XID.unpack_from
         header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
-        run = _Run()  # encoded lines not yet yielded
+        run = RowRun()  # encoded lines not yet yielded
         for payload in state.held:
             first = payload[0]
             event: Change | Truncate | Message
@@ -794,7 +794,7 @@ class Assembler:
 
 
 def _fast_path(
-    info: _TableInfo, first: int, payload: bytes, header: int, tx: Transaction, seq: int
+    info: TableInfo, first: int, payload: bytes, header: int, tx: Transaction, seq: int
 ) -> bytes | Change | None:
     """An Insert, Update or Delete of a known table, the fast way: the renderer's line for
     it (bytes) when it has one, else for an Insert its `Change`; None leaves the message
@@ -832,17 +832,17 @@ def _fast_path(
     except VALUE_ERRORS as exc:
         raise info.value_error(tup, "Insert.new", exc) from None
     new_row, toast = info.row(tup, "Insert.new")  # NULLs, unchanged TOAST
-    return _new_change("insert", info.table, tx, seq, new_row, None, None, toast)
+    return new_change("insert", info.table, tx, seq, new_row, None, None, toast)
 
 
 def _event_cost(event: Change | EncodedRows | Truncate | Message) -> int:
     """Estimated bytes of an event converted on arrival, besides its payload's."""
     if type(event) is EncodedRows:
-        return len(event.lines) + _LINE_OVERHEAD * event.count
+        return len(event.lines) + LINE_OVERHEAD * event.count
     if type(event) is not Change:
-        return _ROW_OVERHEAD
+        return ROW_OVERHEAD
     rows = (event.new is not None) + (event.old is not None)
-    return _ROW_OVERHEAD + _COLUMN_COST * len(event.table.columns) * rows
+    return ROW_OVERHEAD + COLUMN_COST * len(event.table.columns) * rows
 
 
 def _unknown_relation(what: str, relation_id: int) -> DecodeError:

@@ -1,8 +1,8 @@
 """Holding a transaction until its commit, within a memory bound.
 
-`_Open` is one transaction being held: the events converted on arrival (encoded lines
-gathered into `EncodedRows` by `_Run`; past the bound, the oldest moved to a temporary
-file as `_SpilledRun`s) and, once it has gone raw, the rest as payloads in `_Held`, which
+`OpenTx` is one transaction being held: the events converted on arrival (encoded lines
+gathered into `EncodedRows` by `RowRun`; past the bound, the oldest moved to a temporary
+file as `SpilledRun`s) and, once it has gone raw, the rest as payloads in `Held`, which
 spills them to a temporary file of its own. The assembler decides what goes where.
 """
 
@@ -17,19 +17,19 @@ from typing import IO, Any
 
 from pgtail import pgoutput as po
 from pgtail.changes.events import EncodedRows, Op, Table, Transaction
-from pgtail.changes.tables import _TableInfo
+from pgtail.changes.tables import TableInfo
 from pgtail.errors import DecodeError, SpillError
 
 _SCHEMA = frozenset((po.MSG_RELATION, po.MSG_TYPE))  # survive a subtransaction abort
 _RECORD_LEN = struct.Struct("!I")
-_RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its list slot
-_LINE_OVERHEAD = 8  # an encoded insert's line: its bytes, joined, plus a list slot until then
+RECORD_OVERHEAD = 48  # rough per-payload cost of a held bytes object and its list slot
+LINE_OVERHEAD = 8  # an encoded insert's line: its bytes, joined, plus a list slot until then
 _RUN_LINES = 256  # encoded lines per EncodedRows: joined on arrival, a chunk at a time
 _RAW_SHARE = 8  # a raw part's in-memory buffer: this fraction of the bound
-_SPILLED_COST = 100  # what a _SpilledRun left in rows costs
+_SPILLED_COST = 100  # what a SpilledRun left in rows costs
 
 
-class _Held:
+class Held:
     """The raw payloads of one transaction: in memory up to a bound, then in a temp file.
 
     Records keep their order. Once the in-memory part passes ``limit`` bytes it is
@@ -54,7 +54,7 @@ class _Held:
 
     def append(self, payload: bytes) -> None:
         self.records.append(payload)
-        self.mem_bytes += len(payload) + _RECORD_OVERHEAD
+        self.mem_bytes += len(payload) + RECORD_OVERHEAD
         if self.mem_bytes > self.limit:
             self.spill()
 
@@ -115,7 +115,7 @@ class _Held:
             kept.extend(self.records[:start])
             kept.extend(p for p in self.records[start:] if p[0] in _SCHEMA)
         self.records = kept
-        self.mem_bytes = sum(len(p) + _RECORD_OVERHEAD for p in kept)
+        self.mem_bytes = sum(len(p) + RECORD_OVERHEAD for p in kept)
         self.marks = {i: off for i, off in self.marks.items() if i < index}
 
     def __iter__(self) -> Iterator[bytes]:
@@ -158,7 +158,7 @@ def _read_records(source: IO[bytes], count: int) -> Iterator[bytes]:
         yield payload
 
 
-class _Run:
+class RowRun:
     """Encoded lines of one table and op, becoming an EncodedRows _RUN_LINES at a time."""
 
     __slots__ = ("lines", "table", "op", "first_seq")
@@ -194,7 +194,7 @@ class _Run:
         return EncodedRows(table, tx, self.first_seq, len(lines), b"".join(lines), self.op)
 
 
-class _SpilledRun:
+class SpilledRun:
     """An EncodedRows whose lines wait in its transaction's lines file (see make_room)."""
 
     __slots__ = ("table", "tx", "first_seq", "count", "op", "offset", "length")
@@ -209,12 +209,12 @@ class _SpilledRun:
         self.length = len(rows.lines)
 
 
-def _changes_in(rows: Iterable[Any]) -> int:
+def changes_in(rows: Iterable[Any]) -> int:
     """How many changes held rows stand for (encoded rows count each of theirs)."""
-    return sum(e.count if type(e) is EncodedRows or type(e) is _SpilledRun else 1 for e in rows)
+    return sum(e.count if type(e) is EncodedRows or type(e) is SpilledRun else 1 for e in rows)
 
 
-class _Open:
+class OpenTx:
     """A transaction being held: Begin / Begin Prepare .. Commit / Prepare, or a streamed xid.
 
     Its changes are decoded and converted as they arrive, into ``rows`` (events of
@@ -257,18 +257,18 @@ class _Open:
         self.xid = xid
         # converted rows and raw payloads share the bound: once rows fill it, the raw
         # part only buffers its file writes
-        self.held = _Held(max(1, limit // _RAW_SHARE))
+        self.held = Held(max(1, limit // _RAW_SHARE))
         self.rows: list[Any] = []
         self.rows_bytes = 0
         self.rows_limit = limit
         self.raw = False
-        self.raw_tables: dict[int, _TableInfo] = {}
+        self.raw_tables: dict[int, TableInfo] = {}
         self.raw_type_names: dict[int, str] = {}
         # Relations this transaction received: they win over the shared cache, which
         # another (streamed) transaction may have changed since (see `Assembler._view`)
-        self.own: dict[int, _TableInfo] = {}
-        self.view: dict[int, _TableInfo] = {}
-        self.view_base: dict[int, _TableInfo] | None = None
+        self.own: dict[int, TableInfo] = {}
+        self.view: dict[int, TableInfo] = {}
+        self.view_base: dict[int, TableInfo] | None = None
         self.origin: str | None = None
         self.origin_lsn: int | None = None
         self.subxacts: dict[int, int] = {}  # streamed: subxid -> position of its first record
@@ -278,7 +278,7 @@ class _Open:
         self.tx = Transaction(xid=xid, commit_lsn=0, end_lsn=0, commit_time=datetime.min)
         self.deferred = False  # raw only until it is large enough (see _DEFERRED_ROWS)
         self.count = 0  # events in rows (an EncodedRows counts its inserts): the next seq
-        self.run = _Run()  # encoded lines not yet in rows
+        self.run = RowRun()  # encoded lines not yet in rows
         self.lines_file: IO[bytes] | None = None  # the lines of the _SpilledRuns in rows
         self.spilled_upto = 0  # rows before this index hold no EncodedRows
 
@@ -301,7 +301,7 @@ class _Open:
         if done is not None:
             self.rows.append(done)
         self.count += 1
-        self.rows_bytes += len(line) + _LINE_OVERHEAD
+        self.rows_bytes += len(line) + LINE_OVERHEAD
 
     def make_room(self) -> bool:
         """Past the bound: move encoded rows, the oldest first, to the lines file until
@@ -326,9 +326,9 @@ class _Open:
                         prefix="pgtail-lines-"
                     )
                 lines_file.seek(0, 2)  # after the last spilled run (see truncate)
-                rows[index] = _SpilledRun(row, lines_file.tell())
+                rows[index] = SpilledRun(row, lines_file.tell())
                 lines_file.write(row.lines)
-                self.rows_bytes -= len(row.lines) + row.count * _LINE_OVERHEAD - _SPILLED_COST
+                self.rows_bytes -= len(row.lines) + row.count * LINE_OVERHEAD - _SPILLED_COST
             index += 1
         self.spilled_upto = index
         return self.rows_bytes <= self.rows_limit
@@ -348,7 +348,7 @@ class _Open:
         seek = lines_file.seek
         read = lines_file.read
         for row in rows:
-            if type(row) is _SpilledRun:
+            if type(row) is SpilledRun:
                 seek(row.offset)
                 lines = read(row.length)
                 if len(lines) != row.length:
@@ -357,7 +357,7 @@ class _Open:
             else:
                 yield row
 
-    def go_raw(self, tables: dict[int, _TableInfo], type_names: dict[int, str]) -> None:
+    def go_raw(self, tables: dict[int, TableInfo], type_names: dict[int, str]) -> None:
         self.close_run()  # what was encoded so far stays before what is held raw
         self.deferred = False
         self.raw = True
@@ -373,12 +373,12 @@ class _Open:
         return len(self.rows) + self.held.mark()
 
     def truncate(self, position: int) -> None:
-        """Drop every record from ``position`` on (schema messages stay, see _Held).
+        """Drop every record from ``position`` on (schema messages stay, see Held).
 
         The open run of encoded lines goes too: it began after the last mark."""
-        self.run = _Run()
+        self.run = RowRun()
         if position < len(self.rows):
-            spilled = [r for r in self.rows[position:] if type(r) is _SpilledRun]
+            spilled = [r for r in self.rows[position:] if type(r) is SpilledRun]
             if spilled:  # their lines are the file's tail: cut it there
                 assert self.lines_file is not None
                 self.lines_file.truncate(spilled[0].offset)
@@ -390,14 +390,14 @@ class _Open:
             self.held.truncate(position - len(self.rows))
             return
         before = self.count
-        self.count = _changes_in(self.rows)
+        self.count = changes_in(self.rows)
         if before:
             self.rows_bytes = self.rows_bytes * self.count // before
 
     def close(self) -> None:
         self.held.close()
         self.rows = []
-        self.run = _Run()
+        self.run = RowRun()
         if self.lines_file is not None:
             self.lines_file.close()
             self.lines_file = None

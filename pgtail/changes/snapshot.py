@@ -17,7 +17,7 @@ from typing import Any
 from pgtail import pgoutput as po
 from pgtail import values
 from pgtail.changes.events import InsertEncoders, SnapshotRows, Table, TableCopy
-from pgtail.changes.tables import _TableInfo
+from pgtail.changes.tables import TableInfo
 
 EncoderFactory = Callable[[Table, Sequence[values.Converter]], InsertEncoders | None]
 
@@ -89,7 +89,7 @@ class TableRows:
         masked: Collection[str] = (),
         masked_value: Any = None,
     ) -> None:
-        info = _TableInfo(relation, {}, user_types)
+        info = TableInfo(relation, {}, user_types)
         self.info = info
         self.copy = copy or TableCopy(info.table, lsn, rows_estimate, number, tables)
         self.seq = 0

@@ -1,6 +1,6 @@
 """The relation cache's entries: what the assembler knows of one table.
 
-A Relation message becomes a `_TableInfo`: the public `Table`, one text and one binary
+A Relation message becomes a `TableInfo`: the public `Table`, one text and one binary
 converter per column (`pgtail.values`), and the functions that turn a row's values into a
 dict and an Insert's into a `Change` in one step, generated per table through
 `pgtail._codegen` (plain ones when generation is off). Also `unknown_type_oids`: which
@@ -34,15 +34,15 @@ _KIND_BINARY = po.KIND_BINARY
 # A converted row costs its payload's bytes plus, per column, a dict slot and a Python
 # object's header, plus its Change: measured (tracemalloc) 1,000 bytes for a 170-byte
 # insert of eight mixed-type columns, 990 for a 190-byte insert of ten.
-_COLUMN_COST = 72
-_ROW_OVERHEAD = 256
+COLUMN_COST = 72
+ROW_OVERHEAD = 256
 
 Converter = Callable[[bytes], Any]
 _call: Any = operator.call  # call(f, x) == f(x): lets map() apply a converter list in C
 
 # A positional Change constructor that skips the frozen dataclass __init__ (which sets
 # each field through object.__setattr__): the hot loop builds one Change per row.
-_new_change: Callable[..., Change] = po._fast_constructor(Change)
+new_change: Callable[..., Change] = _codegen.fast_constructor(Change)
 
 
 def unknown_type_oids(relation: po.Relation, known: Collection[int]) -> list[int]:
@@ -53,7 +53,7 @@ def unknown_type_oids(relation: po.Relation, known: Collection[int]) -> list[int
     )
 
 
-class _TableInfo:
+class TableInfo:
     """Everything the hot loop needs for one Relation, built once per Relation message."""
 
     __slots__ = (
@@ -104,8 +104,8 @@ class _TableInfo:
         self.binary_converters = binary_converters
         self.all_text = bytes([_KIND_TEXT]) * len(columns)
         self.all_binary = bytes([_KIND_BINARY]) * len(columns)
-        self.text_row, self.text_insert = _row_builders(self.table, self.names, text_converters)
-        self.binary_row, self.binary_insert = _row_builders(
+        self.text_row, self.text_insert = row_builders(self.table, self.names, text_converters)
+        self.binary_row, self.binary_insert = row_builders(
             self.table, self.names, binary_converters
         )
         self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
@@ -115,7 +115,7 @@ class _TableInfo:
         # (message byte, tuple flag) -> encode(payload, offset, seq) of that tuple's
         # line, for the updates and deletes the renderer encodes too
         self.change_encoders: dict[tuple[int, int], po.TupleEncoder] = {}
-        self.row_cost = _ROW_OVERHEAD + _COLUMN_COST * len(columns)  # plus the payload
+        self.row_cost = ROW_OVERHEAD + COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
         """TupleData -> (column name -> value, names of unchanged-TOAST columns)."""
@@ -218,7 +218,7 @@ RowBuilder = Callable[[tuple[bytes | None, ...]], dict[str, Any]]
 InsertBuilder = Callable[[tuple[bytes | None, ...], Transaction, int], Change]
 
 
-def _row_builders(
+def row_builders(
     table: Table, names: tuple[str, ...], converters: list[Converter]
 ) -> tuple[RowBuilder, InsertBuilder]:
     """Functions for a row with no NULL / unchanged TOAST, built once per Relation.
@@ -232,7 +232,7 @@ def _row_builders(
     if len(names) > _UNROLL_MAX or not _codegen.enabled():
         return _plain_row_builders(table, names, converters)
     namespace: dict[str, Any] = {f"c{i}": conv for i, conv in enumerate(converters)}
-    namespace.update(make=_new_change, table=table)
+    namespace.update(make=new_change, table=table)
     items = ", ".join(f"{name!r}: c{i}(v[{i}])" for i, name in enumerate(names))
     source = (
         f"def row(v):\n    return {{{items}}}\n"
@@ -247,9 +247,9 @@ def _row_builders(
 def _plain_row_builders(
     table: Table, names: tuple[str, ...], converters: list[Converter]
 ) -> tuple[RowBuilder, InsertBuilder]:
-    """`_row_builders`' functions written by hand: a loop in C over the columns."""
+    """`row_builders`' functions written by hand: a loop in C over the columns."""
     call = _call
-    make = _new_change
+    make = new_change
 
     def row(raw: tuple[bytes | None, ...]) -> dict[str, Any]:
         return dict(zip(names, map(call, converters, raw), strict=False))
