@@ -55,7 +55,9 @@ def ranges_of(table: TableSize, range_bytes: int, tasks: int) -> list[BlockRange
     size = table.bytes
     if not table.splittable or table.blocks <= 1 or size < MIN_SPLIT_BYTES:
         return [BlockRange(table.index, None, None, 0, 1, size)]
-    count = max(-(-size // max(range_bytes, 1)), max(tasks, 1))
+    tasks = max(tasks, 1)
+    count = max(-(-size // max(range_bytes, 1)), tasks)
+    count = -(-count // tasks) * tasks  # a multiple of the cores: none waits on a last one
     count = min(count, table.blocks)
     per = -(-table.blocks // count)
     count = -(-table.blocks // per)  # no empty range at the end
