@@ -61,6 +61,7 @@ LOAD_FILE = "_pgtail_load.json"
 BATCH_PREFIX = "snapshot-"  # _pg_batch=snapshot-<X as 16 hex digits>-<batch of the load>
 SNAPSHOT_OP = "snapshot"
 MARKER_SEQ = -1
+HANDOFF_BATCHES = 8  # record batches (one COPY chunk of ~512 KiB each) waiting per task
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,63 @@ def rows_batch(event: SnapshotRows, key_names: Sequence[str], lsn: int) -> pa.Re
     )
 
 
+class _Handoff:
+    """Runs a producer in a thread; what it `put`s comes out of `run`, in order, at
+    most `HANDOFF_BATCHES` waiting. The producer's error is raised in the consumer; a
+    consumer that stops early stops the producer at its next `put`."""
+
+    _DONE = object()
+
+    def __init__(self) -> None:
+        import queue
+
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=HANDOFF_BATCHES)
+        self.stopped = False
+        self.error: BaseException | None = None
+
+    def put(self, item: Any) -> None:
+        import queue
+
+        while not self.stopped:
+            try:
+                self.queue.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+        raise _Stopped
+
+    def run(self, produce: Callable[[], None]) -> Iterator[Any]:
+        import threading
+
+        def work() -> None:
+            try:
+                produce()
+            except _Stopped:
+                return
+            except BaseException as exc:  # raised in the consumer
+                self.error = exc
+            with contextlib.suppress(_Stopped):
+                self.put(self._DONE)
+
+        thread = threading.Thread(target=work, name="pgtail-load-copy", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = self.queue.get()
+                if item is self._DONE:
+                    break
+                yield item
+        finally:
+            self.stopped = True
+            thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+class _Stopped(Exception):
+    pass
+
+
 def read_task(task: LoadTask) -> Iterator[pa.RecordBatch]:
     """The rows of one range as the source's record batches (runs on an executor)."""
     from pgtail import catalog
@@ -172,15 +230,17 @@ def read_task(task: LoadTask) -> Iterator[pa.RecordBatch]:
         key_names = rows.table.key_columns
         if task.number == 0:
             yield _marker(task)
-        chunks: list[pa.RecordBatch] = []
 
         def handle(data: bytes) -> None:
-            chunks.append(rows_batch(rows.rows(data), key_names, task.lsn))
+            handoff.put(rows_batch(rows.rows(data), key_names, task.lsn))
 
-        # COPY hands the chunks to ``handle`` while it runs; they are yielded after it.
-        # A range is ~RANGE_BYTES of table: its rows fit in a task's memory.
-        copy_blocks(reader, task.table, task.first, task.stop, handle)
-        yield from chunks
+        # COPY hands its rows to ``handle`` while it runs: it runs in a thread of its
+        # own, and its batches come out of a short queue as they are made (memory stays
+        # bounded on a range of any size; the caller writes while the copy goes on)
+        handoff = _Handoff()
+        yield from handoff.run(
+            lambda: copy_blocks(reader, task.table, task.first, task.stop, handle)
+        )
     finally:
         reader.close()
 
