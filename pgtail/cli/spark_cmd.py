@@ -152,6 +152,20 @@ def _trigger(text: str) -> str:
     "paths only), or Spark's Parquet writer (any file system); auto picks pyarrow for a "
     "local --output.",
 )
+@click.option(
+    "--snapshot",
+    is_flag=True,
+    help="First load the published tables' rows into the logs (_pg_op 'snapshot'), "
+    "consistent with the slot, in parallel block ranges; then the changes.",
+)
+@click.option(
+    "--snapshot-table",
+    "snapshot_tables",
+    multiple=True,
+    metavar="GLOB",
+    help="Load only these tables (schema.table or table globs, repeatable; implies "
+    "--snapshot): e.g. to load one table again into a running pipeline.",
+)
 @binary_option
 @conf_option
 def spark_run(
@@ -166,6 +180,8 @@ def spark_run(
     fail_on_data_loss: bool,
     binary: bool,
     writer: str,
+    snapshot: bool,
+    snapshot_tables: tuple[str, ...],
     conf: tuple[str, ...],
 ) -> None:
     """Stream a slot into typed Parquet change logs, one per table.
@@ -186,6 +202,15 @@ def spark_run(
     crash rewrites its own directories. An OUTPUT belongs to one checkpoint
     (recorded in OUTPUT/_pgtail_run.json): a run with another one, whose
     batch ids start from 0 again, is refused.
+
+    --snapshot first copies the published tables (--snapshot-table: those
+    only) into the logs as _pg_op 'snapshot' rows in
+    OUTPUT/<schema>.<table>/_pg_batch=snapshot-<LSN>-<n>/, all at the LSN of
+    an exported snapshot (a temporary slot's, held open by the driver until
+    the load is committed), read in parallel block ranges; materialize takes
+    them as the table's state at that LSN, then the changes after it. The
+    slot is not read during the load. A load a crash interrupted is deleted
+    and loaded again by the next run.
 
     \b
     Examples:
@@ -232,6 +257,9 @@ def spark_run(
                     trigger=trigger,
                     on_progress=progress,
                     writer=writer,
+                    snapshot=snapshot,
+                    snapshot_tables=snapshot_tables,
+                    on_load=lambda line: click.echo(line, err=True),
                 )
             except Interrupted as stopped:
                 done = stopped.result

@@ -32,7 +32,9 @@ def register(spark: Any) -> None:
     """Register the ``pgoutput`` format on a SparkSession."""
     require_pyspark()
     from pgtail.spark.direct import ChangeLogDataSource
+    from pgtail.spark.load import LoadDataSource
     from pgtail.spark.source import PgoutputDataSource
 
     spark.dataSource.register(PgoutputDataSource)
     spark.dataSource.register(ChangeLogDataSource)  # pgtail spark run's (pgtail.spark.direct)
+    spark.dataSource.register(LoadDataSource)  # its initial load's (pgtail.spark.load)

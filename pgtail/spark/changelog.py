@@ -157,6 +157,14 @@ def batch_ids(names: Iterable[str]) -> list[int]:
     )
 
 
+def batch_dirs(names: Iterable[str]) -> list[str]:
+    """The batch directories among ``names``, oldest first as far as a name tells: an
+    initial load's (``_pg_batch=snapshot-...``, `pgtail.spark.load`), then the
+    micro-batches' by id."""
+    loads = sorted(n for n in names if n.startswith(BATCH_COLUMN + "=snapshot-"))
+    return [*loads, *(f"{BATCH_COLUMN}={i}" for i in batch_ids(names))]
+
+
 def _batch_ids(spark: Any, directory: str) -> list[int]:
     return batch_ids(list_dirs(spark, directory))
 
@@ -166,9 +174,9 @@ def recorded_columns(spark: Any, directory: str) -> tuple[ColumnType, ...] | Non
     log, as its Parquet schema records them; None when it has no readable batch."""
     from pgtail.spark.types import recorded_in
 
-    for batch_id in reversed(_batch_ids(spark, directory)):
+    for batch_dir in reversed(batch_dirs(list_dirs(spark, directory))):
         try:
-            fields = spark.read.parquet(f"{directory}/{BATCH_COLUMN}={batch_id}").schema.fields
+            fields = spark.read.parquet(f"{directory}/{batch_dir}").schema.fields
         except Exception:  # a batch cut short (no data file yet): an earlier one says
             continue
         return recorded_in(fields)
@@ -291,9 +299,11 @@ def refuse_other_checkpoint(
         return None
     query = checkpoint_query(spark, checkpoint)
     owner = recorded.get("query")
+    wrote = recorded.get("checkpoint")
+    if owner is None and wrote == _location(checkpoint):
+        return None  # claimed for this checkpoint by an initial load before its query began
     if query is not None and (owner is None or owner == query):
         return str(owner) if owner else None  # its own log (or one of an older pgtail)
-    wrote = recorded.get("checkpoint")
     by = f"the query of checkpoint {wrote} (id {owner})" if wrote else "another checkpoint"
     now = "a new one" if query is None else f"another query's (id {query})"
     elsewhere = "write to a new --output (materialize the old log first if you need it)"
@@ -311,8 +321,9 @@ def refuse_other_checkpoint(
     )
 
 
-def record_run(spark: Any, output: str, checkpoint: str | Path, query: str) -> None:
-    """Record in ``output`` the query (and its checkpoint) that writes its logs."""
+def record_run(spark: Any, output: str, checkpoint: str | Path, query: str | None) -> None:
+    """Record in ``output`` the query (and its checkpoint) that writes its logs (None:
+    not started yet; the output is claimed for the checkpoint by an initial load)."""
     import json
 
     text = json.dumps({"query": query, "checkpoint": _location(checkpoint)})
@@ -414,7 +425,7 @@ class ChangeLogWriter:
         self.columns[key] = current
         return current
 
-    def __call__(self, frame: Any, batch_id: int) -> None:
+    def __call__(self, frame: Any, batch_id: int | str) -> None:
         from pyspark.sql import functions as F
 
         from pgtail.spark.schema import COLUMNS

@@ -52,7 +52,7 @@ from pgtail.spark.changelog import (
     BATCH_COLUMN,
     LOG_METADATA,
     MESSAGES_DIR,
-    batch_ids,
+    batch_dirs,
     log_schema,
     refuse_retyped,
     require_local,
@@ -118,8 +118,8 @@ def recorded_columns(directory: str | Path) -> tuple[ColumnType, ...] | None:
 
     root = local_path(directory)
     names = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
-    for batch_id in reversed(batch_ids(names)):
-        for file in sorted((root / f"{BATCH_COLUMN}={batch_id}").glob("*.parquet")):
+    for batch_dir in reversed(batch_dirs(names)):
+        for file in sorted((root / batch_dir).glob("*.parquet")):
             try:
                 metadata = pq.read_schema(file).metadata or {}
             except Exception:  # a file cut short: an earlier batch says
@@ -459,16 +459,16 @@ class ChangeLogCommitter:
         require_local(output)
         self.output = local_path(str(output).rstrip("/"))
         self.columns: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
-        self.changes: dict[int, int] = {}
+        self.changes: dict[int | str, int] = {}
 
-    def __call__(self, frame: Any, batch_id: int) -> None:
+    def __call__(self, frame: Any, batch_id: int | str) -> None:
         try:
             self._commit(frame.collect(), batch_id)
         finally:
             # moved, or never to be (a replay of the batch stages its files again)
             shutil.rmtree(self.output / STAGING_DIR, ignore_errors=True)
 
-    def _commit(self, staged: Sequence[Any], batch_id: int) -> None:
+    def _commit(self, staged: Sequence[Any], batch_id: int | str) -> None:
         tables: dict[tuple[str, str], list[tuple[Path, tuple[ColumnType, ...]]]] = {}
         messages: list[Path] = []
         for row in staged:

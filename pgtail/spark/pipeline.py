@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from pgtail.spark.changelog import (
 from pgtail.sqlnames import quote_ident
 
 TABLE_OPS = ("insert", "update", "delete")
+SNAPSHOT_OP = "snapshot"  # a row of an initial load (`pgtail.spark.load`)
 PARTITION_COLUMNS = ("schema", "table")
 
 _ERROR_LINE = re.compile(r"pgtail\.errors\.(\w+): (.+)")
@@ -332,6 +333,9 @@ def run(
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     concurrent_writes: int = CONCURRENT_WRITES,
     writer: str = "auto",
+    snapshot: bool = False,
+    snapshot_tables: Sequence[str] = (),
+    on_load: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Stream the slot into typed per-table change logs under ``output``: one streaming
     query, one read of the slot per micro-batch.
@@ -342,7 +346,13 @@ def run(
     are the same either way. Returns when the query ends (``once`` / ``available-now``);
     with an interval trigger it runs until interrupted (KeyboardInterrupt stops the query
     cleanly).
+
+    ``snapshot`` (or ``snapshot_tables``, globs): first load the published tables (those
+    only) into the logs, consistent with the slot (`pgtail.spark.load.initial_load`;
+    ``on_load`` gets its progress lines). A load a crash left unfinished is loaded again
+    whether asked or not.
     """
+    from pgtail.spark.load import initial_load, read_record
     from pgtail.spark.source import parse_options
 
     trigger_args = parse_trigger(trigger)
@@ -352,6 +362,21 @@ def run(
     names = list_dirs(spark, log_root)
     refuse_untyped_log(log_root, names)
     owner = refuse_other_checkpoint(spark, log_root, names, checkpoint)
+    unfinished = read_record(spark, log_root)
+    if unfinished is not None and unfinished.get("state") != "done" and not snapshot_tables:
+        snapshot = True
+        snapshot_tables = list(unfinished.get("patterns") or ())
+    if snapshot or snapshot_tables:
+        if owner is None:
+            record_run(spark, log_root, checkpoint, None)  # the load's logs are this query's
+        initial_load(
+            spark,
+            options=options,
+            output=log_root,
+            writer=chosen,
+            tables=snapshot_tables,
+            on_progress=on_load,
+        )
     sink: Any
     if chosen == "pyarrow":
         from pgtail.spark.direct import NAME, ChangeLogCommitter, local_path
@@ -486,6 +511,13 @@ def targets(
     """
     import orjson
 
+    if op == "snapshot":  # a row of an initial load (`pgtail.spark.load`): an insert
+        if after is None:
+            return []  # the table's marker: loaded, and maybe empty
+        if key is None:
+            # no key: equal rows are copies of one row (the text makes them one key)
+            return [(f"@{commit_lsn}/{seq}/{after}", "insert", 0, None)]
+        op = "insert"
     if key is None:
         if op == "insert":
             return [(f"@{commit_lsn}/{seq}", "insert", 0, None)]
@@ -616,13 +648,17 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
     from pyspark.sql import types as T
 
     position = F.struct(F.col("commit_lsn"), F.col("seq"))
-    cut = (
-        changes.where(F.col("op") == "truncate")
-        .groupBy(*PARTITION_COLUMNS)
-        .agg(F.max(position).alias("_cut"))
+    # A table's state restarts at its last truncate or initial load (a load at X: its
+    # rows, then the changes that committed at X or after; those before are in it).
+    resets = changes.where(F.col("op").isin("truncate", SNAPSHOT_OP)).select(
+        *PARTITION_COLUMNS,
+        F.when(F.col("op") == "truncate", position)
+        .otherwise(F.struct(F.col("commit_lsn"), F.lit(-2).cast("int").alias("seq")))
+        .alias("_at"),
     )
+    cut = resets.groupBy(*PARTITION_COLUMNS).agg(F.max("_at").alias("_cut"))
     live = (
-        changes.where(F.col("op").isin(*TABLE_OPS))
+        changes.where(F.col("op").isin(*TABLE_OPS, SNAPSHOT_OP))
         .join(cut, list(PARTITION_COLUMNS), "left")
         .where(F.col("_cut").isNull() | (position > F.col("_cut")))
     )
@@ -731,8 +767,11 @@ def materialize(
     table written."""
     from pyspark.sql import functions as F
 
+    from pgtail.spark.load import refuse_unfinished
+
     say = on_progress or (lambda line: None)
 
+    refuse_unfinished(spark, str(changes).rstrip("/"))
     log = read_changes(spark, changes).cache()
     try:
         tables = [
