@@ -49,6 +49,8 @@ OWN_HELP = {
     ("spark run", "--publication"): "required, no default",
     ("spark run", "--slot"): "required",
     ("spark run", "--output"): "a Parquet directory",
+    ("spark run", "--snapshot"): "loads into the change logs, in parallel ranges",
+    ("spark run", "--snapshot-table"): "loads into a running pipeline",
     ("spark materialize", "--output"): "a directory per table",
     ("stream", "--output"): "a file, appended to",
     ("stream", "--schema"): "only with --create-publication",

@@ -152,7 +152,10 @@ def test_consumer_that_reads_but_never_confirms(db: Database) -> None:
         wait_sent(db, "s", current_lsn(db))
         doc = top_json(db)
         s = slot_of(doc, "s")
-        assert s["cause"]["code"] == "not_confirming", s["cause"]
+        # with nothing written between top's two looks, a consumer that does not confirm and
+        # an idle database look alike (both name the consumer); the one-look commands below
+        # say "not confirming"
+        assert s["cause"]["code"] in ("not_confirming", "idle_database"), s["cause"]
         assert s["consumer"]["application_name"] == "test_consumer"
         assert "test_consumer" in s["cause"]["summary"]
         assert s["lag_bytes"] >= 2 * MB
@@ -264,7 +267,8 @@ def test_once_json_structure_per_major(db: Database) -> None:
 def test_publication_rates_from_a_temporary_slot_of_its_own(db: Database) -> None:
     setup(db)
     # rows written while the view runs show as rates; the users' slot is left alone
-    before = db.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots")
+    users_slot = "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 's'"
+    before = db.execute(users_slot)
 
     done = threading.Event()
     result: dict[str, Any] = {}
@@ -295,7 +299,9 @@ def test_publication_rates_from_a_temporary_slot_of_its_own(db: Database) -> Non
     assert counts == {("public.t", "insert"): 300, ("public.t", "delete"): 10}
     assert pub["largest_transactions"][0]["changes"] == 300
     assert [s["slot_name"] for s in doc["slots"]] == ["s"]  # its own slot is not shown
-    assert db.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots") == before
+    # top's temporary slot goes when its backend has exited, which may be a moment after
+    # top itself: only the users' slot is compared
+    assert db.execute(users_slot) == before
 
 
 def test_publication_that_cannot_be_read_says_why_in_one_line(db: Database) -> None:
