@@ -37,7 +37,7 @@ import psycopg2.extras
 from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
-from pgtail.catalog import CLIENT_ENCODING, decoding_options, translate_connect_error
+from pgtail.stream.connection import open_replication
 from pgtail.values import Converter
 
 # Begin: byte 'B', then the LSN of the commit record (int64)
@@ -115,16 +115,7 @@ class _Reader:
     def open(self, start: int) -> int:
         """Connect, copy the slot, START_REPLICATION of the copy at ``start``; return the
         slot's confirmed position (the copy's)."""
-        try:
-            self.conn = psycopg2.connect(
-                self.dsn,
-                connection_factory=psycopg2.extras.LogicalReplicationConnection,
-                application_name=self.read.application_name,
-                options=decoding_options(self.dsn),
-                client_encoding=CLIENT_ENCODING,
-            )
-        except psycopg2.Error as exc:
-            raise translate_connect_error(exc, self.dsn) from None
+        self.conn = open_replication(self.dsn, self.read.application_name)
         self.cursor = self.conn.cursor()
         copy = f"pgtail_read_{os.getpid()}_{uuid.uuid4().hex[:12]}"
         confirmed = catalog.copy_slot_for_reading(

@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO
 
 import psycopg2
 import psycopg2.errors
@@ -63,11 +63,8 @@ from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
 from pgtail.catalog import (
-    CLIENT_ENCODING,
-    decoding_options,
     primary_message,
     resolve_dsn,
-    translate_connect_error,
 )
 from pgtail.changes.schema import with_schema_events
 from pgtail.errors import (
@@ -83,7 +80,10 @@ from pgtail.errors import (
 from pgtail.feedback import Feedback
 from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.render import insert_encoder, make_renderer
+from pgtail.stream.change_stream import ChangeStream
+from pgtail.stream.change_stream import Stop as _Stop
 from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
+from pgtail.stream.connection import open_replication
 from pgtail.stream.options import replication_options
 from pgtail.stream.policy import StreamPolicy
 from pgtail.stream.publications import (
@@ -106,12 +106,6 @@ from pgtail.stream.writer import (
     reader_gone,
 )
 from pgtail.values import UserType
-
-
-class _Stop(Exception):
-    def __init__(self, reason: StopReason) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class _ConnectionLost(Exception):
@@ -235,16 +229,7 @@ class Session:
             conn.close()
 
     def connect(self, first: bool) -> None:
-        try:
-            conn = psycopg2.connect(
-                self.dsn,
-                connection_factory=psycopg2.extras.LogicalReplicationConnection,
-                application_name=self.config.application_name,
-                options=decoding_options(self.dsn),
-                client_encoding=CLIENT_ENCODING,
-            )
-        except psycopg2.Error as exc:
-            raise translate_connect_error(exc, self.dsn) from None
+        conn = open_replication(self.dsn, self.config.application_name)
         self.conn = conn
         cur = conn.cursor()
         self.cursor = cur
@@ -490,96 +475,23 @@ class Session:
                 raise _lost(exc) from None
 
     def stream_events(self) -> None:
-        """Read, assemble, filter and hand events to the writer until told to stop."""
-        from pgtail.changes import Assembler
-
+        """Read payloads and feed them to the change stream until told to stop; it hands
+        its batches to the writer (`enqueue`)."""
         cfg = self.config
         # the renderer's fast path for text rows (not with --redact: it needs values)
         encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
-        assembler = Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
-        flt = self.event_filter()
-        policy = self.policy
-        past_end, written = policy.past_end, policy.written
-        batch_size = policy.batch_size
-        # changes that may still be taken: the batch's count is checked against it, and
-        # the policy hears of the batch's changes when the batch is handed over
-        room = policy.room()
-        # One batch holds whatever the socket delivered in one go (up to batch_size),
-        # many transactions of it: one hand-off to the writer per batch, not per
-        # transaction. ``whole``/``whole_changes``: items and changes up to the end of
-        # the last transaction completed in it, which ``confirm``/``position`` name.
-        items: list[Any] = []
-        confirm = 0
-        position = 0
-        txs = 0
-        nchanges = 0
-        whole = 0
-        whole_changes = 0
-        skipping = False
-        Change, Truncate, Message = ch.Change, ch.Truncate, ch.Message
-        EncodedRows = ch.EncodedRows
-        TxBegin, TxCommit = ch.TxBegin, ch.TxCommit
-
-        def flush_items() -> None:
-            nonlocal items, confirm, position, txs, nchanges, room, whole, whole_changes
-            if items or confirm or position:
-                batches: tuple[Batch, ...]
-                if position and whole < len(items):
-                    # it ends inside a transaction: the whole ones go first, as one batch
-                    # ending at their end (what --output's state and a reconnect resume
-                    # from), the started one after it, confirming nothing
-                    batches = (
-                        Batch(items[:whole], confirm, position, txs, whole_changes),
-                        Batch(items[whole:], 0, 0, 0, nchanges - whole_changes),
-                    )
-                else:
-                    batches = (Batch(items, confirm, position, txs, nchanges),)
-                items, confirm, position, txs, nchanges = [], 0, 0, 0, 0
-                whole = whole_changes = 0
-                for batch in batches:
-                    policy.took(batch.changes)
-                room = policy.room()
-                for batch in batches:
-                    self.enqueue(batch)
-
-        def stop_at_limit(events: Iterator[Any], complete: bool) -> NoReturn:
-            """``--max-changes`` reached on a change of a transaction: stop.
-
-            When no more of the transaction's changes would be written (``complete``: the
-            last change was not cut, and only its commit, or changes the filter drops,
-            follow), the transaction is complete: its commit is taken, so it is confirmed
-            and the next run starts after it. Otherwise it was only partly written:
-            confirming it would lose its other changes, so it is not confirmed and the
-            next run writes it again, whole.
-            """
-            nonlocal confirm, position, txs, whole, whole_changes
-            if complete:
-                for event in events:
-                    if isinstance(event, TxCommit):
-                        confirm = position = event.tx.end_lsn
-                        txs += 1
-                        items.append(event)
-                        whole, whole_changes = len(items), nchanges
-                        break
-                    if not isinstance(event, Change | Truncate | Message | EncodedRows):
-                        break
-                    if flt is None or flt.apply(event) is not None:
-                        break  # more of it would be written: partly written
-            flush_items()
-            raise _Stop("max_changes")
-
+        assembler = ch.Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
+        changes = ChangeStream(assembler, self.policy, self.enqueue, self.event_filter())
         # bound once: this loop runs once per message (a connection lost ends it)
         signals = self.signals
         read_message = self.cursor.read_message
-        feed = assembler.feed
-        relation_byte = po.MSG_RELATION
+        feed = changes.feed
         monotonic = time.monotonic
         in_burst = False  # messages came since the last empty read
         try:
             while True:
                 if signals.received is not None:
-                    flush_items()
-                    raise _Stop("signal")
+                    changes.stop("signal")
                 try:
                     msg = read_message()
                 except psycopg2.Error as exc:
@@ -588,117 +500,17 @@ class Session:
                     if in_burst:  # data until just now: the idle time starts here
                         self.last_data = monotonic()
                         in_burst = False
-                    flush_items()
-                    self._idle_tick(assembler.open_transactions())
+                    changes.drained()
+                    self._idle_tick(changes.open_transactions())
                     continue
                 if not in_burst:
                     in_burst = True
                     self.received_since_connect = True
-                payload = msg.payload
-                if payload and payload[0] == relation_byte:  # look up the types it uses first
-                    wanted = assembler.user_types_wanted(payload)
-                    if wanted:
-                        assembler.add_user_types(self.lookup_types(wanted), wanted)
-                events = feed(payload)
-                for event in events:
-                    cls = type(event)
-                    if skipping:
-                        if isinstance(event, TxCommit):
-                            skipping = False
-                        continue
-                    if cls is not Change and cls is not EncodedRows:
-                        if isinstance(event, TxBegin):
-                            tx = event.tx
-                            if past_end(tx.commit_lsn):
-                                flush_items()
-                                raise _Stop("end")
-                            if written(tx.end_lsn):
-                                skipping = True
-                                continue
-                        elif isinstance(event, TxCommit):
-                            confirm = position = event.tx.end_lsn
-                            txs += 1
-                            last = items[-1] if items else None
-                            if (
-                                type(last) is TxBegin
-                                and last.tx.xid == event.tx.xid
-                                and not event.tx.prepared
-                            ):
-                                # nothing of it to show (all filtered out, or, before
-                                # PostgreSQL 15, a transaction that changed no published
-                                # table): no empty begin/commit; its position still counts
-                                items.pop()
-                            else:
-                                items.append(event)
-                            whole, whole_changes = len(items), nchanges
-                            if txs >= batch_size:  # empty ones add no items: bound them too
-                                flush_items()
-                            continue
-                        elif isinstance(event, ch.CommitPrepared | ch.RollbackPrepared):
-                            pos = (
-                                event.end_lsn
-                                if isinstance(event, ch.CommitPrepared)
-                                else event.rollback_end_lsn
-                            )
-                            if past_end(pos):
-                                flush_items()
-                                raise _Stop("end")
-                            if written(pos):
-                                continue
-                            confirm = position = pos
-                            txs += 1
-                            items.append(event)
-                            whole, whole_changes = len(items), nchanges
-                            continue
-                        elif isinstance(event, Message) and event.tx is None:
-                            lsn = event.lsn
-                            if past_end(lsn):
-                                flush_items()
-                                raise _Stop("end")
-                            if written(lsn + 1):
-                                continue
-                            position = lsn + 1
-                            kept_message = flt.apply(event) if flt is not None else event
-                            if kept_message is not None:
-                                items.append(kept_message)
-                                nchanges += 1
-                            whole, whole_changes = len(items), nchanges
-                            flush_items()
-                            if policy.limit_reached:
-                                raise _Stop("max_changes")
-                            continue
-                    if flt is not None:
-                        kept = flt.apply(event)
-                        if kept is None:
-                            continue
-                        event = kept
-                    if cls is EncodedRows:
-                        inserts: ch.EncodedRows = event  # type: ignore[assignment]
-                        count = inserts.count
-                        cut = False
-                        if nchanges + count >= room:
-                            inserts = inserts.head(room - nchanges)
-                            cut = inserts.count < count
-                            count = inserts.count
-                        items.append(inserts)
-                        nchanges += count
-                        if nchanges >= room:
-                            stop_at_limit(events, not cut)
-                        if nchanges >= batch_size:
-                            flush_items()
-                        continue
-                    items.append(event)
-                    if cls is Change or cls is Truncate or cls is Message:
-                        nchanges += 1
-                        if nchanges >= room:
-                            stop_at_limit(events, True)
-                    if len(items) >= batch_size:
-                        flush_items()
-                if len(items) >= batch_size:
-                    flush_items()
+                wanted = feed(msg.payload)
+                if wanted:  # a Relation: look up the user types it uses first
+                    changes.add_user_types(self.lookup_types(wanted), wanted)
         finally:
-            # changes taken but never handed over (the connection was lost) still count
-            policy.took(nchanges)
+            changes.close()
 
     def stream_raw(self) -> None:
         """``--format raw``: every message, decoded field by field, as a trace.

@@ -50,6 +50,7 @@ from pgtail.errors import ConfigurationError
 from pgtail.filters import REDACTED, EventFilter
 from pgtail.lsn import parse_lsn
 from pgtail.render import insert_encoder
+from pgtail.stream.connection import open_replication
 from pgtail.stream.writer import Batch
 from pgtail.values import UserType
 
@@ -126,16 +127,7 @@ def export_from_temporary_slot(session: Session) -> tuple[Any, str, int]:
     imported."""
     assert session.server is not None
     name = f"pgtail_snapshot_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    try:
-        conn = psycopg2.connect(
-            session.dsn,
-            connection_factory=psycopg2.extras.LogicalReplicationConnection,
-            application_name=f"{session.config.application_name} snapshot",
-            options=catalog.decoding_options(session.dsn),
-            client_encoding=catalog.CLIENT_ENCODING,
-        )
-    except psycopg2.Error as exc:
-        raise catalog.translate_connect_error(exc, session.dsn) from None
+    conn = open_replication(session.dsn, f"{session.config.application_name} snapshot")
     export = "(SNAPSHOT 'export')" if session.server.major >= 15 else "EXPORT_SNAPSHOT"
     try:
         cur = conn.cursor()
