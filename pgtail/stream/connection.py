@@ -13,7 +13,13 @@ from typing import Any
 import psycopg2
 import psycopg2.extras
 
-from pgtail.catalog import CLIENT_ENCODING, decoding_options, translate_connect_error
+from pgtail import catalog
+from pgtail.catalog import (
+    CLIENT_ENCODING,
+    decoding_options,
+    primary_message,
+    translate_connect_error,
+)
 
 
 def open_replication(dsn: str, application_name: str) -> Any:
@@ -28,3 +34,28 @@ def open_replication(dsn: str, application_name: str) -> Any:
         )
     except psycopg2.Error as exc:
         raise translate_connect_error(exc, dsn) from None
+
+
+class ConnectionLost(Exception):
+    pass
+
+
+def lost(exc: BaseException) -> Exception:
+    """The exception to raise for a psycopg2 error during streaming.
+
+    A server error that is not about the connection or the server going away (a
+    missing publication while decoding, ...) would only happen again after a
+    reconnect: it is an error for the user. Without a SQLSTATE the connection is gone
+    for a reason the facts checked before reconnecting tell.
+    """
+    if getattr(exc, "pgcode", None) and not catalog.is_transient(exc):
+        return ServerError(exc)
+    return ConnectionLost(catalog.describe_disconnect(exc))
+
+
+class ServerError(Exception):
+    """The server reported an error on the replication connection (not a lost one)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(primary_message(exc))
+        self.original = exc

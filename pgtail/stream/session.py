@@ -41,7 +41,6 @@ is then an error, not a reconnect.
 from __future__ import annotations
 
 import contextlib
-import gc
 import io
 import os
 import queue
@@ -50,18 +49,16 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 import psycopg2
 import psycopg2.errors
 import psycopg2.extras
-from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
 from pgtail import catalog
 from pgtail import changes as ch
-from pgtail import pgoutput as po
 from pgtail.catalog import (
     primary_message,
     resolve_dsn,
@@ -70,31 +67,24 @@ from pgtail.changes.schema import with_schema_events
 from pgtail.errors import (
     ConfigurationError,
     PgtailError,
-    PublicationError,
     ReplicationError,
-    ServerCapabilityError,
     ServerUnavailable,
-    ServerUnreachable,
-    SlotError,
 )
 from pgtail.feedback import Feedback
-from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.render import insert_encoder, make_renderer
+from pgtail.stream import raw_loop, retry, setup
 from pgtail.stream.change_stream import ChangeStream
 from pgtail.stream.change_stream import Stop as _Stop
 from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
-from pgtail.stream.connection import open_replication
-from pgtail.stream.options import replication_options
+from pgtail.stream.connection import ConnectionLost, ServerError, lost, open_replication
+from pgtail.stream.gc_tuning import fewer_collections
 from pgtail.stream.policy import StreamPolicy
 from pgtail.stream.publications import (
     HeldPublication,
     drop_run_publication,
-    stream_publications,
-    warn_unmatched_filters,
 )
 from pgtail.stream.signals import Signals
 from pgtail.stream.snapshot import SnapshotCopy, check_config
-from pgtail.stream.snapshot import preflight as snapshot_preflight
 from pgtail.stream.writer import (
     LINE_STARTS,
     STOP,
@@ -106,31 +96,6 @@ from pgtail.stream.writer import (
     reader_gone,
 )
 from pgtail.values import UserType
-
-
-class _ConnectionLost(Exception):
-    pass
-
-
-def _lost(exc: BaseException) -> Exception:
-    """The exception to raise for a psycopg2 error during streaming.
-
-    A server error that is not about the connection or the server going away (a
-    missing publication while decoding, ...) would only happen again after a
-    reconnect: it is an error for the user. Without a SQLSTATE the connection is gone
-    for a reason the facts checked before reconnecting tell.
-    """
-    if getattr(exc, "pgcode", None) and not catalog.is_transient(exc):
-        return _ServerError(exc)
-    return _ConnectionLost(catalog.describe_disconnect(exc))
-
-
-class _ServerError(Exception):
-    """The server reported an error on the replication connection (not a lost one)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(primary_message(exc))
-        self.original = exc
 
 
 class Session:
@@ -183,50 +148,13 @@ class Session:
     # ----------------------------------------------------------------- setup
 
     def preflight(self) -> None:
-        conn = catalog.open_connection(self.dsn)
-        try:
-            server = catalog.server_info(conn)
-            catalog.require_streaming(server)
-            self.server = server
-            self.publications, self.held_publication = stream_publications(
-                conn, self.dsn, self.config, server, self.log
-            )
-            warn_unmatched_filters(conn, self.config, self.publications, self.log)
-            if self.config.snapshot:
-                snapshot_preflight(conn, self)
-            self.proto_version, self.options = replication_options(
-                self.config, server, self.publications
-            )
-            if not self.temporary:
-                slot = catalog.slot_info(conn, self.slot)
-                # a consumer that just disconnected (a restart of pgtail itself) leaves its
-                # walsender exiting for a moment: give it a second before calling it busy
-                deadline = time.monotonic() + 1.0
-                while slot is not None and slot.active_pid is not None:
-                    if time.monotonic() >= deadline:
-                        break
-                    time.sleep(0.05)
-                    slot = catalog.slot_info(conn, self.slot)
-                if slot is None and not self.config.create_slot:
-                    raise SlotError(
-                        f"replication slot {self.slot!r} does not exist",
-                        hint="add --create-slot, or: pgtail slot create " + self.slot,
-                    )
-                if slot is not None:
-                    catalog.check_slot_usable(slot, server.database, idle=True)
-                    confirmed = slot.confirmed_flush_lsn
-                    if confirmed:
-                        self.feedback.start_lsn = confirmed
-                    start = self.config.start_lsn
-                    if start and confirmed and start < confirmed:
-                        # the server silently starts at the slot's position instead
-                        self.log(
-                            f"pgtail: --start {format_lsn(start)} is before slot"
-                            f" {self.slot!r}'s confirmed position {format_lsn(confirmed)}:"
-                            " streaming from there (a slot cannot go back)"
-                        )
-        finally:
-            conn.close()
+        setup.preflight(self)
+
+    def check_facts(self) -> None:
+        setup.check_facts(self)
+
+    def retry_start(self, step: Callable[[], None], *, first_contact: bool = False) -> None:
+        retry.retry_start(self, step, first_contact=first_contact)
 
     def connect(self, first: bool) -> None:
         conn = open_replication(self.dsn, self.config.application_name)
@@ -237,14 +165,14 @@ class Session:
         export = first and self.config.snapshot
         self.exported = None  # (a retried start-up must not take an earlier attempt's)
         if self.temporary:
-            self._create_slot(cur, temporary=True, export=export)
+            setup.create_slot(self, cur, temporary=True, export=export)
             if first:
                 self.log(
                     f"pgtail: no --slot: streaming temporary slot {self.slot!r}; it goes away"
                     " with the connection and cannot be resumed (use --slot NAME --create-slot)"
                 )
         elif first and self.config.create_slot:
-            created = self._create_slot(cur, temporary=False, if_missing=True, export=export)
+            created = setup.create_slot(self, cur, temporary=False, if_missing=True, export=export)
             if created:
                 self.created_slot = True
                 self.log(f"pgtail: created replication slot {self.slot!r}")
@@ -273,118 +201,6 @@ class Session:
         self.feedback.reset_connection()
         self.last_data = time.monotonic()
         self.received_since_connect = False
-
-    def check_facts(self) -> None:
-        """Before reconnecting: raise the error of a condition that will not heal -- the
-        slot dropped or invalidated, a publication dropped, the role's REPLICATION
-        attribute revoked, the database or role gone, the password changed -- on a plain
-        connection. `ServerUnavailable` when the server cannot be asked right now."""
-        conn = catalog.open_connection(self.dsn)
-        try:
-            server = catalog.server_info(conn)
-            catalog.require_streaming(server)
-            slot = catalog.slot_info(conn, self.slot)
-            if slot is None:
-                raise catalog.slot_dropped(self.slot)
-            catalog.check_slot_usable(slot, server.database)
-            names = catalog.publication_names(conn)
-            for name in self.publications:
-                if name not in names:
-                    raise PublicationError(
-                        f"publication {name!r} was dropped while pgtail was streaming it",
-                        hint=_publication_dropped_hint(server.major, self.slot),
-                    )
-        except psycopg2.Error as exc:
-            if catalog.is_transient(exc):
-                raise ServerUnavailable(catalog.describe_disconnect(exc)) from None
-            raise catalog.translate_error(exc) from None
-        finally:
-            with contextlib.suppress(Exception):
-                conn.close()
-
-    def retry_start(self, step: Callable[[], None], *, first_contact: bool = False) -> None:
-        """Run a start-up step; while the server is away for now (`ServerUnavailable`:
-        starting up, shutting down, recovering, refusing connections), try it again
-        with the reconnect backoff, one line on stderr per attempt.
-
-        ``first_contact``: the run has not reached the server yet. Then a server that
-        does not answer at all (`ServerUnreachable`: a wrong port as likely as a restart)
-        is tried only for the policy's ``first_contact_wait``, unless it has answered
-        in between (it is starting up: worth the whole backoff)."""
-        policy = self.config.reconnect
-        attempt = 0
-        began = time.monotonic()
-        answered = False  # the server said it is starting up, shutting down, ...
-        while True:
-            try:
-                step()
-                return
-            except ServerUnavailable as exc:
-                self.close_connection()
-                attempt += 1
-                if attempt > policy.attempts:
-                    if policy.attempts:
-                        raise ServerUnavailable(
-                            f"{exc.message} (gave up after {policy.attempts} attempts)",
-                            hint=exc.hint,
-                        ) from None
-                    raise
-                delay = policy.delay(attempt)
-                answered = answered or not isinstance(exc, ServerUnreachable)
-                wait = policy.first_contact_wait
-                if first_contact and not answered and wait is not None:
-                    left = began + wait - time.monotonic()
-                    if left <= 0:
-                        raise ServerUnreachable(
-                            f"{exc.message} (tried for {wait:g}s)",
-                            hint="check the host and port, and that the server is running and"
-                            " accepts TCP connections there; --reconnect-attempts N waits longer",
-                        ) from None
-                    if attempt == 1:  # one line for the short wait, then the error
-                        self.log(f"pgtail: {exc.message}; trying again for {wait:g}s")
-                    delay = min(delay, left)
-                else:
-                    self.log(
-                        f"pgtail: {exc.message}; retrying in {delay:.1f}s (attempt {attempt})"
-                    )
-                if _sleep_unless_signalled(self, delay):
-                    raise _Stop("signal") from None
-
-    def _create_slot(
-        self, cur: Any, *, temporary: bool, if_missing: bool = False, export: bool = False
-    ) -> bool:
-        """CREATE_REPLICATION_SLOT; with ``export``, keeps the exported snapshot's name
-        and consistent point in ``self.exported`` (valid until the next command)."""
-        assert self.server is not None
-        major = self.server.major
-        parts = [sql.SQL("CREATE_REPLICATION_SLOT {}").format(sql.Identifier(self.slot))]
-        if temporary:
-            parts.append(sql.SQL("TEMPORARY"))
-        parts.append(sql.SQL("LOGICAL pgoutput"))
-        if major >= 15:
-            opts = [sql.SQL("SNAPSHOT 'export'" if export else "SNAPSHOT 'nothing'")]
-            if self.config.two_phase:
-                opts.append(sql.SQL("TWO_PHASE true"))
-            parts.append(sql.SQL("(") + sql.SQL(", ").join(opts) + sql.SQL(")"))
-        else:
-            if self.config.two_phase:
-                raise ServerCapabilityError(
-                    f"--two-phase needs PostgreSQL 15 or later (server is {major})"
-                )
-            parts.append(sql.SQL("EXPORT_SNAPSHOT" if export else "NOEXPORT_SNAPSHOT"))
-        try:
-            cur.execute(sql.SQL(" ").join(parts))
-        except psycopg2.errors.DuplicateObject:
-            if if_missing:
-                return False
-            raise SlotError(f"replication slot {self.slot!r} already exists") from None
-        except psycopg2.Error as exc:
-            raise catalog.translate_create_slot_error(exc, self.slot) from None
-        if export:
-            # slot_name, consistent_point, snapshot_name, output_plugin
-            row = cur.fetchone()
-            self.exported = (str(row[2]), parse_lsn(str(row[1])))
-        return True
 
     def _start_error(self, exc: BaseException, during: str = "START_REPLICATION") -> PgtailError:
         return catalog.translate_replication_error(exc, self.slot, during=during)
@@ -472,7 +288,7 @@ class Session:
             try:
                 self.send_feedback(force=True)
             except psycopg2.Error as exc:
-                raise _lost(exc) from None
+                raise lost(exc) from None
 
     def stream_events(self) -> None:
         """Read payloads and feed them to the change stream until told to stop; it hands
@@ -495,7 +311,7 @@ class Session:
                 try:
                     msg = read_message()
                 except psycopg2.Error as exc:
-                    raise _lost(exc) from None
+                    raise lost(exc) from None
                 if msg is None:
                     if in_burst:  # data until just now: the idle time starts here
                         self.last_data = monotonic()
@@ -513,100 +329,7 @@ class Session:
             changes.close()
 
     def stream_raw(self) -> None:
-        """``--format raw``: every message, decoded field by field, as a trace.
-
-        What this run wrote is skipped when the server sends it again after a reconnect
-        (a crash rewinds the slot): transactions by their commit, prepared ones by their
-        PREPARE, non-transactional messages by their LSN. The chunks of a streamed
-        (in-progress) transaction come before its commit says where it ends: those are
-        shown again.
-        """
-        decoder = po.Decoder(self.proto_version)
-        items: list[Any] = []
-        confirm = 0
-        position = 0
-        txs = 0
-        in_tx = False
-        skipping = False  # inside a transaction this run wrote already
-        streamed: set[int] = set()
-        policy = self.policy
-        written = policy.written
-        batch_size = policy.batch_size
-        limited = policy.max_changes is not None
-
-        def flush_items() -> None:
-            nonlocal items, confirm, position, txs
-            if items:
-                self.enqueue(Batch(items, confirm, max(confirm, position), txs, len(items)))
-                items, confirm, position, txs = [], 0, 0, 0
-
-        while True:
-            if self.signals.received is not None:
-                flush_items()
-                raise _Stop("signal")
-            try:
-                msg = self.cursor.read_message()
-            except psycopg2.Error as exc:
-                raise _lost(exc) from None
-            if msg is None:
-                flush_items()
-                self._idle_tick(in_tx or bool(streamed))
-                continue
-            self.last_data = time.monotonic()
-            self.received_since_connect = True
-            message = decoder.decode(msg.payload)
-            if skipping:
-                if isinstance(message, po.Commit | po.Prepare):
-                    skipping = False
-                continue
-            if isinstance(message, po.Begin | po.BeginPrepare):
-                if policy.past_end(getattr(message, "final_lsn", 0)):
-                    flush_items()
-                    raise _Stop("end")
-                # a commit record before a written position ends before it too
-                if written(
-                    message.final_lsn + 1 if isinstance(message, po.Begin) else message.end_lsn
-                ):
-                    skipping = True
-                    continue
-                in_tx = True
-            elif isinstance(message, po.CommitPrepared | po.RollbackPrepared):
-                if written(
-                    message.end_lsn
-                    if isinstance(message, po.CommitPrepared)
-                    else message.rollback_end_lsn
-                ):
-                    continue
-            elif isinstance(message, po.LogicalMessage) and not message.transactional:
-                if written(message.lsn + 1):
-                    continue
-                position = max(position, message.lsn + 1)
-            elif isinstance(message, po.StreamStart):
-                streamed.add(message.xid)
-            elif isinstance(message, po.StreamAbort) and message.xid == message.subxid:
-                streamed.discard(message.xid)
-            items.append((message, msg.data_start))
-            done: int | None = None
-            if isinstance(message, po.Commit | po.Prepare | po.CommitPrepared):
-                done = message.end_lsn
-                in_tx = False
-            elif isinstance(message, po.StreamCommit | po.StreamPrepare):
-                done = message.end_lsn
-                streamed.discard(message.xid)
-            elif isinstance(message, po.RollbackPrepared):
-                done = message.rollback_end_lsn
-            if done is not None:
-                confirm = max(confirm, done)
-                txs += 1
-            if len(items) >= batch_size:
-                flush_items()
-            if limited and isinstance(
-                message, po.Insert | po.Update | po.Delete | po.Truncate | po.LogicalMessage
-            ):
-                policy.took(1)
-                if policy.limit_reached:
-                    flush_items()
-                    raise _Stop("max_changes")
+        raw_loop.stream_raw(self)
 
     def _idle_tick(self, open_tx: bool) -> None:
         """Nothing to read right now: confirm progress, check exit conditions, then wait."""
@@ -614,7 +337,7 @@ class Session:
         try:
             self.send_feedback()
         except psycopg2.Error as exc:
-            raise _lost(exc) from None
+            raise lost(exc) from None
         writer = self.writer
         assert writer is not None
         if writer.failed:
@@ -639,13 +362,13 @@ class Session:
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             return
         except (OSError, ValueError, psycopg2.Error) as exc:
-            raise _ConnectionLost(catalog.describe_disconnect(exc)) from None
+            raise ConnectionLost(catalog.describe_disconnect(exc)) from None
         if self.signals.fd in ready:
             self.signals.drain()
             if self.signals.reopen_pending:
                 self.reopen_output()
         if self.conn is not None and self.conn.closed:
-            raise _ConnectionLost("the replication connection was closed")
+            raise ConnectionLost("the replication connection was closed")
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -732,7 +455,7 @@ class Session:
                 self.close_renderer()
                 if self.buffer.tell():
                     self.enqueue(Batch([], 0, 0, 0, 0))
-            except (_Stop, _ConnectionLost):
+            except (_Stop, ConnectionLost):
                 pass
         if not writer.failed:
             while True:
@@ -742,12 +465,12 @@ class Session:
                 except queue.Full:
                     if writer.failed or self.signals.forced:
                         return
-                    with contextlib.suppress(_ConnectionLost, psycopg2.Error):
+                    with contextlib.suppress(ConnectionLost, psycopg2.Error):
                         self._keepalive()
         while not writer.finished.wait(0.2):
             if self.signals.forced:
                 return
-            with contextlib.suppress(_ConnectionLost, psycopg2.Error):
+            with contextlib.suppress(ConnectionLost, psycopg2.Error):
                 self._keepalive()
 
 
@@ -820,7 +543,7 @@ def run(
             # no state file to cut an unconfirmed tail by (``>> FILE``, or --output with a
             # temporary slot): a torn last line is cut or ended before we append
             mend_torn_tail(target, LINE_STARTS.get(config.format, ()), logger)
-        with _fewer_collections():
+        with fewer_collections():
             return _run(stream, target, output_file is not None)
     finally:
         if output_file is not None:
@@ -829,35 +552,6 @@ def run(
         if stream.held_publication is not None:
             drop_run_publication(stream.held_publication, logger)
         signals.close()
-
-
-# Every change allocates a few container objects (its Change, row dicts, arrays) and the
-# assembler holds up to its memory bound of them until the commit. With the default
-# first-generation threshold (700) the cyclic collector rescans them again and again:
-# about a tenth of the CPU of draining a large transaction (bench/drain.py). They form
-# no cycles, so while streaming the collector runs less often.
-_GC_FIRST_GENERATION = 50_000
-_gc_lock = threading.Lock()
-_gc_streams = 0  # streams running in this process (threads may run several)
-_gc_before: tuple[int, ...] = ()
-
-
-@contextlib.contextmanager
-def _fewer_collections() -> Iterator[None]:
-    global _gc_streams, _gc_before
-    with _gc_lock:
-        if not _gc_streams:
-            _gc_before = gc.get_threshold()
-            if 0 < _gc_before[0] < _GC_FIRST_GENERATION:
-                gc.set_threshold(_GC_FIRST_GENERATION, *_gc_before[1:])
-        _gc_streams += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_streams -= 1
-            if not _gc_streams:
-                gc.set_threshold(*_gc_before)
 
 
 def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], None], Any]:
@@ -904,60 +598,11 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
                     stream.stream_raw()
                 else:
                     stream.stream_events()
-            except _ConnectionLost as lost:
-                stream.close_connection()
-                detail = str(lost) or "connection lost"
-                if stream.temporary:
-                    raise ReplicationError(
-                        f"lost the replication connection ({detail}); the temporary slot went"
-                        f" with it, so pgtail cannot resume (last confirmed"
-                        f" {format_lsn(stream.feedback.sent_lsn)})",
-                        hint="use --slot NAME --create-slot for a slot that survives reconnects",
-                    ) from None
-                stream.policy.resume_after(stream.position)
-                if stream.received_since_connect:
-                    attempt = 0  # it worked for a while: a fresh series of attempts
-                announced = False  # the loss is not told yet
-                while True:
-                    attempt += 1
-                    if attempt > config.reconnect.attempts:
-                        raise ReplicationError(
-                            f"lost the replication connection ({detail}) and could not"
-                            f" reconnect after {config.reconnect.attempts} attempts",
-                            hint="rerun pgtail: it resumes from the slot's confirmed position",
-                        ) from None
-                    delay = config.reconnect.delay(attempt)
-                    if announced:
-                        stream.log(
-                            f"pgtail: replication connection lost ({detail});"
-                            f" reconnecting in {delay:.1f}s (attempt {attempt})"
-                        )
-                    # the first wait is silent: what will not heal (the slot dropped with
-                    # --force, ...) then ends the run with its one line
-                    if _sleep_unless_signalled(stream, delay):
-                        raise _Stop("signal") from None
-                    try:
-                        stream.check_facts()
-                        if not announced:
-                            announced = True
-                            stream.log(
-                                f"pgtail: replication connection lost ({detail});"
-                                f" reconnecting (attempt {attempt})"
-                            )
-                        stream.connect(first=False)
-                        stream.reconnects += 1
-                        stream.log("pgtail: reconnected; resuming from the slot's position")
-                        break
-                    except ServerUnavailable as exc:
-                        if not announced:
-                            announced = True
-                            stream.log(f"pgtail: replication connection lost ({detail})")
-                        detail = exc.message
-                        stream.close_connection()
-                        continue
+            except ConnectionLost as loss:
+                attempt = retry.reconnect(stream, loss, attempt)
     except _Stop as stop:
         reason = stop.reason
-    except _ServerError as exc:
+    except ServerError as exc:
         error = stream._start_error(exc.original, during="streaming")
     except BaseException as exc:
         error = exc
@@ -994,30 +639,4 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
         reconnects=stream.reconnects,
         abandoned=writer.is_alive(),
         batches=writer.enqueued,
-    )
-
-
-def _sleep_unless_signalled(stream: Session, delay: float) -> bool:
-    deadline = time.monotonic() + delay
-    while True:
-        if stream.signals.received is not None:
-            return True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        with contextlib.suppress(InterruptedError):
-            select.select([stream.signals.fd], [], [], remaining)
-        stream.signals.drain()
-
-
-def _publication_dropped_hint(major: int, slot: str) -> str:
-    if major >= 18:  # pgoutput skips a missing publication: made again, it is used again
-        return "create it again and rerun, or stream another one (--publication)"
-    # before 18 the slot decodes each change with the catalog as it was then, where a
-    # publication made again does not exist yet: it cannot get past the drop
-    return (
-        "stream one that existed before the drop (--publication); creating it again is"
-        " not enough on PostgreSQL 17 and older: then also move the slot past the"
-        f" re-creation (pgtail slot advance {slot} LSN, e.g. pg_current_wal_lsn();"
-        " the changes in between are lost)"
     )
