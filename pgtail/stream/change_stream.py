@@ -62,6 +62,7 @@ class ChangeStream:
 
     __slots__ = (
         "assembler",
+        "assembler_feed",
         "filter",
         "policy",
         "hand_off",
@@ -86,6 +87,7 @@ class ChangeStream:
         event_filter: Any = None,
     ) -> None:
         self.assembler = assembler
+        self.assembler_feed = assembler.feed  # bound once: called for every payload
         self.filter = event_filter  # None: every event is kept
         self.policy = policy
         self.hand_off = hand_off
@@ -107,23 +109,12 @@ class ChangeStream:
 
     # ------------------------------------------------------------- the caller's side
 
-    def feed(self, payload: bytes) -> list[int] | None:
-        """Take one pgoutput payload. Returns None, or -- for a Relation using types not
-        looked up yet -- their OIDs: the payload is held until `add_user_types`."""
-        if payload and payload[0] == _RELATION:
-            wanted = self.assembler.user_types_wanted(payload)
-            if wanted:
-                self.held = payload
-                return wanted
-        self._take(self.assembler.feed(payload))
-        return None
-
     def add_user_types(self, found: UserTypes, asked: list[int]) -> None:
         """What the caller found of the types `feed` asked for; takes the held payload."""
         self.assembler.add_user_types(found, asked)
         payload, self.held = self.held, None
         if payload is not None:
-            self._take(self.assembler.feed(payload))
+            self.feed(payload)  # (its types are asked for now: taken)
 
     def drained(self) -> None:
         """Nothing more to read for now: hand over the batch being filled."""
@@ -198,17 +189,28 @@ class ChangeStream:
                     break  # more of it would be written: partly written
         self._end("max_changes")
 
-    def _take(self, events: Iterator[Any]) -> None:
-        """The events one payload completed: skip, stop, filter and batch them."""
+    def feed(self, payload: bytes) -> list[int] | None:
+        """Take one pgoutput payload: skip, stop, filter and batch the events it completes.
+
+        Returns None, or -- for a Relation using types not looked up yet -- their OIDs:
+        the payload is held until `add_user_types` (one loop, inline: it runs for every
+        payload)."""
+        if payload and payload[0] == _RELATION:
+            wanted = self.assembler.user_types_wanted(payload)
+            if wanted:
+                self.held = payload
+                return wanted
+        events: Iterator[Any] = self.assembler_feed(payload)
         items = self.items
         flt = self.filter
         policy = self.policy
         batch_size = self.batch_size
+        skipping = self.skipping  # (kept in a local: read for every event)
         for event in events:
             cls = type(event)
-            if self.skipping:
+            if skipping:
                 if cls is _TxCommit:
-                    self.skipping = False
+                    skipping = False
                 continue
             if cls is not _Change and cls is not _EncodedRows:
                 if cls is _TxBegin:
@@ -216,24 +218,30 @@ class ChangeStream:
                     if policy.past_end(tx.commit_lsn):
                         self._end("end")
                     if policy.written(tx.end_lsn):
-                        self.skipping = True
+                        skipping = True
                         continue
-                elif cls is _TxCommit:
-                    self._commit(event)
-                    items = self.items
+                elif cls is _TxCommit:  # (inline: once per transaction)
+                    self.confirm = self.position = event.tx.end_lsn
+                    self.txs += 1
+                    last = items[-1] if items else None
+                    if (
+                        type(last) is _TxBegin
+                        and last.tx.xid == event.tx.xid
+                        and not event.tx.prepared
+                    ):
+                        # nothing of it to show (all filtered out, or, before PostgreSQL
+                        # 15, a transaction that changed no published table): no empty
+                        # begin/commit; its position still counts
+                        items.pop()
+                    else:
+                        items.append(event)
+                    self.whole, self.whole_changes = len(items), self.nchanges
+                    if self.txs >= batch_size:  # empty ones add no items: bound them too
+                        self._flush()
+                        items = self.items
                     continue
                 elif cls is ch.CommitPrepared or cls is ch.RollbackPrepared:
-                    pos = (
-                        event.end_lsn if cls is ch.CommitPrepared else event.rollback_end_lsn
-                    )
-                    if policy.past_end(pos):
-                        self._end("end")
-                    if policy.written(pos):
-                        continue
-                    self.confirm = self.position = pos
-                    self.txs += 1
-                    items.append(event)
-                    self.whole, self.whole_changes = len(items), self.nchanges
+                    self._prepared_outcome(event)
                     continue
                 elif cls is _Message and event.tx is None:
                     self._lone_message(event)
@@ -271,24 +279,23 @@ class ChangeStream:
             if len(items) >= batch_size:
                 self._flush()
                 items = self.items
+        self.skipping = skipping
         if len(items) >= batch_size:
             self._flush()
+        return None
 
-    def _commit(self, event: ch.TxCommit) -> None:
-        items = self.items
-        self.confirm = self.position = event.tx.end_lsn
+    def _prepared_outcome(self, event: ch.CommitPrepared | ch.RollbackPrepared) -> None:
+        """COMMIT PREPARED / ROLLBACK PREPARED: a transaction of its own."""
+        pos = event.end_lsn if isinstance(event, ch.CommitPrepared) else event.rollback_end_lsn
+        policy = self.policy
+        if policy.past_end(pos):
+            self._end("end")
+        if policy.written(pos):
+            return
+        self.confirm = self.position = pos
         self.txs += 1
-        last = items[-1] if items else None
-        if type(last) is _TxBegin and last.tx.xid == event.tx.xid and not event.tx.prepared:
-            # nothing of it to show (all filtered out, or, before PostgreSQL 15, a
-            # transaction that changed no published table): no empty begin/commit; its
-            # position still counts
-            items.pop()
-        else:
-            items.append(event)
-        self.whole, self.whole_changes = len(items), self.nchanges
-        if self.txs >= self.batch_size:  # empty ones add no items: bound them too
-            self._flush()
+        self.items.append(event)
+        self.whole, self.whole_changes = len(self.items), self.nchanges
 
     def _lone_message(self, event: ch.Message) -> None:
         """A non-transactional logical message: a batch of its own."""
