@@ -83,6 +83,39 @@ def doctor_facts(
 def _read_facts(
     conn: PgConnection, publications: Sequence[str], slots: Sequence[str]
 ) -> DoctorFacts:
+    server, walsenders = _server_facts(conn)
+    role = _role_facts(conn)
+    all_pubs = tuple(r[0] for r in fetchall(conn, "SELECT pubname FROM pg_publication ORDER BY 1"))
+    wanted = list(publications) if publications else list(all_pubs)
+    found_pubs = tuple(p for name in wanted for p in read_publications(conn, name))
+    pub_rows = tuple(publication_table_rows(conn, [p.name for p in found_pubs]))
+    oids = sorted({r.table_oid for r in pub_rows})
+    tables = table_facts(conn, oids, sample_toast=True)
+    # leaf partitions of published partitioned tables: UPDATE/DELETE checks happen there
+    leaves = sorted(
+        {leaf for t in tables if t.relkind == "p" for leaf in leaf_oids(conn, t.oid)} - set(oids)
+    )
+    tables += table_facts(conn, leaves, sample_toast=True)
+    listing = slot_listing(conn)
+    run_pubs = tuple(run_publications(conn))
+    return DoctorFacts(
+        server=server,
+        role=role,
+        requested_publications=tuple(publications),
+        publications=found_pubs,
+        tables=tuple(tables),
+        publication_rows=pub_rows,
+        requested_slots=tuple(slots),
+        slots=listing,
+        walsenders=tuple(walsenders),
+        all_publications=all_pubs,
+        run_publications=run_pubs,
+        replication=replication_facts(conn),
+    )
+
+
+def _server_facts(conn: PgConnection) -> tuple[ServerFacts, list[WalsenderFacts]]:
+    """The server's version, settings, recovery state and WAL senders (and what they read)."""
     version = server_version_num(conn)
     server_settings = settings(conn)
     in_recovery = bool(fetchone(conn, "SELECT pg_is_in_recovery()")[0])
@@ -111,7 +144,11 @@ def _read_facts(
         in_recovery,
         wal_level_source=str(source[0]) if source else None,
     )
+    return server, walsenders
 
+
+def _role_facts(conn: PgConnection) -> RoleFacts:
+    """The connected role: its attributes, replication roles held, and table ownership."""
     role_row = fetchone(
         conn,
         "SELECT r.rolname, r.rolsuper, r.rolreplication, "
@@ -136,7 +173,7 @@ def _read_facts(
         conn,
         "SELECT n.nspname, c.relname, o.rolname " + _NOT_OWNED + "ORDER BY 1, 2 LIMIT 10",
     )
-    role = RoleFacts(
+    return RoleFacts(
         role_row[0],
         bool(role_row[1]),
         bool(role_row[2]),
@@ -151,32 +188,4 @@ def _read_facts(
         ),
         superuser_owners=tuple(r[0] for r in owners if r[1]),
         superuser_owned=sum(int(r[2]) for r in owners if r[1]),
-    )
-
-    all_pubs = tuple(r[0] for r in fetchall(conn, "SELECT pubname FROM pg_publication ORDER BY 1"))
-    wanted = list(publications) if publications else list(all_pubs)
-    found_pubs = tuple(p for name in wanted for p in read_publications(conn, name))
-    pub_rows = tuple(publication_table_rows(conn, [p.name for p in found_pubs]))
-    oids = sorted({r.table_oid for r in pub_rows})
-    tables = table_facts(conn, oids, sample_toast=True)
-    # leaf partitions of published partitioned tables: UPDATE/DELETE checks happen there
-    leaves = sorted(
-        {leaf for t in tables if t.relkind == "p" for leaf in leaf_oids(conn, t.oid)} - set(oids)
-    )
-    tables += table_facts(conn, leaves, sample_toast=True)
-    listing = slot_listing(conn)
-    run_pubs = tuple(run_publications(conn))
-    return DoctorFacts(
-        server=server,
-        role=role,
-        requested_publications=tuple(publications),
-        publications=found_pubs,
-        tables=tuple(tables),
-        publication_rows=pub_rows,
-        requested_slots=tuple(slots),
-        slots=listing,
-        walsenders=tuple(walsenders),
-        all_publications=all_pubs,
-        run_publications=run_pubs,
-        replication=replication_facts(conn),
     )

@@ -166,26 +166,36 @@ def _restart_or_drop(name: str, drop: str, *, now: bool = False) -> str:
 def _slot_checks(
     slot: SlotInfo, facts: DoctorFacts, keep: int | None, wal_warn_bytes: int | None
 ) -> list[Check]:
+    drop = f"SELECT pg_drop_replication_slot({literal(slot.name)});"
+    if slot.invalidated:
+        return [_invalidated_check(slot, drop)]
+    checks = _wal_keep_checks(slot, keep, drop)
+    # a slot asked for is one pgtail is about to stream: what the stream would refuse fails
+    if slot.name in facts.requested_slots:
+        checks.extend(_requested_slot_checks(slot, facts))
+    checks.append(_activity_check(slot, facts, wal_warn_bytes, drop))
+    return checks
+
+
+def _invalidated_check(slot: SlotInfo, drop: str) -> Check:
+    reason = slot.invalidation_reason or (
+        "conflict with recovery" if slot.conflicting else "its WAL was removed"
+    )
+    return Check(
+        "slot.invalidated",
+        "slot",
+        slot.name,
+        "fail",
+        f"slot {slot.name!r} is invalidated ({reason}); it can no longer be streamed",
+        drop + " -- then create it again and resynchronise the consumer",
+    )
+
+
+def _wal_keep_checks(slot: SlotInfo, keep: int | None, drop: str) -> list[Check]:
+    """A slot past, or near, max_slot_wal_keep_size."""
     checks: list[Check] = []
     subject = slot.name
-    drop = f"SELECT pg_drop_replication_slot({literal(slot.name)});"
     retained = slot.retained_bytes
-    requested = slot.name in facts.requested_slots
-    if slot.invalidated:
-        reason = slot.invalidation_reason or (
-            "conflict with recovery" if slot.conflicting else "its WAL was removed"
-        )
-        checks.append(
-            Check(
-                "slot.invalidated",
-                "slot",
-                subject,
-                "fail",
-                f"slot {slot.name!r} is invalidated ({reason}); it can no longer be streamed",
-                drop + " -- then create it again and resynchronise the consumer",
-            )
-        )
-        return checks
     if slot.wal_status == "unreserved":
         checks.append(
             Check(
@@ -215,8 +225,14 @@ def _slot_checks(
                 _restart_or_drop(slot.name, drop),
             )
         )
-    # a slot asked for is one pgtail is about to stream: what the stream would refuse fails
-    if requested and slot.slot_type != "logical":
+    return checks
+
+
+def _requested_slot_checks(slot: SlotInfo, facts: DoctorFacts) -> list[Check]:
+    """What the stream would refuse of a slot asked for: its type, plugin and database."""
+    checks: list[Check] = []
+    subject = slot.name
+    if slot.slot_type != "logical":
         checks.append(
             Check(
                 "slot.plugin",
@@ -228,7 +244,7 @@ def _slot_checks(
                 "'pgoutput');",
             )
         )
-    elif requested and slot.plugin != "pgoutput":
+    elif slot.plugin != "pgoutput":
         checks.append(
             Check(
                 "slot.plugin",
@@ -241,7 +257,7 @@ def _slot_checks(
                 "'pgoutput');",
             )
         )
-    if requested and slot.slot_type == "logical" and slot.database != facts.role.database:
+    if slot.slot_type == "logical" and slot.database != facts.role.database:
         checks.append(
             Check(
                 "slot.database",
@@ -254,54 +270,54 @@ def _slot_checks(
                 f"connect with dbname={slot.database} (pgtail ... -d {slot.database})",
             )
         )
+    return checks
+
+
+def _activity_check(
+    slot: SlotInfo, facts: DoctorFacts, wal_warn_bytes: int | None, drop: str
+) -> Check:
+    """Active, or inactive and holding how much WAL."""
+    subject = slot.name
+    retained = slot.retained_bytes
     max_wal = _int(facts.server.settings, "max_wal_size")
     if slot.wal_status is not None:
         extended = slot.wal_status == "extended"
     else:  # before PostgreSQL 13: compare with max_wal_size ourselves
         extended = retained is not None and max_wal is not None and retained > max_wal
     if slot.active:
-        checks.append(
-            Check(
-                "slot.activity",
-                "slot",
-                subject,
-                "ok",
-                f"active (PID {slot.active_pid}), {human_bytes(slot.lag_bytes)} behind",
-            )
+        return Check(
+            "slot.activity",
+            "slot",
+            subject,
+            "ok",
+            f"active (PID {slot.active_pid}), {human_bytes(slot.lag_bytes)} behind",
         )
     elif extended and retained is not None:
-        checks.append(
-            Check(
-                "slot.activity",
-                "slot",
-                subject,
-                "warn",
-                f"inactive slot {slot.name!r} holds {human_bytes(retained)} of WAL "
-                f"({retained} bytes), past max_wal_size ({human_bytes(max_wal)}): WAL the "
-                "server would otherwise have recycled piles up until it is read",
-                _restart_or_drop(slot.name, drop),
-            )
+        return Check(
+            "slot.activity",
+            "slot",
+            subject,
+            "warn",
+            f"inactive slot {slot.name!r} holds {human_bytes(retained)} of WAL "
+            f"({retained} bytes), past max_wal_size ({human_bytes(max_wal)}): WAL the "
+            "server would otherwise have recycled piles up until it is read",
+            _restart_or_drop(slot.name, drop),
         )
     elif retained is not None and wal_warn_bytes is not None and retained >= wal_warn_bytes:
-        checks.append(
-            Check(
-                "slot.activity",
-                "slot",
-                subject,
-                "warn",
-                f"inactive slot {slot.name!r} holds {human_bytes(retained)} of WAL "
-                f"({retained} bytes), past --wal-warn {human_bytes(wal_warn_bytes)}",
-                _restart_or_drop(slot.name, drop),
-            )
+        return Check(
+            "slot.activity",
+            "slot",
+            subject,
+            "warn",
+            f"inactive slot {slot.name!r} holds {human_bytes(retained)} of WAL "
+            f"({retained} bytes), past --wal-warn {human_bytes(wal_warn_bytes)}",
+            _restart_or_drop(slot.name, drop),
         )
     else:
-        checks.append(
-            Check(
-                "slot.activity",
-                "slot",
-                subject,
-                "ok",
-                f"inactive, holds {human_bytes(retained)} of WAL",
-            )
+        return Check(
+            "slot.activity",
+            "slot",
+            subject,
+            "ok",
+            f"inactive, holds {human_bytes(retained)} of WAL",
         )
-    return checks

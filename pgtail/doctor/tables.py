@@ -275,8 +275,7 @@ def unchanged_toast(
         return UnchangedToast(possible, None)
     sampled = any(c.sampled_bytes is not None for c in candidates)
     which = (
-        "the rows sampled held none of these values out of line, but the rows not sampled"
-        " may"
+        "the rows sampled held none of these values out of line, but the rows not sampled may"
         if sampled
         else "the role may not read the table to tell which columns' values it holds"
     )
@@ -297,83 +296,110 @@ def table_checks(
     of one table, as the given publications publish it: one replica identity finding and
     one TOAST finding per table, whatever number of publications carry it, with one fix
     between them."""
-    subject = table.qualified
-    checks: list[Check] = []
-    identity = identity_of(table)
-
     if table.relkind == "p":
-        leaves = ", ".join(table.partitions) or "none yet"
-        for pub, _ in published:
-            where = f"in publication {ident(pub.name)}"
-            if pub.via_partition_root:
-                checks.append(
-                    Check(
-                        "table.partitioning",
-                        "table",
-                        subject,
-                        "ok",
-                        f"partitioned; changes of its partitions are published as {subject} "
-                        f"(publish_via_partition_root = true) {where}",
-                    )
-                )
-            else:
-                checks.append(
-                    Check(
-                        "table.partitioning",
-                        "table",
-                        subject,
-                        "warn",
-                        f"partitioned; changes arrive under each partition's own name "
-                        f"({leaves}) {where}, not as {subject}",
-                        f"ALTER PUBLICATION {ident(pub.name)} "
-                        "SET (publish_via_partition_root = true);",
-                    )
-                )
-        return checks  # UPDATE/DELETE are checked on the leaf partitions
-
-    if table.is_partition and table.partition_root is not None:
-        root = table.partition_root
-        root_schema = root.rsplit(".", 1)[0]
-        for pub, _ in published:
-            if pub.via_partition_root:
-                continue
-            if (
-                pub.all_tables
-                or any(t.qualified == root for t in pub.tables)
-                or any(ident(s) == root_schema for s in pub.schemas)
-            ):
-                checks.append(
-                    Check(
-                        "table.partitioning",
-                        "table",
-                        subject,
-                        "warn",
-                        f"partition of {root}: its changes arrive as {subject}, not as {root} "
-                        f"(in publication {ident(pub.name)}, publish_via_partition_root = "
-                        "false)",
-                        f"ALTER PUBLICATION {ident(pub.name)} "
-                        "SET (publish_via_partition_root = true);",
-                    )
-                )
-
+        return _partitioned_checks(table, published)  # UPDATE/DELETE are checked on the leaves
+    checks = _partition_checks(table, published)
     needing = [(p, r) for p, r in published if p.publishes_changes_needing_identity]
     if not needing:
-        pubs = [p for p, _ in published]
-        operations = sorted(
-            {op for p in pubs for op in p.operations}, key=OPERATION_ORDER.__getitem__
-        )
-        checks.append(
-            Check(
-                "table.replica_identity",
-                "table",
-                subject,
-                "ok",
-                f"{_in_publications(pubs)} only {', '.join(operations) or 'nothing'} is "
-                "published; no replica identity needed",
-            )
-        )
+        checks.append(_no_identity_needed(table, [p for p, _ in published]))
         return checks
+    identity = identity_of(table)
+    checks.extend(_identity_checks(table, identity, needing))
+    if identity.mode != "nothing":
+        checks.extend(_row_filter_and_column_checks(table, identity, needing))
+    return checks
 
+
+def _partitioned_checks(
+    table: TableFacts, published: Sequence[tuple[PublicationInfo, PublicationTableRow | None]]
+) -> list[Check]:
+    """A partitioned table: under which name its partitions' changes arrive, per publication."""
+    subject = table.qualified
+    checks: list[Check] = []
+    leaves = ", ".join(table.partitions) or "none yet"
+    for pub, _ in published:
+        where = f"in publication {ident(pub.name)}"
+        if pub.via_partition_root:
+            checks.append(
+                Check(
+                    "table.partitioning",
+                    "table",
+                    subject,
+                    "ok",
+                    f"partitioned; changes of its partitions are published as {subject} "
+                    f"(publish_via_partition_root = true) {where}",
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "table.partitioning",
+                    "table",
+                    subject,
+                    "warn",
+                    f"partitioned; changes arrive under each partition's own name "
+                    f"({leaves}) {where}, not as {subject}",
+                    f"ALTER PUBLICATION {ident(pub.name)} SET (publish_via_partition_root = true);",
+                )
+            )
+    return checks
+
+
+def _partition_checks(
+    table: TableFacts, published: Sequence[tuple[PublicationInfo, PublicationTableRow | None]]
+) -> list[Check]:
+    """A partition published through its root without publish_via_partition_root: its
+    changes arrive under its own name, not the root's."""
+    checks: list[Check] = []
+    if not (table.is_partition and table.partition_root is not None):
+        return checks
+    subject = table.qualified
+    root = table.partition_root
+    root_schema = root.rsplit(".", 1)[0]
+    for pub, _ in published:
+        if pub.via_partition_root:
+            continue
+        if (
+            pub.all_tables
+            or any(t.qualified == root for t in pub.tables)
+            or any(ident(s) == root_schema for s in pub.schemas)
+        ):
+            checks.append(
+                Check(
+                    "table.partitioning",
+                    "table",
+                    subject,
+                    "warn",
+                    f"partition of {root}: its changes arrive as {subject}, not as {root} "
+                    f"(in publication {ident(pub.name)}, publish_via_partition_root = "
+                    "false)",
+                    f"ALTER PUBLICATION {ident(pub.name)} SET (publish_via_partition_root = true);",
+                )
+            )
+    return checks
+
+
+def _no_identity_needed(table: TableFacts, pubs: list[PublicationInfo]) -> Check:
+    """No publication carrying the table publishes UPDATE or DELETE."""
+    operations = sorted({op for p in pubs for op in p.operations}, key=OPERATION_ORDER.__getitem__)
+    return Check(
+        "table.replica_identity",
+        "table",
+        table.qualified,
+        "ok",
+        f"{_in_publications(pubs)} only {', '.join(operations) or 'nothing'} is "
+        "published; no replica identity needed",
+    )
+
+
+def _identity_checks(
+    table: TableFacts,
+    identity: Identity,
+    needing: list[tuple[PublicationInfo, PublicationTableRow | None]],
+) -> list[Check]:
+    """The replica identity finding and, for a key identity, the unchanged TOAST one."""
+    subject = table.qualified
+    checks: list[Check] = []
     pubs = [p for p, _ in needing]
     where = _in_publications(pubs)
     ops = _ops_text(pubs)
@@ -449,8 +475,17 @@ def table_checks(
                 )
             )
 
-    if identity.mode == "nothing":
-        return checks
+    return checks
+
+
+def _row_filter_and_column_checks(
+    table: TableFacts,
+    identity: Identity,
+    needing: list[tuple[PublicationInfo, PublicationTableRow | None]],
+) -> list[Check]:
+    """Per publication: a row filter or a column list that leaves the replica identity."""
+    subject = table.qualified
+    checks: list[Check] = []
     covered = set(identity.key_columns)
     for pub, row in needing:
         if row is None:
