@@ -20,8 +20,9 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.render import RenderOptions, make_renderer
+from pgtail.render.cells import show_string
 from pgtail.render.psql_values import pg_interval
-from pgtail.render.table import CHUNK_ROWS, TableRenderer, show_string
+from pgtail.render.table import CHUNK_ROWS, TableRenderer
 from tests.events import TIME, TX, USERS, change, col
 
 FULL = Table(

@@ -2,7 +2,7 @@
 timestamps, true/false, Python floats); the table renderer (`pgtail.render.table`) shows
 what psql would show for the same row: ``1 day 02:00:00``, ``2026-11-22 00:11:08.5+00``,
 floats in PostgreSQL's shortest form, arrays as ``{t,"b c",NULL}``. Which value gets which
-form: by its Python type in `pgtail.render.table.show_value`, by its column's type OID in
+form: by its Python type in `pgtail.render.cells.show_value`, by its column's type OID in
 `DISPLAY_OF_TYPE`.
 
 These run once per value shown: each is a plain module-level function (or closure made
@@ -131,7 +131,7 @@ pg_float4 = _pg_float(6)
 
 # type OID -> how psql shows a value of it, for the types whose JSON-ready form does not
 # say it by its Python type (booleans, float8 and arrays: see
-# `pgtail.render.table.show_value`)
+# `pgtail.render.cells.show_value`)
 DISPLAY_OF_TYPE: dict[int, Callable[[Any], str]] = {
     1186: pg_interval,
     1187: array_of(pg_interval),

@@ -35,16 +35,12 @@ here because rich's Table renders about 3,000 rows/s on this machine, far below 
 from __future__ import annotations
 
 import json
-import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-import orjson
-from rich.cells import cell_len, set_cell_size
-from rich.color import ColorSystem
-from rich.style import Style
+from rich.cells import cell_len
 
 from pgtail.changes import (
     Change,
@@ -65,217 +61,42 @@ from pgtail.changes import (
 )
 from pgtail.changes.schema import describe
 from pgtail.lsn import format_lsn
+from pgtail.render.cells import (
+    ARROW,
+    BLANK,
+    CROSS,
+    FIRST_USER_OID,
+    MIN_WIDTH_OF_TYPE,
+    NO_LIMIT,
+    NUMBER_TYPES,
+    NUMERIC_OIDS,
+    RULE,
+    SEP,
+    TIME_OIDS,
+    TOAST_CELL,
+    Cell,
+    Painter,
+    displayed,
+    fit_cell,
+    fit_widths,
+    pad,
+    psql_times,
+    same_value,
+    truncate,
+    value_cell,
+)
 from pgtail.render.escape import escape_text
 from pgtail.render.options import RenderOptions
 from pgtail.render.psql_values import (
     DISPLAY_OF_TYPE,
-    element_text,
-    pg_array,
-    pg_float8,
     pg_time,
 )
 from pgtail.render.sql import quote_ident, quote_qualified
-from pgtail.values import to_text
 
 CHUNK_ROWS = 500  # rows of one relation buffered before they are printed
 BUFFERED_ROWS = 5000  # rows buffered over all relations before everything is printed
 MIN_COLUMN_WIDTH = 8  # narrower than this for some column: fold the table vertically
 MIN_PAIR_WIDTH = 17  # the same for a column with an ``old → new`` cell
-
-NULL_MARKER = "NULL"
-TOAST_MARKER = "⋯ unchanged toast"
-ELLIPSIS = "…"
-ARROW = " → "
-RULE = "─"
-SEP = " │ "
-CROSS = "─┼─"
-
-STYLES = {
-    "null": "dim",
-    "toast": "dim italic",
-    "unchanged": "dim",
-    "old": "red",
-    "arrow": "dim",
-    "new": "green",
-    "insert": "green",
-    "update": "yellow",
-    "delete": "red",
-    "header": "bold",
-    "key": "bold cyan",
-    "rule": "bold blue",
-    "title": "bold",
-    "note": "yellow",
-    "truncate": "bold red",
-    "message": "magenta",
-    "summary": "dim",
-    "border": "dim",
-}
-
-# characters that force a string to be shown JSON-quoted and escaped: C0/C1
-# controls, DEL, zero-width and bidirectional formatting characters, line separators
-_NEEDS_QUOTES = re.compile(
-    '\\A(?:|["⋯].*|\\s.*|.*\\s)\\Z|[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]',
-    re.DOTALL,
-)
-_MARKERS = frozenset({NULL_MARKER, TOAST_MARKER})
-_JSON_SPACE = re.compile(r"\s*[\r\n]\s*")
-
-# timestamp, timestamptz: shown as psql shows them (space, "+00"), kept to 19 cells
-# (date and time to the second) before a table is folded; date: 10
-_TIME_OIDS = frozenset({1114, 1184})
-_MIN_WIDTH_OF_TYPE = {1114: 19, 1184: 19, 1082: 10}
-
-# right-aligned (numeric) column types: int2, int4, int8, oid, float4, float8, numeric, money
-_NUMERIC_OIDS = frozenset({21, 23, 20, 26, 700, 701, 1700, 790})
-
-# what a number arrives as (int, float; numeric and money are exact str, told by type)
-_NUMBER_TYPES = (int, float)
-NO_LIMIT = 1 << 30  # the max_width of a numeric column: its values are never cut
-# user types (a domain over int...) start here: told numeric by their values
-_FIRST_USER_OID = 16384
-
-Cell = tuple[int, tuple[tuple[str, str], ...]]  # (width in cells, ((text, style), ...))
-BLANK: Cell = (0, ())
-NULL_CELL: Cell = (len(NULL_MARKER), ((NULL_MARKER, "null"),))
-TOAST_CELL: Cell = (cell_len(TOAST_MARKER), ((TOAST_MARKER, "toast"),))
-
-
-def show_string(text: str) -> str:
-    """How a string value is shown: as is, or JSON-quoted (see the module docstring)."""
-    if text in _MARKERS or _NEEDS_QUOTES.search(text) is not None:
-        return escape_text(json.dumps(text, ensure_ascii=False))
-    return text
-
-
-def show_value(value: Any) -> str:
-    """The text shown for a JSON-ready value (not None; NULL is a marker)."""
-    kind = type(value)
-    if kind is str:
-        return show_string(value)
-    if kind is int:
-        return str(value)
-    if kind is bool:
-        return "t" if value else "f"  # as psql shows them
-    if kind is float:
-        return pg_float8(value)
-    if kind is orjson.Fragment:
-        return escape_text(_JSON_SPACE.sub(" ", to_text(value)))
-    if kind is list:
-        return escape_text(pg_array(value, element_text))
-    return escape_text(str(value))
-
-
-def truncate(text: str, width: int) -> tuple[str, int]:
-    """``text`` cut to ``width`` cells with an ellipsis; (text, cells)."""
-    if text.isascii():
-        if len(text) <= width:
-            return text, len(text)
-        if width <= 0:
-            return "", 0
-        return text[: width - 1] + ELLIPSIS, width
-    cells = cell_len(text)
-    if cells <= width:
-        return text, cells
-    if width <= 0:
-        return "", 0
-    cut = set_cell_size(text, width - 1).rstrip(" ") if width > 1 else ""
-    return cut + ELLIPSIS, cell_len(cut) + 1
-
-
-def fit_cell(cell: Cell, width: int) -> Cell:
-    """``cell`` cut to ``width``; an ``old → new`` cell shares the width between both sides."""
-    if cell[0] <= width:
-        return cell
-    segs = cell[1]
-    if len(segs) == 3:
-        (old, old_style), arrow, (new, new_style) = segs
-        room = width - len(ARROW)
-        if room >= 2:
-            old_w = cell_len(old)
-            new_w = cell_len(new)
-            half = room // 2
-            if old_w <= half:
-                new_room = room - old_w
-                old_room = old_w
-            elif new_w <= room - half:
-                old_room = room - new_w
-                new_room = new_w
-            else:
-                old_room = half
-                new_room = room - half
-            old_t, ow = truncate(old, old_room)
-            new_t, nw = truncate(new, new_room)
-            return (ow + len(ARROW) + nw, ((old_t, old_style), arrow, (new_t, new_style)))
-        text = "".join(s[0] for s in segs)
-        t, w = truncate(text, width)
-        return (w, ((t, new_style),))
-    parts: list[tuple[str, str]] = []
-    used = 0
-    for text, style in segs:
-        t, w = (
-            truncate(text, width - used)
-            if used + cell_len(text) > width
-            else (text, cell_len(text))
-        )
-        parts.append((t, style))
-        used += w
-        if used >= width:
-            break
-    return (used, tuple(parts))
-
-
-def value_cell(value: Any, max_width: int, style: str = "") -> Cell:
-    """The cell of one value, cut to ``max_width``; a number is never cut (a number cut
-    short reads as another number): pass `NO_LIMIT` for a numeric column's text."""
-    if value is None:
-        return NULL_CELL
-    text = show_value(value)
-    if (len(text) <= max_width or type(value) in _NUMBER_TYPES) and text.isascii():
-        return (len(text), ((text, style),))
-    text, width = truncate(text, max_width)
-    return (width, ((text, style),))
-
-
-def _split_style(style: str, color_system: ColorSystem) -> tuple[str, str]:
-    rendered = Style.parse(style).render("\x00", color_system=color_system)
-    before, _, after = rendered.partition("\x00")
-    return before, after
-
-
-class _Painter:
-    """Turns (text, style) pieces into text with or without ANSI codes."""
-
-    def __init__(self, color: bool, color_system: str) -> None:
-        self.color = color
-        self.codes: dict[str, tuple[str, str]] = {}
-        if color:
-            system = {
-                "standard": ColorSystem.STANDARD,
-                "256": ColorSystem.EIGHT_BIT,
-                "truecolor": ColorSystem.TRUECOLOR,
-            }.get(color_system, ColorSystem.STANDARD)
-            self.codes = {name: _split_style(spec, system) for name, spec in STYLES.items()}
-
-    def paint(self, text: str, style: str) -> str:
-        if not style or not self.color or not text:
-            return text
-        before, after = self.codes[style]
-        return before + text + after
-
-    def cell(self, segs: tuple[tuple[str, str], ...]) -> str:
-        if not self.color:
-            if len(segs) == 1:
-                return segs[0][0]
-            return "".join(s[0] for s in segs)
-        codes = self.codes
-        out = []
-        for text, style in segs:
-            if style and text:
-                before, after = codes[style]
-                out.append(before + text + after)
-            else:
-                out.append(text)
-        return "".join(out)
 
 
 @dataclass
@@ -309,7 +130,7 @@ def _decide_numeric(group: _Group, change: Change) -> None:
         if value is None:
             continue
         del group.undecided[name]
-        if type(value) in _NUMBER_TYPES:
+        if type(value) in NUMBER_TYPES:
             group.numeric.add(position)
 
 
@@ -369,7 +190,7 @@ class TableRenderer:
         self._changed_only = opts.changed_only
         self._collapse = opts.collapse if opts.collapse > 0 else None
         system = opts.extra.get("color_system", "standard")
-        self._paint = _Painter(opts.color, system if isinstance(system, str) else "standard")
+        self._paint = Painter(opts.color, system if isinstance(system, str) else "standard")
         self._groups: dict[int, _Group] = {}
         self._buffered = 0
         # (table, note) pairs noted so far: each note once per table per run
@@ -572,7 +393,7 @@ class TableRenderer:
             if group is not None:
                 self._flush(group)
             title = escape_text(quote_qualified(table.schema, table.name))
-            timestamps = tuple(i for i, c in enumerate(table.columns) if c.type_oid in _TIME_OIDS)
+            timestamps = tuple(i for i, c in enumerate(table.columns) if c.type_oid in TIME_OIDS)
             displays = tuple(
                 (c.name, DISPLAY_OF_TYPE[c.type_oid])
                 for c in table.columns
@@ -580,15 +401,13 @@ class TableRenderer:
             )
             keep = changed_only_keep(table) if self._changed_only else frozenset()
             group = _Group(table, title, timestamps=timestamps, displays=displays, keep=keep)
-            group.numeric = {
-                i for i, c in enumerate(table.columns) if c.type_oid in _NUMERIC_OIDS
-            }
+            group.numeric = {i for i, c in enumerate(table.columns) if c.type_oid in NUMERIC_OIDS}
             group.limits = tuple(
                 NO_LIMIT if i in group.numeric else self._max_width
                 for i in range(len(table.columns))
             )
             group.undecided = {
-                c.name: i for i, c in enumerate(table.columns) if c.type_oid >= _FIRST_USER_OID
+                c.name: i for i, c in enumerate(table.columns) if c.type_oid >= FIRST_USER_OID
             }
             self._groups[table.relation_id] = group
         return group
@@ -619,8 +438,8 @@ class TableRenderer:
                 change.table,
                 change.tx,
                 change.seq,
-                _displayed(change.new, group.displays),
-                _displayed(change.old, group.displays),
+                displayed(change.new, group.displays),
+                displayed(change.old, group.displays),
                 change.old_kind,
                 change.unchanged_toast,
             )
@@ -628,7 +447,7 @@ class TableRenderer:
             _decide_numeric(group, change)
         cells = self._cells(change, group.keep, group.limits)
         if group.timestamps:
-            _psql_times(cells, group.timestamps)
+            psql_times(cells, group.timestamps)
         group.rows.append((change.op, cells))
         self._buffered += 1
         if len(group.rows) >= CHUNK_ROWS:
@@ -644,9 +463,7 @@ class TableRenderer:
             self._noted.add(seen)
             group.notes.append(note)
 
-    def _cells(
-        self, change: Change, keep: frozenset[str], limits: tuple[int, ...]
-    ) -> list[Cell]:
+    def _cells(self, change: Change, keep: frozenset[str], limits: tuple[int, ...]) -> list[Cell]:
         """One cell per column; ``limits``: each column's max width (`NO_LIMIT` for a
         numeric one)."""
         columns = change.table.columns
@@ -686,7 +503,7 @@ class TableRenderer:
             value = new[name]
             if old is not None and name in old:
                 before = old[name]
-                if _same_value(before, value):
+                if same_value(before, value):
                     if changed_only and name not in keep:
                         cells.append(BLANK)
                     else:
@@ -759,18 +576,16 @@ class TableRenderer:
         widths = [op_width] + [
             max(headers[j][0], max(r[1][i][0] for r in rows)) for j, i in enumerate(indexes)
         ]
-        fitted = _fit_widths(
-            widths, self._width, lambda: self._minimums(group, rows, indexes)
-        )
+        fitted = fit_widths(widths, self._width, lambda: self._minimums(group, rows, indexes))
         if fitted is None:
             return [title, *self._vertical(group, rows, indexes, headers)]
         right = [False] + [i in group.numeric for i in indexes]
         sep = paint.paint(SEP, "border")
-        head_line = [_pad(paint.paint("op", "header"), 2, fitted[0], False)]
+        head_line = [pad(paint.paint("op", "header"), 2, fitted[0], False)]
         for j, header in enumerate(headers):
             cell = fit_cell(header, fitted[j + 1])
             last = j == len(headers) - 1
-            head_line.append(_pad(paint.cell(cell[1]), cell[0], fitted[j + 1], right[j + 1], last))
+            head_line.append(pad(paint.cell(cell[1]), cell[0], fitted[j + 1], right[j + 1], last))
         # the trailing ─ (under the space after the last column) only where it fits: a
         # table cut to fit uses every cell, and one more would wrap into a lone ─ line
         rule = (RULE + CROSS.join(RULE * w for w in fitted) + RULE)[: self._width]
@@ -783,9 +598,7 @@ class TableRenderer:
                 width = fitted[j + 1]
                 if cell[0] > width:
                     cell = fit_cell(cell, width)
-                parts.append(
-                    _pad(paint.cell(cell[1]), cell[0], width, right[j + 1], j == ncols - 1)
-                )
+                parts.append(pad(paint.cell(cell[1]), cell[0], width, right[j + 1], j == ncols - 1))
             lines.append((" " + sep.join(parts)).rstrip(" "))
         return lines
 
@@ -798,7 +611,7 @@ class TableRenderer:
         table = group.table
         result = [MIN_COLUMN_WIDTH]
         for i in indexes:
-            least = _MIN_WIDTH_OF_TYPE.get(table.columns[i].type_oid, MIN_COLUMN_WIDTH)
+            least = MIN_WIDTH_OF_TYPE.get(table.columns[i].type_oid, MIN_COLUMN_WIDTH)
             if any(len(r[1][i][1]) == 3 for r in rows):
                 least = max(least, MIN_PAIR_WIDTH)
             if i in group.numeric:
@@ -833,95 +646,11 @@ class TableRenderer:
                 if not cell[1]:  # not sent (or hidden by changed_only): no line
                     continue
                 header = fit_cell(headers[j], name_width)
-                name = _pad(paint.cell(header[1]), header[0], name_width, False)
+                name = pad(paint.cell(header[1]), header[0], name_width, False)
                 if cell[0] > value_width and i not in group.numeric:  # a number: whole
                     cell = fit_cell(cell, value_width)
                 lines.append((" " + name + sep + paint.cell(cell[1])).rstrip(" "))
         return lines
-
-
-def _pad(text: str, width: int, target: int, right: bool, last: bool = False) -> str:
-    gap = target - width
-    if gap <= 0:
-        return text
-    if right:
-        return " " * gap + text
-    return text if last else text + " " * gap
-
-
-def _fit_widths(
-    widths: list[int], total: int, minimums: Callable[[], list[int]]
-) -> list[int] | None:
-    """Column widths that fit ``total`` cells with separators, or None to fold."""
-    overhead = 1 + len(SEP) * (len(widths) - 1)
-    room = total - overhead
-    if sum(widths) <= room:
-        return widths
-    minimum = [min(w, m) for w, m in zip(widths, minimums(), strict=True)]
-    if sum(minimum) > room:
-        return None
-    # the largest cap such that sum(min(w, max(cap, min))) fits
-    low, high = min(minimum), max(widths)
-    while low < high:
-        cap = (low + high + 1) // 2
-        if sum(min(w, max(cap, m)) for w, m in zip(widths, minimum, strict=True)) <= room:
-            low = cap
-        else:
-            high = cap - 1
-    fitted = [min(w, max(low, m)) for w, m in zip(widths, minimum, strict=True)]
-    # hand out what is left one cell at a time to the columns that were cut
-    spare = room - sum(fitted)
-    for i, w in enumerate(widths):
-        if spare <= 0:
-            break
-        if fitted[i] < w:
-            fitted[i] += 1
-            spare -= 1
-    return fitted
-
-
-_MARKER_STYLES = frozenset({"arrow", "null", "toast"})
-
-
-class _Shown(str):
-    """A value's display text, shown as is (`show_value` does not quote it)."""
-
-    __slots__ = ()
-
-
-def _displayed(
-    row: dict[str, Any] | None, displays: tuple[tuple[str, Callable[[Any], str]], ...]
-) -> dict[str, Any] | None:
-    if row is None:
-        return None
-    shown = dict(row)
-    for name, show in displays:
-        value = shown.get(name)
-        if value is not None:
-            shown[name] = _Shown(escape_text(show(value)))
-    return shown
-
-
-def _psql_times(cells: list[Cell], positions: tuple[int, ...]) -> None:
-    """Rewrite the timestamp cells of a row the psql way (display only)."""
-    for i in positions:
-        segs = cells[i][1]
-        if segs and segs[0][1] != "toast":
-            new_segs = tuple(
-                (text, style) if style in _MARKER_STYLES else (pg_time(text), style)
-                for text, style in segs
-            )
-            cells[i] = (sum(cell_len(t) for t, _ in new_segs), new_segs)
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    if type(a) is orjson.Fragment:
-        return bool(to_text(a) == to_text(b))
-    if type(a) is float:
-        return repr(a) == repr(b)
-    return bool(a == b)
 
 
 def _time(value: Any) -> str:
