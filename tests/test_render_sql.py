@@ -466,24 +466,26 @@ def test_generated_and_plain_text_encoders_write_the_same_statements(
 
 
 def test_plain_builders_are_not_generated(codegen: Callable[[bool], None]) -> None:
-    from pgtail.render import sql
+    from pgtail.render import sql_literals
 
     codegen(False)
-    assert not sql._insert_builder("X(", [str]).__code__.co_filename.startswith("<")
+    assert not sql_literals.insert_builder("X(", [str]).__code__.co_filename.startswith("<")
     codegen(True)
-    assert sql._insert_builder("X(", [str]).__code__.co_filename.startswith("<pgtail SQL insert #")
+    assert sql_literals.insert_builder("X(", [str]).__code__.co_filename.startswith(
+        "<pgtail SQL insert #"
+    )
 
 
 def test_traceback_through_a_generated_builder_shows_its_line(
     codegen: Callable[[bool], None],
 ) -> None:
-    from pgtail.render import sql
+    from pgtail.render import sql_literals
 
     def broken(value: Any) -> str:
         raise RuntimeError("a literal function's failure")
 
     codegen(True)
-    build = sql._insert_builder("X(", [sql._text_literal, broken])
+    build = sql_literals.insert_builder("X(", [sql_literals.text_literal, broken])
     with pytest.raises(RuntimeError) as caught:
         build(["a", "b"])
     text = "".join(traceback.format_exception(caught.value))
