@@ -1,9 +1,8 @@
 """``pgtail top``: a live view of the server's logical replication.
 
-Thin: a loop that takes a look (`pgtail.catalog.Watcher`), builds the view
-(`pgtail.top.model`) and shows it (`pgtail.top.render`) or prints it as one JSON
-document per interval; with --publication it also reads a temporary slot of its own
-(`pgtail.catalog.ChangeSampler`) and counts the changes (`pgtail.top.changes`).
+Thin: `pgtail.top.looks` gives one view per look (and with --publication reads a
+temporary slot of top's own for the change rates); the command shows each view
+(`pgtail.top.render`) or prints it as one JSON document per interval.
 """
 
 from __future__ import annotations
@@ -27,17 +26,9 @@ from pgtail.cli.shared_options import (
     json_option,
     publication_option,
 )
-from pgtail.errors import PgtailError
 
 if TYPE_CHECKING:
-    from pgtail.catalog import ChangeSampler, ReplicationFacts
-    from pgtail.top.changes import ChangeCounter, PublicationActivity
     from pgtail.top.model import TopView
-
-
-# a temporary slot that could not start while transactions were open is tried again
-# every this many looks
-RETRY_LOOKS = 10
 
 
 @cli.command("top")
@@ -87,84 +78,20 @@ def top(
       pgtail top --publication app_pub --interval 1
       pgtail top --once --json | jq '.slots[] | {slot_name, cause: .cause.summary}'
     """
-    from pgtail import catalog
+    from pgtail.top.looks import TopLooks
 
     if len(publications) > 1:
         raise click.BadParameter(
             "top samples one publication; got " + ", ".join(publications),
             param_hint="'--publication'",
         )
-    publication = publications[0] if publications else None
-    watcher = catalog.Watcher(dsn)
-    sampler: ChangeSampler | None = None
-    reason: str | None = None
-    try:
-        if publication is not None:
-            sampler = catalog.ChangeSampler(dsn, publication)
-            reason = sampler.start()
-            if reason is not None:
-                click.echo(f"pgtail: note: {reason}", err=True)
-                if not sampler.retriable:
-                    sampler = None
-        views = _views(watcher, sampler, publication, reason)
+    with TopLooks(dsn, publications[0] if publications else None) as looks:
+        if looks.note is not None:
+            click.echo(f"pgtail: note: {looks.note}", err=True)
         if as_json or not stdout_is_terminal():
-            _print_json(views, once, interval)
+            _print_json(looks.views(), once, interval)
         else:
-            _live(views, once, interval)
-    finally:
-        if sampler is not None:
-            sampler.close()
-        watcher.close()
-
-
-def _views(
-    watcher: object,
-    sampler: ChangeSampler | None,
-    publication: str | None,
-    reason: str | None,
-) -> Iterator[TopView]:
-    """One view per look; the first look is shown without rates, every later one with."""
-    from pgtail import catalog
-    from pgtail.top.changes import ChangeCounter, unavailable
-    from pgtail.top.model import build_view
-
-    assert isinstance(watcher, catalog.Watcher)
-    counter = ChangeCounter()
-    before: ReplicationFacts | None = None
-    hide = (sampler.slot,) if sampler is not None else ()
-    looks = 0
-    while True:
-        facts = watcher.look()
-        activity: PublicationActivity | None = None
-        if sampler is not None and reason is not None and looks % RETRY_LOOKS == 0 and looks:
-            reason = sampler.start()  # open transactions kept it from starting: try again
-        looks += 1
-        if publication is not None:
-            if sampler is None or reason is not None:
-                activity = unavailable(publication, reason or "not available")
-            else:
-                try:
-                    activity = _sample(sampler, counter, publication, facts, before)
-                except PgtailError as exc:  # the publication dropped, the slot terminated
-                    reason = f"reading the temporary slot stopped: {exc}"
-                    sampler.close()
-                    sampler = None
-                    activity = unavailable(publication, reason)
-        view = build_view(facts, before, activity, hide=hide)
-        before = facts
-        yield view
-
-
-def _sample(
-    sampler: ChangeSampler,
-    counter: ChangeCounter,
-    publication: str,
-    facts: ReplicationFacts,
-    before: ReplicationFacts | None,
-) -> PublicationActivity:
-    messages, more = sampler.read()
-    seconds = facts.taken_at - before.taken_at if before is not None else 0.0
-    return counter.count(publication, messages, seconds, more=more)
+            _live(looks.views(), once, interval)
 
 
 def _print_json(views: Iterator[TopView], once: bool, interval: float) -> None:
