@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from pgtail import values
 from pgtail.values import converters, dumps, to_text, type_name
+from pgtail.values.base import hex_text
+from pgtail.values.registry import BUILTIN_ARRAYS, BUILTIN_TYPES
 
 F = orjson.Fragment
 
@@ -596,14 +598,14 @@ def test_malformed_values_raise_only_where_they_must() -> None:
     (tests/test_malformed_values.py): bool and integers, and an array that names another
     element type than its column's."""
     binary_ints = (values.INT2, values.INT4, values.INT8, values.OID, values.XID, values.CID)
-    for oid in list(values._TYPES) + list(values._ARRAYS):
+    for oid in list(BUILTIN_TYPES) + list(BUILTIN_ARRAYS):
         from_text, from_binary = converters(oid)
         for garbage in (b"", b"\x00", b'\xff\xfe{"', b"\x00\x00\x00\x05abc", b"9" * 40):
             try:
                 from_binary(garbage)
             except (KeyError, ValueError, struct.error) as error:
                 assert oid in (values.BOOL, values.XID8, *binary_ints) or (
-                    oid in values._ARRAYS and "an array of type" in str(error)
+                    oid in BUILTIN_ARRAYS and "an array of type" in str(error)
                 ), (oid, garbage, error)
             try:
                 from_text(garbage)
@@ -699,7 +701,7 @@ def _json_ready(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | orjson.Fragment)
 
 
-_ALL_OIDS = sorted(set(values._TYPES) | set(values._ARRAYS))
+_ALL_OIDS = sorted(set(BUILTIN_TYPES) | set(BUILTIN_ARRAYS))
 # Text converters that trust the server (bool, integers, floats): plain int/float/dict calls.
 _TRUSTED_TEXT = {  # the text converters that raise on a value no server sends
     values.JSON,  # not one JSON value: it would be embedded in the JSON line as it is
@@ -734,7 +736,7 @@ def test_binary_converters_survive_arbitrary_bytes(oid: int, raw: bytes) -> None
         with pytest.raises(struct.error):
             from_binary(raw)
         return
-    if oid in values._ARRAYS and len(raw) >= 12 and raw[8:12] != values._ARRAYS[oid].to_bytes(4):
+    if oid in BUILTIN_ARRAYS and len(raw) >= 12 and raw[8:12] != BUILTIN_ARRAYS[oid].to_bytes(4):
         with pytest.raises(ValueError, match="an array of type"):
             from_binary(raw)
         return
@@ -900,7 +902,7 @@ def test_fast_path_expected_values() -> None:
         text_array(1, b"\x00\x00\x00\x01"),
         one_dim.pack(1, 0, values.TEXT, 2**31 - 1, 1),
     ):
-        assert array(bad) == values._hex(bad), bad
+        assert array(bad) == hex_text(bad), bad
 
 
 # --- text straight to JSON (the JSON lines fast path) ----------------------------------

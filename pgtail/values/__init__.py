@@ -56,7 +56,6 @@ and `literals` (`to_text`). Everything is importable from here as before.
 from __future__ import annotations
 
 from pgtail.values.base import Converter, StrConverter
-from pgtail.values.base import _hex as _hex  # the tests look inside
 from pgtail.values.jsontypes import json_spaced as json_spaced  # the tests look inside
 from pgtail.values.literals import to_text
 from pgtail.values.oids import (
@@ -150,8 +149,6 @@ from pgtail.values.ranges import (
     TSTZMULTIRANGE,
     TSTZRANGE,
 )
-from pgtail.values.registry import _ARRAYS as _ARRAYS  # the tests look inside
-from pgtail.values.registry import _TYPES as _TYPES  # the tests look inside
 from pgtail.values.registry import UserType, UserTypes, converters, is_built_in, type_name
 from pgtail.values.tojson import (
     JSON_ESCAPES,

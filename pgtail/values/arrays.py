@@ -15,7 +15,14 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pgtail.values.base import Converter, StrConverter, _decode, _hex, _identity, _Type
+from pgtail.values.base import (
+    Converter,
+    StrConverter,
+    TypeEntry,
+    decode_utf8,
+    hex_text,
+    identity_str,
+)
 
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -34,7 +41,7 @@ _ARRAY_ROW_PLAIN_ITEM = re.compile(r'"([^"]*)"|([^,"]+)')  # no backslash: no es
 def _parse_row(inner: str, element: StrConverter) -> list[Any]:
     """A one-dimensional array's elements, some of them quoted."""
     if "\\" not in inner:
-        if element is _identity:  # text[] and friends: skip the calls
+        if element is identity_str:  # text[] and friends: skip the calls
             return [
                 quoted if not plain else None if plain == "NULL" else plain
                 for quoted, plain in _ARRAY_ROW_PLAIN_ITEM.findall(inner)
@@ -65,7 +72,7 @@ def _parse_array(text: str, element: StrConverter) -> list[Any]:
     if inner[:1] != "{":  # one dimension
         if '"' not in inner:
             # Nothing quoted: no escapes or delimiters inside elements.
-            if element is _identity:
+            if element is identity_str:
                 return [None if item == "NULL" else item for item in inner.split(",")]
             return [None if item == "NULL" else element(item) for item in inner.split(",")]
         return _parse_row(inner, element)
@@ -144,12 +151,12 @@ def _flat_strings(text: str) -> list[str | None] | None:
     return items
 
 
-# the text converters of arrays whose elements are strings (`_make_text_array`): a whole
+# the text converters of arrays whose elements are strings (`make_text_array`): a whole
 # column of them may go to JSON at once (`pgtail.values.tojson.text_json_column`)
 STRING_ARRAYS: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()
 
 
-def _make_text_array(element: StrConverter) -> Converter:
+def make_text_array(element: StrConverter) -> Converter:
     def convert(value: bytes) -> list[Any] | str:
         text = value.decode("utf-8", "replace")
         try:
@@ -157,7 +164,7 @@ def _make_text_array(element: StrConverter) -> Converter:
         except (ValueError, IndexError, KeyError, OverflowError, struct.error):
             return text
 
-    if element is not _identity:
+    if element is not identity_str:
         return convert
 
     def convert_strings(value: bytes) -> list[Any] | str:
@@ -177,7 +184,7 @@ def _make_text_array(element: StrConverter) -> Converter:
             if items is not None:
                 return items
         try:
-            return _parse_array(text, _identity)
+            return _parse_array(text, identity_str)
         except (ValueError, IndexError, KeyError, OverflowError, struct.error):
             return text
 
@@ -207,15 +214,15 @@ def _array_binary(value: bytes, element: Converter | None = None) -> list[Any] |
         try:
             return _array_items(value, element)
         except _ARRAY_ERRORS:
-            return _hex(value)
+            return hex_text(value)
     # One dimension, the common case: no dimension bookkeeping.
     end = len(value)
     if size * 4 > end - 20:
-        return _hex(value)
+        return hex_text(value)
     if element is None:
         element = _ELEMENT_BINARY.get(element_oid) or _binary_converter(element_oid)
     try:
-        if element is _decode and not has_nulls and value.isascii():
+        if element is decode_utf8 and not has_nulls and value.isascii():
             # Strings, no NULL, all ASCII (so every length is >= 0, and str offsets are byte
             # offsets): decode once and slice the elements.
             # Small arrays, the usual case, are unrolled: a loop costs more than the slicing.
@@ -223,17 +230,17 @@ def _array_binary(value: bytes, element: Converter | None = None) -> list[Any] |
             unpack = _U32_FROM
             if size == 1:
                 end1 = 24 + unpack(value, 20)[0]
-                return [text[24:end1]] if end1 == end else _hex(value)
+                return [text[24:end1]] if end1 == end else hex_text(value)
             if size == 2:
                 end1 = 24 + unpack(value, 20)[0]
                 end2 = end1 + 4 + unpack(value, end1)[0]
-                return [text[24:end1], text[end1 + 4 : end2]] if end2 == end else _hex(value)
+                return [text[24:end1], text[end1 + 4 : end2]] if end2 == end else hex_text(value)
             if size == 3:
                 end1 = 24 + unpack(value, 20)[0]
                 end2 = end1 + 4 + unpack(value, end1)[0]
                 end3 = end2 + 4 + unpack(value, end2)[0]
                 if end3 != end:
-                    return _hex(value)
+                    return hex_text(value)
                 return [text[24:end1], text[end1 + 4 : end2], text[end2 + 4 : end3]]
             if size == 4:
                 end1 = 24 + unpack(value, 20)[0]
@@ -241,7 +248,7 @@ def _array_binary(value: bytes, element: Converter | None = None) -> list[Any] |
                 end3 = end2 + 4 + unpack(value, end2)[0]
                 end4 = end3 + 4 + unpack(value, end3)[0]
                 if end4 != end:
-                    return _hex(value)
+                    return hex_text(value)
                 return [
                     text[24:end1],
                     text[end1 + 4 : end2],
@@ -255,12 +262,12 @@ def _array_binary(value: bytes, element: Converter | None = None) -> list[Any] |
                 start = pos + 4
                 pos = start + unpack(value, pos)[0]
                 append(text[start:pos])
-            return strings if pos == end else _hex(value)
+            return strings if pos == end else hex_text(value)
         items: list[Any] = []
         append = items.append
         pos = 20
         unpack = _I32.unpack_from
-        if element is _decode:
+        if element is decode_utf8:
             for _ in range(size):
                 (length,) = unpack(value, pos)
                 pos += 4
@@ -279,9 +286,9 @@ def _array_binary(value: bytes, element: Converter | None = None) -> list[Any] |
                     append(element(value[pos : pos + length]))
                     pos += length
     except _ARRAY_ERRORS:
-        return _hex(value)
+        return hex_text(value)
     # A length past the end shows here: slices stop at the end, positions do not.
-    return items if pos == end else _hex(value)
+    return items if pos == end else hex_text(value)
 
 
 def array_binary_of(element_oids: Sequence[int], element: Converter | None = None) -> Converter:
@@ -321,7 +328,7 @@ def _array_items(value: bytes, element: Converter | None = None) -> list[Any]:
     size_of_value = len(value)
     items: list[Any] = []
     append = items.append
-    if element is _decode:
+    if element is decode_utf8:
         for _ in range(total):
             (length,) = unpack(value, pos)
             pos += 4
@@ -359,7 +366,7 @@ _ELEMENT_BINARY: dict[int, Converter] = {}
 _ARRAY_OIDS: set[int] = set()
 
 
-def register(types: Mapping[int, _Type]) -> None:
+def register(types: Mapping[int, TypeEntry]) -> None:
     """Make the built-in types of ``types`` known as array elements (the registry's table)."""
     _ELEMENT_BINARY.update({oid: t.binary for oid, t in types.items()})
     _ARRAY_OIDS.update(t.array_oid for t in types.values() if t.array_oid)
@@ -371,4 +378,4 @@ def _binary_converter(type_oid: int) -> Converter:
         return known
     if type_oid in _ARRAY_OIDS:
         return _array_binary
-    return _hex
+    return hex_text

@@ -2,8 +2,8 @@
 
 A converter turns one column value of one wire format into its JSON-ready Python value
 (see `pgtail.values`). A value that does not parse falls back to its text str (text
-format) or to "\\x<hex>" of its bytes (binary format) instead of raising: `_safe_text`,
-`_safe_str` and `_safe_binary` wrap a converter so. `_Type` is one built-in type's entry
+format) or to "\\x<hex>" of its bytes (binary format) instead of raising: `safe_text`,
+`safe_str` and `safe_binary` wrap a converter so. `TypeEntry` is one built-in type's entry
 in the registry; each type family module ends in a table of them.
 """
 
@@ -21,16 +21,16 @@ StrConverter = Callable[[str], Any]
 # makes a bound method per value; on a module's own global it is a plain method call.
 
 
-def _hex(value: bytes) -> str:
+def hex_text(value: bytes) -> str:
     return "\\x" + value.hex()
 
 
-def _decode(value: bytes) -> str:
+def decode_utf8(value: bytes) -> str:
     # "replace" so that a non-UTF-8 database cannot stop a stream; valid UTF-8 costs the same.
     return value.decode("utf-8", "replace")
 
 
-def _identity(value: str) -> str:
+def identity_str(value: str) -> str:
     return value
 
 
@@ -48,25 +48,25 @@ def _with_fallback(convert: Callable[[Any], Any], fallback: Callable[[Any], Any]
     return safe
 
 
-def _safe_text(convert: Converter) -> Converter:
+def safe_text(convert: Converter) -> Converter:
     """A text converter that falls back to the text str instead of raising."""
-    return cast(Converter, _with_fallback(convert, _decode))
+    return cast(Converter, _with_fallback(convert, decode_utf8))
 
 
-def _safe_str(convert: StrConverter) -> StrConverter:
+def safe_str(convert: StrConverter) -> StrConverter:
     """A str converter that falls back to the str itself instead of raising."""
-    return cast(StrConverter, _with_fallback(convert, _identity))
+    return cast(StrConverter, _with_fallback(convert, identity_str))
 
 
-def _safe_binary(convert: Converter) -> Converter:
+def safe_binary(convert: Converter) -> Converter:
     """A binary converter that falls back to the hex string instead of raising."""
-    return cast(Converter, _with_fallback(convert, _hex))
+    return cast(Converter, _with_fallback(convert, hex_text))
 
 
 # --- the type entry ----------------------------------------------------------------------
 
 
-class _Type(NamedTuple):
+class TypeEntry(NamedTuple):
     """A built-in type's SQL name (for a cast), array type OID and converters."""
 
     name: str
@@ -83,7 +83,7 @@ def _from_str(convert: StrConverter) -> Converter:
     return text
 
 
-def _type(
+def type_entry(
     name: str,
     array_oid: int,
     text_str: StrConverter,
@@ -91,16 +91,16 @@ def _type(
     text: Converter | None = None,
     *,
     safe: bool = True,
-) -> _Type:
+) -> TypeEntry:
     if safe:
-        text_str = _safe_str(text_str)
-        binary = _safe_binary(binary)
+        text_str = safe_str(text_str)
+        binary = safe_binary(binary)
     if text is None:
         text = _from_str(text_str)
-    elif safe and text is not _decode:  # _decode cannot raise
-        text = _safe_text(text)
-    return _Type(name, array_oid, text, text_str, binary)
+    elif safe and text is not decode_utf8:  # decode_utf8 cannot raise
+        text = safe_text(text)
+    return TypeEntry(name, array_oid, text, text_str, binary)
 
 
-def _text_type(name: str, array_oid: int) -> _Type:
-    return _Type(name, array_oid, _decode, _identity, _decode)
+def text_type_entry(name: str, array_oid: int) -> TypeEntry:
+    return TypeEntry(name, array_oid, decode_utf8, identity_str, decode_utf8)

@@ -14,7 +14,7 @@ import re
 import struct
 from datetime import date, datetime, timedelta
 
-from pgtail.values.base import _decode, _hex, _identity, _safe_str, _Type, _type
+from pgtail.values.base import TypeEntry, decode_utf8, hex_text, identity_str, safe_str, type_entry
 from pgtail.values.oids import (
     DATE,
     DATE_ARRAY,
@@ -181,7 +181,7 @@ def _timestamp_binary(value: bytes) -> str:
     try:
         (usecs,) = _I64.unpack(value)
     except struct.error:
-        return _hex(value)
+        return hex_text(value)
     # A cached minute (the common case): the rest is table lookups for whole milliseconds.
     minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
     head = _MINUTE_HEADS.get(minute)
@@ -198,7 +198,7 @@ def _timestamptz_binary(value: bytes) -> str:
     try:
         (usecs,) = _I64.unpack(value)
     except struct.error:
-        return _hex(value)
+        return hex_text(value)
     minute, usec_of_minute = divmod(usecs, _USECS_PER_MINUTE)
     head = _MINUTE_HEADS.get(minute)
     if head is not None:
@@ -284,7 +284,7 @@ def _timestamptz_str(text: str) -> str:
     return _timestamp_format(usecs, "+00:00")
 
 
-def _timestamptz_text(value: bytes) -> str:
+def timestamptz_text(value: bytes) -> str:
     text = value.decode("utf-8", "replace")
     if text[-3:] == "+00":
         return text[:-3].replace(" ", "T", 1) + "+00:00"
@@ -376,23 +376,25 @@ def _interval_str(text: str) -> str:
 
 # --- registration ------------------------------------------------------------------------
 
-TYPES: dict[int, _Type] = {
-    DATE: _type("date", DATE_ARRAY, _identity, _date_binary, _decode),
-    TIME: _type("time without time zone", TIME_ARRAY, _identity, _time_binary, _decode),
-    TIMETZ: _type("time with time zone", TIMETZ_ARRAY, _identity, _timetz_binary, _decode),
-    TIMESTAMP: _Type(
+TYPES: dict[int, TypeEntry] = {
+    DATE: type_entry("date", DATE_ARRAY, identity_str, _date_binary, decode_utf8),
+    TIME: type_entry("time without time zone", TIME_ARRAY, identity_str, _time_binary, decode_utf8),
+    TIMETZ: type_entry(
+        "time with time zone", TIMETZ_ARRAY, identity_str, _timetz_binary, decode_utf8
+    ),
+    TIMESTAMP: TypeEntry(
         "timestamp without time zone",
         TIMESTAMP_ARRAY,
         _timestamp_text,
         _timestamp_str,
         _timestamp_binary,
     ),
-    TIMESTAMPTZ: _Type(
+    TIMESTAMPTZ: TypeEntry(
         "timestamp with time zone",
         TIMESTAMPTZ_ARRAY,
-        _timestamptz_text,
-        _safe_str(_timestamptz_str),
+        timestamptz_text,
+        safe_str(_timestamptz_str),
         _timestamptz_binary,
     ),
-    INTERVAL: _type("interval", INTERVAL_ARRAY, _interval_str, _interval_binary),
+    INTERVAL: type_entry("interval", INTERVAL_ARRAY, _interval_str, _interval_binary),
 }

@@ -11,7 +11,7 @@ import json
 
 import orjson
 
-from pgtail.values.base import _hex, _safe_binary, _safe_str, _Type
+from pgtail.values.base import TypeEntry, hex_text, safe_binary, safe_str
 from pgtail.values.oids import JSON, JSON_ARRAY, JSONB, JSONB_ARRAY
 
 
@@ -58,12 +58,12 @@ def json_text_spaced(value: bytes) -> bytes:
     return json_spaced(value)
 
 
-def _json_text(value: bytes) -> orjson.Fragment:
+def json_text(value: bytes) -> orjson.Fragment:
     one_json_value(value)
     return orjson.Fragment(json_spaced(value))
 
 
-def _jsonb_text(value: bytes | str) -> orjson.Fragment:
+def jsonb_text(value: bytes | str) -> orjson.Fragment:
     one_json_value(value)
     return orjson.Fragment(value)
 
@@ -81,16 +81,16 @@ def _jsonb_binary(value: bytes) -> orjson.Fragment | str:
             return orjson.Fragment(json_checked(value[1:]))
     except IndexError:
         pass
-    return _hex(value)
+    return hex_text(value)
 
 
 # --- registration ------------------------------------------------------------------------
 
-TYPES: dict[int, _Type] = {
+TYPES: dict[int, TypeEntry] = {
     # text: no fallback, a value that is not JSON is the column's malformed value (an
     # array element or a binary value that is not falls back to its text or hex string)
-    JSON: _Type("json", JSON_ARRAY, _json_text, _safe_str(_json_str), _safe_binary(_json_text)),
-    JSONB: _Type(
-        "jsonb", JSONB_ARRAY, _jsonb_text, _safe_str(_jsonb_text), _safe_binary(_jsonb_binary)
+    JSON: TypeEntry("json", JSON_ARRAY, json_text, safe_str(_json_str), safe_binary(json_text)),
+    JSONB: TypeEntry(
+        "jsonb", JSONB_ARRAY, jsonb_text, safe_str(jsonb_text), safe_binary(_jsonb_binary)
     ),
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from pgtail.values.base import _decode, _identity, _Type, _type
+from pgtail.values.base import TypeEntry, decode_utf8, identity_str, type_entry
 from pgtail.values.oids import (
     BIT,
     BIT_ARRAY,
@@ -62,10 +62,10 @@ def _tsvector_binary(value: bytes) -> str:
 
 # --- registration ------------------------------------------------------------------------
 
-TYPES: dict[int, _Type] = {
+TYPES: dict[int, TypeEntry] = {
     # A bare bit in a cast means bit(1); the quoted type name takes any length.
-    BIT: _type('"bit"', BIT_ARRAY, _identity, _bit_binary, _decode),
-    VARBIT: _type("bit varying", VARBIT_ARRAY, _identity, _bit_binary, _decode),
-    PG_LSN: _type("pg_lsn", PG_LSN_ARRAY, _identity, _lsn_binary, _decode),
-    TSVECTOR: _type("tsvector", TSVECTOR_ARRAY, _identity, _tsvector_binary, _decode),
+    BIT: type_entry('"bit"', BIT_ARRAY, identity_str, _bit_binary, decode_utf8),
+    VARBIT: type_entry("bit varying", VARBIT_ARRAY, identity_str, _bit_binary, decode_utf8),
+    PG_LSN: type_entry("pg_lsn", PG_LSN_ARRAY, identity_str, _lsn_binary, decode_utf8),
+    TSVECTOR: type_entry("tsvector", TSVECTOR_ARRAY, identity_str, _tsvector_binary, decode_utf8),
 }

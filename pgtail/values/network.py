@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from pgtail.values.base import Converter, _decode, _identity, _Type, _type
+from pgtail.values.base import Converter, TypeEntry, decode_utf8, identity_str, type_entry
 from pgtail.values.oids import (
     CIDR,
     CIDR_ARRAY,
@@ -94,9 +94,9 @@ def _mac_binary(value: bytes) -> str:
 
 # --- registration ------------------------------------------------------------------------
 
-TYPES: dict[int, _Type] = {
-    INET: _type("inet", INET_ARRAY, _identity, _make_inet_binary(False), _decode),
-    CIDR: _type("cidr", CIDR_ARRAY, _identity, _make_inet_binary(True), _decode),
-    MACADDR: _type("macaddr", MACADDR_ARRAY, _identity, _mac_binary, _decode),
-    MACADDR8: _type("macaddr8", MACADDR8_ARRAY, _identity, _mac_binary, _decode),
+TYPES: dict[int, TypeEntry] = {
+    INET: type_entry("inet", INET_ARRAY, identity_str, _make_inet_binary(False), decode_utf8),
+    CIDR: type_entry("cidr", CIDR_ARRAY, identity_str, _make_inet_binary(True), decode_utf8),
+    MACADDR: type_entry("macaddr", MACADDR_ARRAY, identity_str, _mac_binary, decode_utf8),
+    MACADDR8: type_entry("macaddr8", MACADDR8_ARRAY, identity_str, _mac_binary, decode_utf8),
 }

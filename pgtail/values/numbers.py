@@ -13,7 +13,7 @@ import struct
 from collections.abc import Callable
 from decimal import Decimal
 
-from pgtail.values.base import Converter, _hex, _identity, _safe_binary, _Type, _type
+from pgtail.values.base import Converter, TypeEntry, hex_text, identity_str, safe_binary, type_entry
 from pgtail.values.oids import (
     BOOL,
     BOOL_ARRAY,
@@ -50,7 +50,7 @@ _NUMERIC_HEAD = struct.Struct(">hhHH")
 
 # --- bool, integers ----------------------------------------------------------------------
 
-_BOOL_TEXT: dict[bytes | str, bool] = {b"t": True, b"f": False, "t": True, "f": False}
+BOOL_TEXT: dict[bytes | str, bool] = {b"t": True, b"f": False, "t": True, "f": False}
 _BOOL_BINARY: dict[bytes, bool] = {b"\x01": True, b"\x00": False}
 
 
@@ -73,7 +73,7 @@ _uint8_binary = _make_int_binary(struct.Struct(">Q").unpack)  # xid8
 
 # --- floats ------------------------------------------------------------------------------
 
-_FLOAT_SPECIAL: dict[bytes | str, str] = {
+FLOAT_SPECIAL: dict[bytes | str, str] = {
     b"NaN": "NaN",
     b"Infinity": "Infinity",
     b"-Infinity": "-Infinity",
@@ -83,8 +83,8 @@ _FLOAT_SPECIAL: dict[bytes | str, str] = {
 }
 
 
-def _float_text(value: bytes | str) -> float | str:
-    special = _FLOAT_SPECIAL.get(value)
+def float_text(value: bytes | str) -> float | str:
+    special = FLOAT_SPECIAL.get(value)
     return float(value) if special is None else special
 
 
@@ -213,7 +213,7 @@ def _numeric_binary_general(value: bytes) -> str:
         ndigits, weight, sign, dscale = _NUMERIC_HEAD.unpack_from(value)
         digits = _digit_struct(ndigits).unpack_from(value, 8)
     except struct.error:
-        return _hex(value)
+        return hex_text(value)
     special = _NUMERIC_SPECIAL.get(sign)
     if special is not None:
         return special
@@ -257,7 +257,7 @@ def _numeric_binary_general(value: bytes) -> str:
     return "-" + result if sign == _NUMERIC_NEG else result
 
 
-def _numeric_text(value: bytes) -> str:
+def numeric_text(value: bytes) -> str:
     return value.decode("utf-8", "replace")
 
 
@@ -287,25 +287,25 @@ def _money_str(text: str) -> str:
 
 # --- registration ------------------------------------------------------------------------
 
-TYPES: dict[int, _Type] = {
-    BOOL: _Type(
+TYPES: dict[int, TypeEntry] = {
+    BOOL: TypeEntry(
         "boolean",
         BOOL_ARRAY,
-        _BOOL_TEXT.__getitem__,
-        _BOOL_TEXT.__getitem__,
+        BOOL_TEXT.__getitem__,
+        BOOL_TEXT.__getitem__,
         _BOOL_BINARY.__getitem__,
     ),
-    INT2: _Type("smallint", INT2_ARRAY, int, int, _int2_binary),
-    INT4: _Type("integer", INT4_ARRAY, int, int, _int4_binary),
-    INT8: _Type("bigint", INT8_ARRAY, int, int, _int8_binary),
-    OID: _Type("oid", OID_ARRAY, int, int, _uint4_binary),
-    XID: _Type("xid", XID_ARRAY, int, int, _uint4_binary),
-    CID: _Type("cid", CID_ARRAY, int, int, _uint4_binary),
-    XID8: _Type("xid8", XID8_ARRAY, int, int, _uint8_binary),
-    FLOAT4: _Type("real", FLOAT4_ARRAY, _float_text, _float_text, _safe_binary(_float4_binary)),
-    FLOAT8: _Type(
-        "double precision", FLOAT8_ARRAY, _float_text, _float_text, _safe_binary(_float8_binary)
+    INT2: TypeEntry("smallint", INT2_ARRAY, int, int, _int2_binary),
+    INT4: TypeEntry("integer", INT4_ARRAY, int, int, _int4_binary),
+    INT8: TypeEntry("bigint", INT8_ARRAY, int, int, _int8_binary),
+    OID: TypeEntry("oid", OID_ARRAY, int, int, _uint4_binary),
+    XID: TypeEntry("xid", XID_ARRAY, int, int, _uint4_binary),
+    CID: TypeEntry("cid", CID_ARRAY, int, int, _uint4_binary),
+    XID8: TypeEntry("xid8", XID8_ARRAY, int, int, _uint8_binary),
+    FLOAT4: TypeEntry("real", FLOAT4_ARRAY, float_text, float_text, safe_binary(_float4_binary)),
+    FLOAT8: TypeEntry(
+        "double precision", FLOAT8_ARRAY, float_text, float_text, safe_binary(_float8_binary)
     ),
-    NUMERIC: _Type("numeric", NUMERIC_ARRAY, _numeric_text, _identity, _numeric_binary),
-    MONEY: _type("money", MONEY_ARRAY, _money_str, _money_binary),
+    NUMERIC: TypeEntry("numeric", NUMERIC_ARRAY, numeric_text, identity_str, _numeric_binary),
+    MONEY: type_entry("money", MONEY_ARRAY, _money_str, _money_binary),
 }

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from pgtail.values.base import Converter, StrConverter, _Type, _type
+from pgtail.values.base import Converter, StrConverter, TypeEntry, type_entry
 from pgtail.values.literals import to_text
 from pgtail.values.oids import DATE, INT4, INT8, NUMERIC, TIMESTAMP, TIMESTAMPTZ
 
@@ -97,7 +97,7 @@ def _range_parse(text: str, pos: int, element: StrConverter) -> tuple[str, int]:
     )
 
 
-def _make_range(element_type: _Type) -> tuple[StrConverter, Converter]:
+def _make_range(element_type: TypeEntry) -> tuple[StrConverter, Converter]:
     element_str, element_binary = element_type.text_str, element_type.binary
 
     def from_str(text: str) -> str:
@@ -136,7 +136,7 @@ def _range_binary(value: bytes, pos: int, end: int, element: Converter) -> tuple
     ), pos
 
 
-def _make_multirange(element_type: _Type) -> tuple[StrConverter, Converter]:
+def _make_multirange(element_type: TypeEntry) -> tuple[StrConverter, Converter]:
     element_str, element_binary = element_type.text_str, element_type.binary
 
     def from_str(text: str) -> str:
@@ -198,11 +198,11 @@ INT4RANGE, INT8RANGE, NUMRANGE, DATERANGE, TSRANGE, TSTZRANGE = (r[0] for r in _
 ) = (r[2] for r in _RANGES)
 
 
-def range_types(elements: Mapping[int, _Type]) -> dict[int, _Type]:
+def range_types(elements: Mapping[int, TypeEntry]) -> dict[int, TypeEntry]:
     """The entries of the range and multirange types, given their element types' entries."""
-    types: dict[int, _Type] = {}
+    types: dict[int, TypeEntry] = {}
     for range_oid, range_array, multi_oid, multi_array, stem, element_oid in _RANGES:
         element = elements[element_oid]
-        types[range_oid] = _type(f"{stem}range", range_array, *_make_range(element))
-        types[multi_oid] = _type(f"{stem}multirange", multi_array, *_make_multirange(element))
+        types[range_oid] = type_entry(f"{stem}range", range_array, *_make_range(element))
+        types[multi_oid] = type_entry(f"{stem}multirange", multi_array, *_make_multirange(element))
     return types

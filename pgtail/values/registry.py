@@ -13,9 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from pgtail.values.arrays import _make_text_array, array_binary_of
+from pgtail.values.arrays import array_binary_of, make_text_array
 from pgtail.values.arrays import register as _register_arrays
-from pgtail.values.base import Converter, StrConverter, _decode, _hex, _identity, _Type
+from pgtail.values.base import (
+    Converter,
+    StrConverter,
+    TypeEntry,
+    decode_utf8,
+    hex_text,
+    identity_str,
+)
 from pgtail.values.datetimes import TYPES as _DATETIME_TYPES
 from pgtail.values.jsontypes import TYPES as _JSON_TYPES
 from pgtail.values.misc import TYPES as _MISC_TYPES
@@ -25,7 +32,7 @@ from pgtail.values.ranges import range_types
 from pgtail.values.strings import TYPES as _STRING_TYPES
 
 # Built-in type OID -> its entry; ranges after the types of their bounds.
-_TYPES: dict[int, _Type] = {
+BUILTIN_TYPES: dict[int, TypeEntry] = {
     **_NUMBER_TYPES,
     **_STRING_TYPES,
     **_JSON_TYPES,
@@ -33,10 +40,12 @@ _TYPES: dict[int, _Type] = {
     **_MISC_TYPES,
     **_DATETIME_TYPES,
 }
-_TYPES.update(range_types(_TYPES))
+BUILTIN_TYPES.update(range_types(BUILTIN_TYPES))
 # Array OID -> element OID.
-_ARRAYS: dict[int, int] = {t.array_oid: oid for oid, t in _TYPES.items() if t.array_oid}
-_register_arrays(_TYPES)
+BUILTIN_ARRAYS: dict[int, int] = {
+    t.array_oid: oid for oid, t in BUILTIN_TYPES.items() if t.array_oid
+}
+_register_arrays(BUILTIN_TYPES)
 
 _cache: dict[tuple[int, int], tuple[Converter, Converter]] = {}
 
@@ -54,7 +63,7 @@ UserTypes = Mapping[int, UserType]
 
 def is_built_in(type_oid: int) -> bool:
     """A type `converters` knows without asking the server (see UserType)."""
-    return type_oid in _TYPES or type_oid in _ARRAYS
+    return type_oid in BUILTIN_TYPES or type_oid in BUILTIN_ARRAYS
 
 
 def converters(
@@ -83,25 +92,25 @@ def _converters_of(
     type_oid: int, user_types: UserTypes, depth: int
 ) -> tuple[Converter, Converter, StrConverter]:
     """(text, binary, text_str) of a type (text_str: for it as an array element)."""
-    known = _TYPES.get(type_oid)
+    known = BUILTIN_TYPES.get(type_oid)
     if known is not None:
         return known.text, known.binary, known.text_str
-    if type_oid in _ARRAYS:
-        element = _TYPES[_ARRAYS[type_oid]]
-        binary = array_binary_of((_ARRAYS[type_oid],))
-        return _make_text_array(element.text_str), binary, _identity
+    if type_oid in BUILTIN_ARRAYS:
+        element = BUILTIN_TYPES[BUILTIN_ARRAYS[type_oid]]
+        binary = array_binary_of((BUILTIN_ARRAYS[type_oid],))
+        return make_text_array(element.text_str), binary, identity_str
     info = user_types.get(type_oid)
     if info is None or depth > _USER_DEPTH:
-        return _decode, _hex, _identity
+        return decode_utf8, hex_text, identity_str
     if info.kind == "e":  # enum_send sends the label's text
-        return _decode, _decode, _identity
+        return decode_utf8, decode_utf8, identity_str
     if info.kind == "d" and info.base:  # (a type modifier changes no converter)
         return _converters_of(info.base, user_types, depth + 1)
     if info.element:
         _, element_binary, element_str = _converters_of(info.element, user_types, depth + 1)
         binary = array_binary_of(_sent_elements(info.element, user_types), element_binary)
-        return _make_text_array(element_str), binary, _identity
-    return _decode, _hex, _identity
+        return make_text_array(element_str), binary, identity_str
+    return decode_utf8, hex_text, identity_str
 
 
 def _sent_elements(type_oid: int, user_types: UserTypes) -> list[int]:
@@ -119,10 +128,10 @@ def _sent_elements(type_oid: int, user_types: UserTypes) -> list[int]:
 
 def type_name(type_oid: int) -> str | None:
     """The SQL name of a built-in type for a cast ("integer", "text[]"), or None."""
-    known = _TYPES.get(type_oid)
+    known = BUILTIN_TYPES.get(type_oid)
     if known is not None:
         return known.name
-    element = _ARRAYS.get(type_oid)
+    element = BUILTIN_ARRAYS.get(type_oid)
     if element is not None:
-        return _TYPES[element].name + "[]"
+        return BUILTIN_TYPES[element].name + "[]"
     return None

@@ -1,7 +1,7 @@
 """Converters of the character types (text, varchar, bpchar, name, xml, refcursor, unknown),
 "char", bytea and uuid, from both wire formats; ends in this family's registration table.
 
-Text-like types need no conversion: both formats are the text itself (`_decode`). bytea
+Text-like types need no conversion: both formats are the text itself (`decode_utf8`). bytea
 becomes "\\x<hex>" whichever bytea_output the text form was printed with.
 """
 
@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import re
 
-from pgtail.values.base import _decode, _hex, _identity, _text_type, _Type, _type
+from pgtail.values.base import (
+    TypeEntry,
+    decode_utf8,
+    hex_text,
+    identity_str,
+    text_type_entry,
+    type_entry,
+)
 from pgtail.values.oids import (
     BPCHAR,
     BPCHAR_ARRAY,
@@ -53,7 +60,7 @@ def _bytea_str(text: str) -> str:
     unescaped = _BYTEA_ESCAPE.sub(
         lambda m: b"\\" if m.group(1) == b"\\" else bytes([int(m.group(1), 8)]), raw
     )
-    return _hex(unescaped)
+    return hex_text(unescaped)
 
 
 def _bytea_text(value: bytes) -> str:
@@ -69,16 +76,16 @@ def _uuid_binary(value: bytes) -> str:
 
 # --- registration ------------------------------------------------------------------------
 
-TYPES: dict[int, _Type] = {
-    TEXT: _text_type("text", TEXT_ARRAY),
-    VARCHAR: _text_type("character varying", VARCHAR_ARRAY),
+TYPES: dict[int, TypeEntry] = {
+    TEXT: text_type_entry("text", TEXT_ARRAY),
+    VARCHAR: text_type_entry("character varying", VARCHAR_ARRAY),
     # "character" alone means character(1) in a cast; bpchar keeps any length.
-    BPCHAR: _text_type("bpchar", BPCHAR_ARRAY),
-    NAME: _text_type("name", NAME_ARRAY),
-    XML: _text_type("xml", XML_ARRAY),
-    REFCURSOR: _text_type("refcursor", REFCURSOR_ARRAY),
-    UNKNOWN: _text_type("unknown", 0),
-    CHAR: _type('"char"', CHAR_ARRAY, _identity, _char_binary, _decode),
-    BYTEA: _type("bytea", BYTEA_ARRAY, _bytea_str, _hex, _bytea_text),
-    UUID: _type("uuid", UUID_ARRAY, _identity, _uuid_binary, _decode),
+    BPCHAR: text_type_entry("bpchar", BPCHAR_ARRAY),
+    NAME: text_type_entry("name", NAME_ARRAY),
+    XML: text_type_entry("xml", XML_ARRAY),
+    REFCURSOR: text_type_entry("refcursor", REFCURSOR_ARRAY),
+    UNKNOWN: text_type_entry("unknown", 0),
+    CHAR: type_entry('"char"', CHAR_ARRAY, identity_str, _char_binary, decode_utf8),
+    BYTEA: type_entry("bytea", BYTEA_ARRAY, _bytea_str, hex_text, _bytea_text),
+    UUID: type_entry("uuid", UUID_ARRAY, identity_str, _uuid_binary, decode_utf8),
 }

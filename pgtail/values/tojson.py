@@ -17,15 +17,15 @@ from typing import Any, Literal
 import orjson
 
 from pgtail.values.arrays import STRING_ARRAYS
-from pgtail.values.base import Converter, _decode, _hex
-from pgtail.values.datetimes import _timestamptz_text
+from pgtail.values.base import Converter, decode_utf8, hex_text
+from pgtail.values.datetimes import timestamptz_text
 from pgtail.values.jsontypes import (
-    _json_text,
-    _jsonb_text,
     json_checked,
+    json_text,
     json_text_spaced,
+    jsonb_text,
 )
-from pgtail.values.numbers import _BOOL_TEXT, _FLOAT_SPECIAL, _float_text, _numeric_text
+from pgtail.values.numbers import BOOL_TEXT, FLOAT_SPECIAL, float_text, numeric_text
 
 JsonWriter = Callable[[bytes], bytes]
 JsonKind = Literal["int", "string", "raw", "call", "convert", "utc_timestamp"]
@@ -38,9 +38,9 @@ _BOOL_JSON: dict[bytes, bytes] = {b"t": b"true", b"f": b"false"}
 # text converters whose JSON has a shortcut, by the converter (so a domain, which shares
 # its base type's converter, takes it too)
 _JSON_WRITERS: dict[Any, tuple[JsonKind, JsonWriter]] = {
-    _BOOL_TEXT.__getitem__: ("call", _BOOL_JSON.__getitem__),
-    _jsonb_text: ("raw", json_checked),  # jsonb prints no line breaks: embedded as it is
-    _json_text: ("call", json_text_spaced),  # what _json_text's Fragment embeds
+    BOOL_TEXT.__getitem__: ("call", _BOOL_JSON.__getitem__),
+    jsonb_text: ("raw", json_checked),  # jsonb prints no line breaks: embedded as it is
+    json_text: ("call", json_text_spaced),  # what json_text's Fragment embeds
 }
 
 
@@ -67,9 +67,9 @@ def text_json(convert: Converter) -> tuple[JsonKind, Callable[[bytes], Any]]:
     special = _JSON_WRITERS.get(convert)
     if special is not None:
         return special
-    if convert is _decode or convert is _numeric_text:
+    if convert is decode_utf8 or convert is numeric_text:
         return "string", _writer(convert)
-    if convert is _timestamptz_text:
+    if convert is timestamptz_text:
         return "utc_timestamp", convert
     # The rest (timestamps, arrays, floats, ...) as dumps(converter(value)): checking the
     # bytes for what JSON escapes costs as much as the converter's own fast paths.
@@ -81,10 +81,10 @@ def text_json_column(convert: Converter, values: list[bytes]) -> list[bytes] | N
     a few C-level passes where ``convert`` allows it: floats (one ``dumps`` of them all,
     split at its commas), flat arrays of plain strings (their text with its braces and
     commas replaced); None where it does not (the caller then writes each value)."""
-    if convert is _float_text:
-        if any(map(_FLOAT_SPECIAL.__contains__, values)):
+    if convert is float_text:
+        if any(map(FLOAT_SPECIAL.__contains__, values)):
             return None
-        floats = list(map(float, values))  # what _float_text does with the rest
+        floats = list(map(float, values))  # what float_text does with the rest
         pieces = dumps(floats)[1:-1].split(b",")  # a number holds no comma
         return pieces if len(pieces) == len(values) and values else None
     if convert in STRING_ARRAYS:
@@ -111,7 +111,7 @@ def text_json_column(convert: Converter, values: list[bytes]) -> list[bytes] | N
 def decodes_text(convert: Converter) -> bool:
     """Whether ``convert(value)`` is ``value.decode("utf-8", "replace")`` (text, varchar,
     numeric, unknown types...): a generated caller may inline it."""
-    return convert is _decode or convert is _numeric_text
+    return convert is decode_utf8 or convert is numeric_text
 
 
 def _writer(convert: Converter) -> JsonWriter:
@@ -124,7 +124,7 @@ def _writer(convert: Converter) -> JsonWriter:
 def json_default(obj: Any) -> Any:
     """orjson's ``default`` as pgtail uses it (see `dumps`)."""
     if isinstance(obj, bytes | bytearray | memoryview):
-        return _hex(bytes(obj))
+        return hex_text(bytes(obj))
     if isinstance(obj, set | frozenset | tuple):
         return list(obj)
     raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
