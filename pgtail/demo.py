@@ -29,7 +29,7 @@ import psycopg2.extensions
 
 from pgtail import catalog
 from pgtail.errors import ConfigurationError, PgtailError
-from pgtail.server import LocalServer, _run_as, find_bindir, start_server
+from pgtail.server import LocalServer, find_bindir, start_server
 
 DEMO_DATABASE = "shop"
 DEMO_SLOT = "pgtail_demo"
@@ -174,7 +174,7 @@ class Demo:
         pg_ctl = f"{shlex.quote(str(self.server.bindir / 'pg_ctl'))} -D " + shlex.quote(
             str(self.server.datadir)
         )
-        system_user = self.server._system_user
+        system_user = self.server.system_user
         if system_user is not None:
             runner = "runuser -u" if shutil.which("runuser") else "sudo -u"
             stop = f"{runner} {system_user} -- {pg_ctl} stop"
@@ -208,7 +208,7 @@ def start_demo(bindir: Path | None = None, *, log: Callable[[str], None] | None 
         server = start_server(bindir, basedir=basedir)
     except BaseException:
         # Ctrl-C during initdb or pg_ctl start: start_server cleans up only after errors
-        LocalServer(bindir, basedir, port=0, _system_user=_run_as(), _running=True).destroy()
+        LocalServer.discard(bindir, basedir)
         raise
     demo = Demo(server)
     try:

@@ -131,7 +131,7 @@ def _make_traversable(path: Path) -> None:
         path = path.parent
 
 
-def _run_as() -> str | None:
+def run_as_user() -> str | None:
     """The system user to run the server as: None when not root."""
     if os.geteuid() != 0:
         return None
@@ -154,7 +154,7 @@ class LocalServer:
     settings: dict[str, str] = field(default_factory=dict)
     user: str = "postgres"  # the database superuser
     major: int = 0
-    _system_user: str | None = None
+    system_user: str | None = None  # the system user the server runs as (root only)
     _running: bool = False
 
     @property
@@ -179,8 +179,8 @@ class LocalServer:
         env.pop("PGDATA", None)
         env["LC_ALL"] = "C.UTF-8"
         kwargs: dict[str, object] = {}
-        if self._system_user is not None:
-            entry = pwd.getpwnam(self._system_user)
+        if self.system_user is not None:
+            entry = pwd.getpwnam(self.system_user)
             kwargs.update(user=entry.pw_uid, group=entry.pw_gid, extra_groups=[])
             env["HOME"] = entry.pw_dir
         proc = subprocess.run(
@@ -201,11 +201,11 @@ class LocalServer:
         return str(proc.stdout)
 
     def init(self) -> None:
-        self._system_user = _run_as()
+        self.system_user = run_as_user()
         self.basedir.mkdir(parents=True, exist_ok=True)
         self.socket_dir.mkdir(exist_ok=True)
-        if self._system_user is not None:
-            entry = pwd.getpwnam(self._system_user)
+        if self.system_user is not None:
+            entry = pwd.getpwnam(self.system_user)
             for path in (self.basedir, self.socket_dir):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
             # every directory above the data and the binaries must be traversable
@@ -280,6 +280,12 @@ class LocalServer:
             self.stop("immediate")
         shutil.rmtree(self.basedir, ignore_errors=True)
 
+    @classmethod
+    def discard(cls, bindir: Path, basedir: Path) -> None:
+        """Stop whatever server may have started in ``basedir`` and remove the directory
+        (after an interruption during `start_server`, which cleans up only after errors)."""
+        cls(bindir, basedir, port=0, system_user=run_as_user(), _running=True).destroy()
+
     def __enter__(self) -> LocalServer:
         return self
 
@@ -308,7 +314,7 @@ def start_server(
             if not server.datadir.exists():
                 server.init()
             else:
-                server._system_user = _run_as()
+                server.system_user = run_as_user()
                 server.major = server_major(bindir)
             server.start()
             return server
