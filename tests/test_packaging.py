@@ -231,7 +231,7 @@ def test_layers_of_the_catalog() -> None:
     stream, spark or the CLI; the pure layers import no catalog (nor psycopg2)."""
     graph = _import_graph()
     doctor = [m for m in graph if m == "pgtail.doctor" or m.startswith("pgtail.doctor.")]
-    assert {"pgtail.doctor", "pgtail.doctor.findings", "pgtail.doctor.tables"} <= set(doctor)
+    assert {"pgtail.doctor", "pgtail.doctor.findings", "pgtail.doctor.table_checks"} <= set(doctor)
     for module in doctor:
         assert {m for m in graph[module] if m.startswith("pgtail.catalog")} <= {
             "pgtail.catalog.facts"

@@ -3,7 +3,7 @@
 One module per job: `connection` (DSN, session settings, opening connections), `errors`
 (the one translation of psycopg2 errors, by SQLSTATE first), `names` (names as users
 write them; quoting is `pgtail.sqlnames`), `facts` (the frozen facts the doctor
-reads), `server`, `slots`, `publications`, `tables`, `identity`, `types` (user types
+reads), `server_info`, `slots`, `publications`, `table_facts`, `identity`, `types` (user types
 for the decoder), `decoding` (reading a slot through SQL functions), `snapshot`
 (reading the rows of an exported snapshot) and `survey` (the
 doctor's facts in one go). Each server-version difference is decided in one of them,
@@ -128,7 +128,7 @@ from pgtail.catalog.publications import (
     run_publication_comment,
     run_publications,
 )
-from pgtail.catalog.server import (
+from pgtail.catalog.server_info import (
     current_database,
     require_streaming,
     server_info,
@@ -156,7 +156,7 @@ from pgtail.catalog.slots import (
 from pgtail.catalog.snapshot import SnapshotReader, SnapshotTable, snapshot_tables
 from pgtail.catalog.spark import ColumnType, table_columns
 from pgtail.catalog.survey import doctor_facts
-from pgtail.catalog.tables import TableRef, resolve_table, table_facts
+from pgtail.catalog.table_facts import TableRef, resolve_table, table_facts
 from pgtail.catalog.types import lookup_user_types, user_types
 from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualified
 

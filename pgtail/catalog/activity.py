@@ -17,7 +17,7 @@ from psycopg2.extensions import connection as PgConnection
 from pgtail.catalog.connection import connect, fetchall, fetchone, open_connection
 from pgtail.catalog.errors import translate_error
 from pgtail.catalog.facts import OpenTransaction, ReplicationFacts, SenderFacts, SlotStats
-from pgtail.catalog.server import CURRENT_LSN, lsn_or_none, server_version_num, settings
+from pgtail.catalog.server_info import CURRENT_LSN, lsn_or_none, server_version_num, settings
 from pgtail.catalog.slots import slot_listing
 from pgtail.sqlnames import publication_names_option
 

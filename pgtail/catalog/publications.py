@@ -35,8 +35,8 @@ from pgtail.catalog.facts import (
     TableFacts,
 )
 from pgtail.catalog.names import TableSpec, check_row_filter
-from pgtail.catalog.server import current_database, server_version_num
-from pgtail.catalog.tables import leaf_oids, resolve_table, table_facts
+from pgtail.catalog.server_info import current_database, server_version_num
+from pgtail.catalog.table_facts import leaf_oids, resolve_table, table_facts
 from pgtail.errors import ConfigurationError, PublicationError, ServerCapabilityError
 from pgtail.sqlnames import quote_ident
 

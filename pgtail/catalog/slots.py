@@ -18,7 +18,12 @@ from psycopg2.extensions import connection as PgConnection
 from pgtail.catalog.connection import connect, fetchall, fetchone
 from pgtail.catalog.errors import check_slot_name, slot_busy_error, slot_missing_error
 from pgtail.catalog.facts import PLUGIN, SlotInfo, SlotListing
-from pgtail.catalog.server import CURRENT_LSN, current_database, lsn_or_none, server_version_num
+from pgtail.catalog.server_info import (
+    CURRENT_LSN,
+    current_database,
+    lsn_or_none,
+    server_version_num,
+)
 from pgtail.errors import DataLossError, ServerCapabilityError, SlotError
 from pgtail.lsn import format_lsn, parse_lsn
 

@@ -14,9 +14,9 @@ A healthy setup has neither fail nor warn. Also answers "what will the stream ca
 for this table" for `pgtail identity`.
 
 One module per room of the report: `findings` (the Check, the verdict, sizes),
-`server` (settings and slots), `role` (privileges), `tables` (replica identity, TOAST,
-row filters, column lists, partitioning) and `publications`; `evaluate` here puts
-them in report order.
+`server_checks` (settings and slots), `slots` (why a slot holds WAL), `role`
+(privileges), `table_checks` (replica identity, TOAST, row filters, column lists,
+partitioning) and `publication_checks`; `evaluate` here puts them in report order.
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from pgtail.doctor.findings import (
     parse_size,
     report_dict,
 )
-from pgtail.doctor.publications import (
+from pgtail.doctor.publication_checks import (
     publication_checks,
     publication_problems,
     run_publication_checks,
 )
 from pgtail.doctor.role import role_checks
-from pgtail.doctor.server import server_checks, slot_checks
+from pgtail.doctor.server_checks import server_checks, slot_checks
 from pgtail.doctor.slots import cause_checks
-from pgtail.doctor.tables import (
+from pgtail.doctor.table_checks import (
     Identity,
     UnchangedToast,
     identity_breaks,

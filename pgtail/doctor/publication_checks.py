@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pgtail.doctor.findings import Check, ident
-from pgtail.doctor.tables import table_checks, table_publication_checks
+from pgtail.doctor.table_checks import table_checks, table_publication_checks
 
 if TYPE_CHECKING:
     from pgtail.catalog.facts import (
