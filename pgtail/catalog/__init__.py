@@ -3,9 +3,9 @@
 One module per job: `connection` (DSN, session settings, opening connections), `errors`
 (the one translation of psycopg2 errors, by SQLSTATE first), `names` (names as users
 write them; quoting is `pgtail.sqlnames`), `facts` (the frozen facts the doctor
-reads), `server_info`, `slots`, `publications`, `table_facts`, `identity`, `types` (user types
-for the decoder), `decoding` (reading a slot through SQL functions), `snapshot`
-(reading the rows of an exported snapshot) and `survey` (the
+reads), `server_info`, `slots`, `publications`, `table_facts`, `identity`,
+`user_types` (user types for the decoder), `decoding` (reading a slot through SQL
+functions), `snapshot` (reading the rows of an exported snapshot) and `survey` (the
 doctor's facts in one go). Each server-version difference is decided in one of them,
 once. Names are passed through ``psycopg2.sql.Identifier`` / ``Literal`` or as
 parameters, never formatted into SQL.
@@ -157,7 +157,7 @@ from pgtail.catalog.snapshot import SnapshotReader, SnapshotTable, snapshot_tabl
 from pgtail.catalog.spark import ColumnType, table_columns
 from pgtail.catalog.survey import doctor_facts
 from pgtail.catalog.table_facts import TableRef, resolve_table, table_facts
-from pgtail.catalog.types import lookup_user_types, user_types
+from pgtail.catalog.user_types import lookup_user_types, user_types
 from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualified
 
 __all__ = [
