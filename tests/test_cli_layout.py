@@ -77,3 +77,15 @@ def test_a_private_module_may_be_imported_but_not_a_private_name(tmp_path: Path)
         "probe.py imports pgtail.server._make_traversable",
         "probe.py imports pgtail.values.base._from_str",
     ]
+
+
+def test_top_command_reads_through_one_library_object() -> None:
+    """`pgtail top` shows the views `pgtail.top.looks` gives; the looks (the watcher, the
+    temporary slot, their retries) are not the command's."""
+    imported = {
+        f"{module}.{name}"
+        for module, names in _imports(PGTAIL / "cli" / "top_cmd.py")
+        for name in names
+    }
+    assert "pgtail.top.looks.TopLooks" in imported
+    assert not {name for name in imported if name.startswith("pgtail.catalog")}
