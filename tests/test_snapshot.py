@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -19,13 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import psycopg2
 import pytest
 
 from pgtail import pgoutput as po
+from pgtail.catalog.snapshot import snapshot_error
 from pgtail.changes import SnapshotBegin, SnapshotEnd
 from pgtail.changes.snapshot import TableRows, copy_fields
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions, insert_encoder, make_renderer
+from pgtail.server import LocalServer, start_server
 from tests.helpers import Database, create_database, drop_database, run_cli
 
 PY = sys.executable
@@ -422,6 +426,68 @@ def test_no_free_replication_slot_entry(db15: Database) -> None:
     finally:
         for name in fillers:
             db15.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+
+
+def test_snapshot_too_old(pg15: LocalServer) -> None:
+    """old_snapshot_threshold (PostgreSQL 12-16; 0: a snapshot is "old" after about 5 s,
+    the setting's test mode) lets VACUUM prune rows the copy still needs: the copy stops
+    with one line and a hint, and the slot this run created is dropped (nothing
+    confirmed). A server of its own: the setting needs a restart."""
+    server = start_server(pg15.bindir, settings={"old_snapshot_threshold": "0"})
+    try:
+        db = Database(server, "postgres")
+        db.execute("CREATE TABLE t (id int PRIMARY KEY, pad text)")
+        db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 200000) g")
+        db.execute("VACUUM t")
+        db.execute("CREATE PUBLICATION pub FOR TABLE t")
+        proc = pgtail(db.dsn, "--slot", "s", "--create-slot", "--publication", "pub", "--snapshot")
+        assert proc.stdout is not None
+        # the output is not read: the copy waits near the table's start
+        assert orjson.loads(proc.stdout.readline())["op"] == "snapshot"
+        time.sleep(6)  # the snapshot is now past the threshold
+        db.execute("UPDATE t SET pad = 'y' WHERE id > 190000")  # pages the copy reads last
+        db.execute("VACUUM t")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        errors = [line for line in err.decode().splitlines() if "error" in line]
+        assert errors == [
+            "pgtail: error: the snapshot became too old while copying public.t:"
+            " old_snapshot_threshold let VACUUM remove rows the copy still needed (raise"
+            " old_snapshot_threshold (-1 turns it off; a server restart) or copy fewer tables"
+            " per run (--snapshot-table); then rerun: nothing was confirmed)"
+        ]
+        assert b'"op":"insert"' not in out
+        assert not db.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = 's'")
+    finally:
+        server.destroy()
+
+
+def test_recovery_conflict_reads_as_a_snapshot_too_old(db15: Database) -> None:
+    """A standby cancels a query whose rows the primary's VACUUM removed ("canceling
+    statement due to conflict with recovery", SQLSTATE 40001, hot_standby_feedback off).
+    The mapping is checked on a real 40001 from the server (a repeatable-read update
+    conflict: the same SQLSTATE), at the layer that translates it."""
+    db15.execute("CREATE TABLE c (id int PRIMARY KEY, v int)")
+    db15.execute("INSERT INTO c VALUES (1, 0)")
+    first, second = db15.connect(), db15.connect()
+    try:
+        first.autocommit = False
+        first.set_session(isolation_level="REPEATABLE READ")
+        with first.cursor() as cur:
+            cur.execute("SELECT v FROM c")
+        with second.cursor() as cur:
+            cur.execute("UPDATE c SET v = 1")
+        second.commit()
+        with pytest.raises(psycopg2.Error) as raised, first.cursor() as cur:
+            cur.execute("UPDATE c SET v = 2")
+        assert raised.value.pgcode == "40001"
+        error = snapshot_error(raised.value, "copying public.c")
+        assert str(error).startswith("the snapshot became too old while copying public.c: ")
+        assert error.hint is not None and "hot_standby_feedback" in error.hint
+        assert "\n" not in str(error)
+    finally:
+        first.close()
+        second.close()
 
 
 def test_existing_slot_with_two_phase_is_refused(db15: Database) -> None:

@@ -39,6 +39,7 @@ CHUNK_BYTES = 512 << 10
 
 _SERIALIZATION_FAILURE = "40001"  # a standby cancelled the query: snapshot too old
 _INVALID_PARAMETER = "22023"  # SET TRANSACTION SNAPSHOT: no such snapshot (any more)
+_SNAPSHOT_TOO_OLD = "72000"  # old_snapshot_threshold (PostgreSQL 12-16) pruned rows it needs
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +243,15 @@ def snapshot_error(exc: BaseException, during: str) -> PgtailError:
         return ReplicationError(
             f"the snapshot became too old while {during}: {text}",
             hint="on a standby, turn hot_standby_feedback on (or raise "
-            "max_standby_streaming_delay), or take the snapshot on the primary; then rerun",
+            "max_standby_streaming_delay), or take the snapshot on the primary; then rerun:"
+            " nothing was confirmed",
+        )
+    if code == _SNAPSHOT_TOO_OLD:
+        return ReplicationError(
+            f"the snapshot became too old while {during}: old_snapshot_threshold let VACUUM"
+            " remove rows the copy still needed",
+            hint="raise old_snapshot_threshold (-1 turns it off; a server restart) or copy"
+            " fewer tables per run (--snapshot-table); then rerun: nothing was confirmed",
         )
     if code == _INVALID_PARAMETER and "snapshot" in text.lower():
         return ReplicationError(
