@@ -270,6 +270,37 @@ def test_existing_slot_with_a_backlog(db: Database, fmt: str) -> None:
         drop_database(db.server, target.name)
 
 
+def test_existing_slot_and_a_table_without_a_key(db15: Database) -> None:
+    """The method needs no key: a table with none (REPLICA IDENTITY FULL, equal rows)
+    snapshotted for a slot with a backlog, then streamed on, replays to the table."""
+    db = db15
+    db.execute("CREATE TABLE k (a int, b text)")
+    db.execute("ALTER TABLE k REPLICA IDENTITY FULL")
+    db.execute("INSERT INTO k SELECT g % 5, 'v' FROM generate_series(1, 50) g")
+    db.execute("CREATE PUBLICATION pub FOR TABLE k")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db.execute("UPDATE k SET b = 'w' WHERE ctid = (SELECT min(ctid) FROM k WHERE a = 1)")
+    db.execute("DELETE FROM k WHERE ctid = (SELECT min(ctid) FROM k WHERE a = 2)")
+    target = create_database(db.server, "target_")
+    try:
+        target.execute("CREATE TABLE k (a int, b text)")
+        args = ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub"]
+        args += ["--format", "sql", "--idle-exit", "1"]
+        code, copied, err = run_cli([*args, "--snapshot"])
+        assert code == 0, err
+        assert "UPDATE" not in copied and "DELETE" not in copied  # the backlog: in the copy
+        db.execute("UPDATE k SET b = 'x' WHERE ctid = (SELECT min(ctid) FROM k WHERE a = 3)")
+        db.execute("DELETE FROM k WHERE ctid = (SELECT min(ctid) FROM k WHERE a = 4)")
+        code, streamed, err = run_cli(args)
+        assert code == 0, err
+        assert "UPDATE" in streamed and "DELETE" in streamed
+        replay(target, copied + streamed)
+        rows = "SELECT a, b, count(*) FROM k GROUP BY a, b ORDER BY a, b"
+        assert target.execute(rows) == db.execute(rows)
+    finally:
+        drop_database(db.server, target.name)
+
+
 def test_interrupted_snapshot_drops_the_slot_it_created(db15: Database) -> None:
     db = db15
     setup(db)
@@ -488,6 +519,30 @@ def test_recovery_conflict_reads_as_a_snapshot_too_old(db15: Database) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_no_free_walsender_for_the_temporary_slot(pg15: LocalServer) -> None:
+    """An existing slot's snapshot needs a second replication connection for a moment:
+    none free (max_wal_senders = 1, the stream's own) is one line, not retries."""
+    server = start_server(pg15.bindir, settings={"max_wal_senders": "1"})
+    try:
+        db = Database(server, "postgres")
+        setup(db)
+        db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+        code, out, err = run_cli(
+            ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub", "--snapshot"]
+        )
+        assert code == 1
+        assert err.strip().splitlines() == [
+            "pgtail: error: --snapshot of a slot that exists needs a second replication"
+            " connection for a moment (a temporary slot exports the snapshot): all"
+            " max_wal_senders are in use (raise max_wal_senders (a server restart) or stop"
+            " another replication client, or snapshot into a new slot (--slot NEW"
+            " --create-slot))"
+        ]
+        assert out == ""
+    finally:
+        server.destroy()
 
 
 def test_existing_slot_with_two_phase_is_refused(db15: Database) -> None:
