@@ -408,6 +408,55 @@ def test_row_filter_and_column_list_as_the_stream_sends(db: Database) -> None:
     ]
 
 
+@pytest.mark.majors(12, 15, 18)
+def test_rows_estimate_as_the_planner_estimates(db: Database) -> None:
+    """rows_estimate before any VACUUM/ANALYZE (reltuples -1, or 0 before 14) comes from
+    the table's size and column types, after one from its rows per page and its size
+    now, of a partitioned table from its partitions: what EXPLAIN says, each time."""
+    from pgtail.catalog import snapshot_tables
+
+    off = "WITH (autovacuum_enabled = false)"
+    db.execute(TABLE_DDL + " " + off)
+    db.execute(FILL, (1, 5000))
+    db.execute("CREATE TABLE e (id int) " + off)
+    db.execute("CREATE TABLE p (id int, v text) PARTITION BY RANGE (id)")
+    for n in (1, 2):
+        db.execute(
+            f"CREATE TABLE p{n} PARTITION OF p FOR VALUES FROM ({n}000000)"
+            f" TO ({n + 1}000000) {off}"
+        )
+        db.execute(f"INSERT INTO p SELECT {n}000000 + g, 'v' FROM generate_series(1, 3000) g")
+    if db.server.major >= 13:
+        db.execute("CREATE PUBLICATION pub FOR TABLE t, e, p WITH (publish_via_partition_root)")
+    else:
+        db.execute("CREATE PUBLICATION pub FOR TABLE t, e, p1, p2")
+
+    def estimates() -> dict[str, int]:
+        conn = db.connect()
+        try:
+            tables = snapshot_tables(conn, ["pub"], lambda schema, name: True)
+        finally:
+            conn.close()
+        return {t.relation.name: t.rows_estimate for t in tables}
+
+    def explained(table: str) -> int:
+        plan: Any = db.execute(f"EXPLAIN (FORMAT JSON) SELECT * FROM {table}")[0][0]
+        return int(plan[0]["Plan"]["Plan Rows"])
+
+    before = estimates()
+    assert before["t"] == explained("t") > 1000
+    if "p" in before:  # the root (publish_via_partition_root): its partitions' rows
+        assert before["p"] == explained("p") > 1000
+    else:
+        assert before["p1"] + before["p2"] == explained("p") > 1000
+    assert before["e"] == 0  # an empty file (the planner would guess ten pages)
+    db.execute("ANALYZE t")
+    db.execute(FILL, (5001, 8000))  # grown since: rows per page times the pages now
+    after = estimates()
+    assert after["t"] == explained("t") != before["t"]
+    assert 7000 < after["t"] < 9000
+
+
 # --- bad input: one clear line --------------------------------------------------------
 
 
