@@ -20,17 +20,21 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import psycopg2
 import pytest
 
 from pgtail import pgoutput as po
-from pgtail.catalog.snapshot import snapshot_error
 from pgtail.changes import SnapshotBegin, SnapshotEnd
 from pgtail.changes.snapshot import TableRows, copy_fields
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions, insert_encoder, make_renderer
 from pgtail.server import LocalServer, start_server
-from tests.helpers import Database, create_database, drop_database, run_cli
+from tests.helpers import (
+    Database,
+    create_database,
+    drop_database,
+    run_cli,
+    start_standby,
+)
 
 PY = sys.executable
 ROWS = 20_000
@@ -422,8 +426,7 @@ def test_rows_estimate_as_the_planner_estimates(db: Database) -> None:
     db.execute("CREATE TABLE p (id int, v text) PARTITION BY RANGE (id)")
     for n in (1, 2):
         db.execute(
-            f"CREATE TABLE p{n} PARTITION OF p FOR VALUES FROM ({n}000000)"
-            f" TO ({n + 1}000000) {off}"
+            f"CREATE TABLE p{n} PARTITION OF p FOR VALUES FROM ({n}000000) TO ({n + 1}000000) {off}"
         )
         db.execute(f"INSERT INTO p SELECT {n}000000 + g, 'v' FROM generate_series(1, 3000) g")
     if db.server.major >= 13:
@@ -542,32 +545,61 @@ def test_snapshot_too_old(pg15: LocalServer) -> None:
         server.destroy()
 
 
-def test_recovery_conflict_reads_as_a_snapshot_too_old(db15: Database) -> None:
-    """A standby cancels a query whose rows the primary's VACUUM removed ("canceling
-    statement due to conflict with recovery", SQLSTATE 40001, hot_standby_feedback off).
-    The mapping is checked on a real 40001 from the server (a repeatable-read update
-    conflict: the same SQLSTATE), at the layer that translates it."""
-    db15.execute("CREATE TABLE c (id int PRIMARY KEY, v int)")
-    db15.execute("INSERT INTO c VALUES (1, 0)")
-    first, second = db15.connect(), db15.connect()
+def test_snapshot_too_old_on_a_standby(pg18: LocalServer) -> None:
+    """On a standby with hot_standby_feedback off (and max_standby_streaming_delay 0),
+    the primary's VACUUM removes rows the copy still needs and the standby cancels the
+    copy ("canceling statement due to conflict with recovery", SQLSTATE 40001): one line
+    with a hint, and the slot this run created on the standby is dropped."""
+    if not (pg18.bindir / "pg_basebackup").exists():
+        pytest.skip("pg_basebackup is not installed beside the PostgreSQL 18 server")
+    primary = start_server(pg18.bindir)
+    standby = None
     try:
-        first.autocommit = False
-        first.set_session(isolation_level="REPEATABLE READ")
-        with first.cursor() as cur:
-            cur.execute("SELECT v FROM c")
-        with second.cursor() as cur:
-            cur.execute("UPDATE c SET v = 1")
-        second.commit()
-        with pytest.raises(psycopg2.Error) as raised, first.cursor() as cur:
-            cur.execute("UPDATE c SET v = 2")
-        assert raised.value.pgcode == "40001"
-        error = snapshot_error(raised.value, "copying public.c")
-        assert str(error).startswith("the snapshot became too old while copying public.c: ")
-        assert error.hint is not None and "hot_standby_feedback" in error.hint
-        assert "\n" not in str(error)
+        standby = start_standby(
+            primary, {"hot_standby_feedback": "off", "max_standby_streaming_delay": "0"}
+        )
+        db = Database(primary, "postgres")
+        db.execute("CREATE TABLE t (id int PRIMARY KEY, pad text)")
+        db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 200000) g")
+        db.execute("VACUUM t")
+        db.execute("CREATE PUBLICATION pub FOR TABLE t")
+        on_standby = Database(standby, "postgres")
+        proc = pgtail(
+            on_standby.dsn, "--slot", "s", "--create-slot", "--publication", "pub", "--snapshot"
+        )
+        assert proc.stdout is not None
+        # a slot on a standby waits for the primary's next running-transactions record
+        created = threading.Event()
+
+        def nudge() -> None:
+            while not created.wait(0.2):
+                db.execute("SELECT pg_log_standby_snapshot()")
+
+        thread = threading.Thread(target=nudge, daemon=True)
+        thread.start()
+        try:
+            # the output is not read further: the copy waits near the table's start
+            assert orjson.loads(proc.stdout.readline())["op"] == "snapshot"
+        finally:
+            created.set()
+            thread.join(30)
+        db.execute("UPDATE t SET pad = 'y' WHERE id > 190000")  # pages the copy reads last
+        db.execute("VACUUM t")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        errors = [line for line in err.decode().splitlines() if "error" in line]
+        assert errors == [
+            "pgtail: error: the snapshot became too old while copying public.t: canceling"
+            " statement due to conflict with recovery (on a standby, turn hot_standby_feedback"
+            " on (or raise max_standby_streaming_delay), or take the snapshot on the primary;"
+            " then rerun: nothing was confirmed)"
+        ]
+        assert b'"op":"insert"' not in out
+        assert not on_standby.execute("SELECT 1 FROM pg_replication_slots")
     finally:
-        first.close()
-        second.close()
+        if standby is not None:
+            standby.destroy()
+        primary.destroy()
 
 
 def test_no_free_walsender_for_the_temporary_slot(pg15: LocalServer) -> None:
