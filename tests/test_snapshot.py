@@ -33,6 +33,7 @@ from tests.helpers import (
     create_database,
     drop_database,
     run_cli,
+    settle,
     start_standby,
 )
 
@@ -585,6 +586,14 @@ def test_snapshot_too_old_on_a_standby(pg18: LocalServer) -> None:
             thread.join(30)
         db.execute("UPDATE t SET pad = 'y' WHERE id > 190000")  # pages the copy reads last
         db.execute("VACUUM t")
+        # the standby replays the VACUUM while the copy still waits on its output
+        settle(db)
+        flushed = db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]
+        replayed = "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn"
+        for _ in range(600):
+            if on_standby.execute(replayed, (flushed,))[0][0]:
+                break
+            time.sleep(0.05)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 1, err
         errors = [line for line in err.decode().splitlines() if "error" in line]
