@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -109,11 +110,14 @@ def main() -> None:
         print(f"PostgreSQL {server.major}, a table of {args.rows:,} rows, best of {args.repeat}")
         best: dict[str, tuple[float, int]] = {}
         cpu: dict[str, float] = {}
+        rounds: list[dict[str, float]] = []
         for _ in range(args.repeat):  # alternating, so each sees the same machine
+            rounds.append({})
             for name, command in commands.items():
                 elapsed, rss, seconds = timed(
                     command, args.baseline if name == "pgtail-base" else None
                 )
+                rounds[-1][name] = elapsed
                 cpu[name] = min(cpu.get(name, seconds), seconds)
                 if name not in best or elapsed < best[name][0]:
                     best[name] = (elapsed, rss)
@@ -132,6 +136,17 @@ def main() -> None:
             print(
                 f"pgtail-base speed / row_to_json COPY: {best['row_to_json'][0] / base:.2f}x;"
                 f" pgtail / pgtail-base: {base / best['pgtail'][0]:.2f}x"
+            )
+        # a noisy machine: each round's ratio (the runs of a round are neighbours in time)
+        for name in [n for n in ("pgtail", "pgtail-base") if n in best]:
+            print(
+                f"{name} / row_to_json COPY, median of each round's ratio:"
+                f" {statistics.median(r['row_to_json'] / r[name] for r in rounds):.2f}x"
+            )
+        if "pgtail-base" in best:
+            print(
+                "pgtail / pgtail-base, median of each round's ratio:"
+                f" {statistics.median(r['pgtail-base'] / r['pgtail'] for r in rounds):.2f}x"
             )
     finally:
         server.destroy()

@@ -288,3 +288,45 @@ def settle(db: Any) -> None:
             return
         time.sleep(0.02)
     raise AssertionError("WAL not flushed")
+
+
+def start_standby(primary: LocalServer, settings: dict[str, str]) -> LocalServer:
+    """A hot standby of ``primary`` (pg_basebackup -R from the primary's bin directory),
+    started with ``settings``; the caller must `destroy()` it. Needs pg_basebackup beside
+    the server binaries (the embedded 18 and Debian's 15 have it)."""
+    import os
+    import pwd
+    import tempfile
+    from pathlib import Path
+
+    from pgtail.server import _run_as, free_port
+
+    basedir = Path(tempfile.mkdtemp(prefix="pgtail-standby-"))
+    standby = LocalServer(bindir=primary.bindir, basedir=basedir, port=free_port(), settings={})
+    standby._system_user = _run_as()
+    standby.major = primary.major
+    standby.socket_dir.mkdir()
+    if standby._system_user is not None:
+        entry = pwd.getpwnam(standby._system_user)
+        for path in (basedir, standby.socket_dir):
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+    try:
+        standby._cmd(
+            [
+                str(primary.bindir / "pg_basebackup"),
+                *("-D", str(standby.datadir), "-R", "-X", "stream"),
+                *("-d", primary.dsn("postgres")),
+            ]
+        )
+        conf = {
+            "port": str(standby.port),
+            "unix_socket_directories": f"'{standby.socket_dir}'",
+            **settings,
+        }
+        with open(standby.datadir / "postgresql.auto.conf", "a") as fh:
+            fh.writelines(f"{key} = {value}\n" for key, value in conf.items())
+        standby.start()
+    except BaseException:
+        standby.destroy()
+        raise
+    return standby

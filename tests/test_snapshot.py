@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -26,7 +27,15 @@ from pgtail.changes import SnapshotBegin, SnapshotEnd
 from pgtail.changes.snapshot import TableRows, copy_fields
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions, insert_encoder, make_renderer
-from tests.helpers import Database, create_database, drop_database, run_cli
+from pgtail.server import LocalServer, start_server
+from tests.helpers import (
+    Database,
+    create_database,
+    drop_database,
+    run_cli,
+    settle,
+    start_standby,
+)
 
 PY = sys.executable
 ROWS = 20_000
@@ -138,7 +147,8 @@ def run_until_idle(
     return b"".join(first) + rest, err
 
 
-@pytest.mark.majors(13, 15, 18)
+# one end-to-end test per major for a new slot and one for an existing slot (the JSON of a
+# new slot and the SQL of an existing one); the other two on a few majors, for CI's time
 def test_json_applied_in_order_equals_the_table(db: Database) -> None:
     setup(db)
     with writer(db) as stop:
@@ -227,8 +237,7 @@ def test_sql_replay_into_a_second_database_equals_the_table(db: Database, tmp_pa
         drop_database(db.server, target.name)
 
 
-@pytest.mark.majors(13, 15, 18)
-@pytest.mark.parametrize("fmt", ["json", "sql"])
+@pytest.mark.parametrize("fmt", [pytest.param("json", marks=pytest.mark.majors(13, 15, 18)), "sql"])
 def test_existing_slot_with_a_backlog(db: Database, fmt: str) -> None:
     """A slot with changes waiting, some to the copied table (in the copy: skipped),
     some to another table (kept), then a copy of one table while a writer runs."""
@@ -262,6 +271,37 @@ def test_existing_slot_with_a_backlog(db: Database, fmt: str) -> None:
         rows = apply_json([x for x in lines if x["table"] == "t"])
         assert sorted(rows) == [r[0] for r in db.execute("SELECT id FROM t ORDER BY id")]
         assert all(rows[r[0]]["name"] == r[1] for r in db.execute("SELECT id, name FROM t"))
+    finally:
+        drop_database(db.server, target.name)
+
+
+def test_existing_slot_and_a_table_without_a_key(db15: Database) -> None:
+    """The method needs no key: a table with none (REPLICA IDENTITY FULL, equal rows)
+    snapshotted for a slot with a backlog, then streamed on, replays to the table."""
+    db = db15
+    db.execute("CREATE TABLE k (a int, b text)")
+    db.execute("ALTER TABLE k REPLICA IDENTITY FULL")
+    db.execute("INSERT INTO k SELECT g % 5, 'v' FROM generate_series(1, 50) g")
+    db.execute("CREATE PUBLICATION pub FOR TABLE k")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db.execute("UPDATE k SET b = 'w' WHERE ctid = (SELECT min(ctid) FROM k WHERE a = 1)")
+    db.execute("DELETE FROM k WHERE ctid = (SELECT min(ctid) FROM k WHERE a = 2)")
+    target = create_database(db.server, "target_")
+    try:
+        target.execute("CREATE TABLE k (a int, b text)")
+        args = ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub"]
+        args += ["--format", "sql", "--idle-exit", "1"]
+        code, copied, err = run_cli([*args, "--snapshot"])
+        assert code == 0, err
+        assert "UPDATE" not in copied and "DELETE" not in copied  # the backlog: in the copy
+        db.execute("UPDATE k SET b = 'x' WHERE ctid = (SELECT min(ctid) FROM k WHERE a = 3)")
+        db.execute("DELETE FROM k WHERE ctid = (SELECT min(ctid) FROM k WHERE a = 4)")
+        code, streamed, err = run_cli(args)
+        assert code == 0, err
+        assert "UPDATE" in streamed and "DELETE" in streamed
+        replay(target, copied + streamed)
+        rows = "SELECT a, b, count(*) FROM k GROUP BY a, b ORDER BY a, b"
+        assert target.execute(rows) == db.execute(rows)
     finally:
         drop_database(db.server, target.name)
 
@@ -373,6 +413,54 @@ def test_row_filter_and_column_list_as_the_stream_sends(db: Database) -> None:
     ]
 
 
+@pytest.mark.majors(12, 15, 18)
+def test_rows_estimate_as_the_planner_estimates(db: Database) -> None:
+    """rows_estimate before any VACUUM/ANALYZE (reltuples -1, or 0 before 14) comes from
+    the table's size and column types, after one from its rows per page and its size
+    now, of a partitioned table from its partitions: what EXPLAIN says, each time."""
+    from pgtail.catalog import snapshot_tables
+
+    off = "WITH (autovacuum_enabled = false)"
+    db.execute(TABLE_DDL + " " + off)
+    db.execute(FILL, (1, 5000))
+    db.execute("CREATE TABLE e (id int) " + off)
+    db.execute("CREATE TABLE p (id int, v text) PARTITION BY RANGE (id)")
+    for n in (1, 2):
+        db.execute(
+            f"CREATE TABLE p{n} PARTITION OF p FOR VALUES FROM ({n}000000) TO ({n + 1}000000) {off}"
+        )
+        db.execute(f"INSERT INTO p SELECT {n}000000 + g, 'v' FROM generate_series(1, 3000) g")
+    if db.server.major >= 13:
+        db.execute("CREATE PUBLICATION pub FOR TABLE t, e, p WITH (publish_via_partition_root)")
+    else:
+        db.execute("CREATE PUBLICATION pub FOR TABLE t, e, p1, p2")
+
+    def estimates() -> dict[str, int]:
+        conn = db.connect()
+        try:
+            tables = snapshot_tables(conn, ["pub"], lambda schema, name: True)
+        finally:
+            conn.close()
+        return {t.relation.name: t.rows_estimate for t in tables}
+
+    def explained(table: str) -> int:
+        plan: Any = db.execute(f"EXPLAIN (FORMAT JSON) SELECT * FROM {table}")[0][0]
+        return int(plan[0]["Plan"]["Plan Rows"])
+
+    before = estimates()
+    assert before["t"] == explained("t") > 1000
+    if "p" in before:  # the root (publish_via_partition_root): its partitions' rows
+        assert before["p"] == explained("p") > 1000
+    else:
+        assert before["p1"] + before["p2"] == explained("p") > 1000
+    assert before["e"] == 0  # an empty file (the planner would guess ten pages)
+    db.execute("ANALYZE t")
+    db.execute(FILL, (5001, 8000))  # grown since: rows per page times the pages now
+    after = estimates()
+    assert after["t"] == explained("t") != before["t"]
+    assert 7000 < after["t"] < 9000
+
+
 # --- bad input: one clear line --------------------------------------------------------
 
 
@@ -422,6 +510,129 @@ def test_no_free_replication_slot_entry(db15: Database) -> None:
     finally:
         for name in fillers:
             db15.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+
+
+def test_snapshot_too_old(pg15: LocalServer) -> None:
+    """old_snapshot_threshold (PostgreSQL 12-16; 0: a snapshot is "old" after about 5 s,
+    the setting's test mode) lets VACUUM prune rows the copy still needs: the copy stops
+    with one line and a hint, and the slot this run created is dropped (nothing
+    confirmed). A server of its own: the setting needs a restart."""
+    server = start_server(pg15.bindir, settings={"old_snapshot_threshold": "0"})
+    try:
+        db = Database(server, "postgres")
+        db.execute("CREATE TABLE t (id int PRIMARY KEY, pad text)")
+        db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 200000) g")
+        db.execute("VACUUM t")
+        db.execute("CREATE PUBLICATION pub FOR TABLE t")
+        proc = pgtail(db.dsn, "--slot", "s", "--create-slot", "--publication", "pub", "--snapshot")
+        assert proc.stdout is not None
+        # the output is not read: the copy waits near the table's start
+        assert orjson.loads(proc.stdout.readline())["op"] == "snapshot"
+        time.sleep(6)  # the snapshot is now past the threshold
+        db.execute("UPDATE t SET pad = 'y' WHERE id > 190000")  # pages the copy reads last
+        db.execute("VACUUM t")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        errors = [line for line in err.decode().splitlines() if "error" in line]
+        assert errors == [
+            "pgtail: error: the snapshot became too old while copying public.t:"
+            " old_snapshot_threshold let VACUUM remove rows the copy still needed (raise"
+            " old_snapshot_threshold (-1 turns it off; a server restart) or copy fewer tables"
+            " per run (--snapshot-table); then rerun: nothing was confirmed)"
+        ]
+        assert b'"op":"insert"' not in out
+        assert not db.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = 's'")
+    finally:
+        server.destroy()
+
+
+def test_snapshot_too_old_on_a_standby(pg18: LocalServer) -> None:
+    """On a standby with hot_standby_feedback off (and max_standby_streaming_delay 0),
+    the primary's VACUUM removes rows the copy still needs and the standby cancels the
+    copy ("canceling statement due to conflict with recovery", SQLSTATE 40001): one line
+    with a hint, and the slot this run created on the standby is dropped."""
+    if not (pg18.bindir / "pg_basebackup").exists():
+        pytest.skip("pg_basebackup is not installed beside the PostgreSQL 18 server")
+    primary = start_server(pg18.bindir)
+    standby = None
+    try:
+        standby = start_standby(
+            primary, {"hot_standby_feedback": "off", "max_standby_streaming_delay": "0"}
+        )
+        db = Database(primary, "postgres")
+        db.execute("CREATE TABLE t (id int PRIMARY KEY, pad text)")
+        db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 200000) g")
+        db.execute("VACUUM t")
+        db.execute("CREATE PUBLICATION pub FOR TABLE t")
+        on_standby = Database(standby, "postgres")
+        proc = pgtail(
+            on_standby.dsn, "--slot", "s", "--create-slot", "--publication", "pub", "--snapshot"
+        )
+        assert proc.stdout is not None
+        # a slot on a standby waits for the primary's next running-transactions record
+        created = threading.Event()
+
+        def nudge() -> None:
+            while not created.wait(0.2):
+                db.execute("SELECT pg_log_standby_snapshot()")
+
+        thread = threading.Thread(target=nudge, daemon=True)
+        thread.start()
+        try:
+            # the output is not read further: the copy waits near the table's start
+            assert orjson.loads(proc.stdout.readline())["op"] == "snapshot"
+        finally:
+            created.set()
+            thread.join(30)
+        db.execute("UPDATE t SET pad = 'y' WHERE id > 190000")  # pages the copy reads last
+        db.execute("VACUUM t")
+        # the standby replays the VACUUM while the copy still waits on its output
+        settle(db)
+        flushed = db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]
+        replayed = "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn"
+        for _ in range(600):
+            if on_standby.execute(replayed, (flushed,))[0][0]:
+                break
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        errors = [line for line in err.decode().splitlines() if "error" in line]
+        assert errors == [
+            "pgtail: error: the snapshot became too old while copying public.t: canceling"
+            " statement due to conflict with recovery (on a standby, turn hot_standby_feedback"
+            " on (or raise max_standby_streaming_delay), or take the snapshot on the primary;"
+            " then rerun: nothing was confirmed)"
+        ]
+        assert b'"op":"insert"' not in out
+        assert not on_standby.execute("SELECT 1 FROM pg_replication_slots")
+    finally:
+        if standby is not None:
+            standby.destroy()
+        primary.destroy()
+
+
+def test_no_free_walsender_for_the_temporary_slot(pg15: LocalServer) -> None:
+    """An existing slot's snapshot needs a second replication connection for a moment:
+    none free (max_wal_senders = 1, the stream's own) is one line, not retries."""
+    server = start_server(pg15.bindir, settings={"max_wal_senders": "1"})
+    try:
+        db = Database(server, "postgres")
+        setup(db)
+        db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+        code, out, err = run_cli(
+            ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub", "--snapshot"]
+        )
+        assert code == 1
+        assert err.strip().splitlines() == [
+            "pgtail: error: --snapshot of a slot that exists needs a second replication"
+            " connection for a moment (a temporary slot exports the snapshot): all"
+            " max_wal_senders are in use (raise max_wal_senders (a server restart) or stop"
+            " another replication client, or snapshot into a new slot (--slot NEW"
+            " --create-slot))"
+        ]
+        assert out == ""
+    finally:
+        server.destroy()
 
 
 def test_existing_slot_with_two_phase_is_refused(db15: Database) -> None:

@@ -39,6 +39,7 @@ CHUNK_BYTES = 512 << 10
 
 _SERIALIZATION_FAILURE = "40001"  # a standby cancelled the query: snapshot too old
 _INVALID_PARAMETER = "22023"  # SET TRANSACTION SNAPSHOT: no such snapshot (any more)
+_SNAPSHOT_TOO_OLD = "72000"  # old_snapshot_threshold (PostgreSQL 12-16) pruned rows it needs
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +75,43 @@ ORDER BY a.attnum
 """
 
 _TABLE_SQL = """
-SELECT n.nspname::text, c.relname::text, c.relreplident::text, c.relkind::text,
-  greatest(c.reltuples, 0)::bigint
+SELECT n.nspname::text, c.relname::text, c.relreplident::text, c.relkind::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = %s
 """
+
+# What the planner sizes a table by (estimate_rel_size), for the table or each partition
+# of a partitioned one: the last VACUUM/ANALYZE's pages and rows, the file's size now, and
+# a row's width from its column types (before ANALYZE there are no statistics to use; 32
+# is get_typavgwidth's guess for a variable-length type).
+_SIZE_SQL = """
+SELECT c.relpages::bigint, c.reltuples::float8, pg_relation_size(c.oid),
+  (SELECT coalesce(sum(CASE WHEN t.typlen > 0 THEN t.typlen ELSE 32 END), 0)::int
+   FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+  current_setting('block_size')::int
+FROM pg_class c
+WHERE c.relkind IN ('r', 'm')
+  AND (c.oid = %s OR c.oid IN (SELECT relid FROM pg_partition_tree(%s) WHERE isleaf))
+"""
+
+_PAGE_HEADER = 24  # SizeOfPageHeaderData
+_TUPLE_HEADER = 24  # MAXALIGN(SizeofHeapTupleHeader)
+_ITEM_ID = 4  # sizeof(ItemIdData)
+
+
+def estimate_rows(relpages: int, reltuples: float, size: int, width: int, block_size: int) -> int:
+    """A table's row count as the planner estimates it (estimate_rel_size): the rows per
+    page of the last VACUUM/ANALYZE times the pages the table has now; before either
+    (reltuples -1, or 0 on 0 pages before PostgreSQL 14), the rows that fit a page at the
+    width of the column types times the pages. (Unlike the planner, an empty file is 0
+    rows, not ten pages' worth.)"""
+    pages = size // block_size
+    if pages <= 0:
+        return 0
+    if reltuples >= 0 and relpages > 0:
+        return round(reltuples / relpages * pages)
+    density = (block_size - _PAGE_HEADER) // (width + _TUPLE_HEADER + _ITEM_ID)
+    return density * pages
 
 
 def snapshot_tables(
@@ -126,7 +160,8 @@ def _table(
     head = fetchall(conn, _TABLE_SQL, (oid,))
     if not head:
         raise ReplicationError(f"published table {oid} was dropped while pgtail read it")
-    schema, name, identity, relkind, estimate = head[0]
+    schema, name, identity, relkind = head[0]
+    estimate = sum(estimate_rows(*row) for row in fetchall(conn, _SIZE_SQL, (oid, oid)))
     columns = []
     for attname, type_oid, typmod, is_key, readable, generated in fetchall(
         conn, _COLUMNS_SQL, (oid,)
@@ -144,7 +179,7 @@ def _table(
             )
         columns.append(po.RelationColumn(1 if is_key else 0, attname, type_oid, typmod))
     relation = po.Relation(None, oid, schema, name, identity, tuple(columns))
-    return SnapshotTable(relation, relkind == "p", None, int(estimate))
+    return SnapshotTable(relation, relkind == "p", None, estimate)
 
 
 class _Chunks(io.RawIOBase):
@@ -242,7 +277,15 @@ def snapshot_error(exc: BaseException, during: str) -> PgtailError:
         return ReplicationError(
             f"the snapshot became too old while {during}: {text}",
             hint="on a standby, turn hot_standby_feedback on (or raise "
-            "max_standby_streaming_delay), or take the snapshot on the primary; then rerun",
+            "max_standby_streaming_delay), or take the snapshot on the primary; then rerun:"
+            " nothing was confirmed",
+        )
+    if code == _SNAPSHOT_TOO_OLD:
+        return ReplicationError(
+            f"the snapshot became too old while {during}: old_snapshot_threshold let VACUUM"
+            " remove rows the copy still needed",
+            hint="raise old_snapshot_threshold (-1 turns it off; a server restart) or copy"
+            " fewer tables per run (--snapshot-table); then rerun: nothing was confirmed",
         )
     if code == _INVALID_PARAMETER and "snapshot" in text.lower():
         return ReplicationError(

@@ -46,7 +46,7 @@ from pgtail.changes import (
     unknown_type_oids,
 )
 from pgtail.changes.snapshot import TableRows
-from pgtail.errors import ConfigurationError
+from pgtail.errors import ConfigurationError, ServerCapabilityError, ServerUnavailable
 from pgtail.filters import REDACTED, EventFilter
 from pgtail.lsn import parse_lsn
 from pgtail.render import insert_encoder
@@ -127,7 +127,18 @@ def export_from_temporary_slot(session: Session) -> tuple[Any, str, int]:
     imported."""
     assert session.server is not None
     name = f"pgtail_snapshot_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    conn = open_replication(session.dsn, f"{session.config.application_name} snapshot")
+    try:
+        conn = open_replication(session.dsn, f"{session.config.application_name} snapshot")
+    except ServerUnavailable as exc:
+        if "max_wal_senders" not in exc.message:
+            raise
+        # the stream's own connection holds one: waiting for another would not end
+        raise ServerCapabilityError(
+            "--snapshot of a slot that exists needs a second replication connection for a"
+            " moment (a temporary slot exports the snapshot): all max_wal_senders are in use",
+            hint="raise max_wal_senders (a server restart) or stop another replication client,"
+            " or snapshot into a new slot (--slot NEW --create-slot)",
+        ) from None
     export = "(SNAPSHOT 'export')" if session.server.major >= 15 else "EXPORT_SNAPSHOT"
     try:
         cur = conn.cursor()
