@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import fnmatch
 import json
 import pickle
@@ -284,7 +285,8 @@ class LoadDataSource(DataSource):
     """``format("pgtail_load")``, the batch read of a load's ranges (one partition
     each): option ``tasks``, the `LoadTask`s (pickled, base64); with option ``output``
     each task stages its rows for the pyarrow writer and its row is the manifest
-    (`pgtail.spark.direct.MANIFEST`), else its rows are the source's."""
+    (`pgtail.spark.direct.MANIFEST`), else its rows are the source's; options
+    ``password``, ``sslpassword``: the secrets the tasks' DSN goes without."""
 
     @classmethod
     def name(cls) -> str:
@@ -300,7 +302,11 @@ class LoadDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> _LoadReader:
+        from pgtail.spark.secrets import join_dsn, option_secrets
+
         tasks = pickle.loads(base64.b64decode(self.options["tasks"]))  # noqa: S301 - ours
+        secrets = option_secrets(self.options)
+        tasks = [dataclasses.replace(t, dsn=join_dsn(t.dsn, secrets)) for t in tasks]
         return _LoadReader(tasks, self.options.get("output") or None)
 
 
@@ -494,10 +500,18 @@ def _task(
 def _write_batch(
     spark: Any, root: str, writer: str, tasks: Sequence[LoadTask], name: str
 ) -> None:
-    """One batch of the load, one task per range, written as a micro-batch ``name``."""
+    """One batch of the load, one task per range, written as a micro-batch ``name``.
+    The tasks' DSN goes without its password, which goes as option ``password``
+    (`pgtail.spark.secrets`)."""
+    from pgtail.spark.secrets import split_dsn
+
+    public, secrets = split_dsn(tasks[0].dsn)
+    shown = [dataclasses.replace(t, dsn=public) for t in tasks]
     reader = spark.read.format(LOAD_FORMAT).option(
-        "tasks", base64.b64encode(pickle.dumps(list(tasks))).decode()
+        "tasks", base64.b64encode(pickle.dumps(shown)).decode()
     )
+    for key, value in secrets.items():
+        reader = reader.option(key, value)
     if writer == "pyarrow":
         from pgtail.spark.direct import ChangeLogCommitter, local_path
 

@@ -353,6 +353,7 @@ def run(
     whether asked or not.
     """
     from pgtail.spark.load import initial_load, read_record
+    from pgtail.spark.secrets import hide_secrets
     from pgtail.spark.source import parse_options
 
     trigger_args = parse_trigger(trigger)
@@ -390,7 +391,7 @@ def run(
         sink = ChangeLogWriter(output, parse_options(options).dsn, concurrent_writes)
         reader = spark.readStream.format("pgoutput")
         changes = _no_count
-    for key, value in options.items():
+    for key, value in hide_secrets(options).items():  # no password in option dsn
         reader = reader.option(key, value)
     stream = (
         reader.load()

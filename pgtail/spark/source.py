@@ -54,6 +54,8 @@ DEFAULT_BATCH_ROWS = 10_000
 
 OPTIONS = {
     "dsn": "libpq connection string or URI (default: DATABASE_URL, then PG* variables)",
+    "password": "the password, kept out of option dsn (a key Spark's redaction hides)",
+    "sslpassword": "the client key's password, kept out of option dsn likewise",
     "slot": "the replication slot (pgoutput plugin) to read",
     "slots": "several slots, one partition each: 'slot_a:pub_a,slot_b:pub_b1+pub_b2'",
     "publication": "publication name(s), comma-separated, for slots without their own",
@@ -80,7 +82,7 @@ class SlotSpec:
 class Settings:
     """The parsed, validated options of one source (no connection needed to build it)."""
 
-    dsn: str
+    dsn: str = field(repr=False)  # with its password (`pgtail.spark.secrets`)
     slots: tuple[SlotSpec, ...]
     starting_lsn: int | None = None
     ending_lsn: int | None = None
@@ -122,6 +124,7 @@ def _names(text: str, sep: str) -> tuple[str, ...]:
 def parse_options(options: Mapping[str, str]) -> Settings:
     """Validate the data source options; `ConfigurationError` names the bad one."""
     from pgtail.catalog import resolve_dsn
+    from pgtail.spark.secrets import join_dsn, option_secrets
 
     opts = {k.lower(): v for k, v in options.items() if v is not None}
     unknown = sorted(set(opts) - set(OPTIONS) - {"path"})
@@ -163,7 +166,7 @@ def parse_options(options: Mapping[str, str]) -> Settings:
     starting = parse_lsn(opts["startinglsn"]) if opts.get("startinglsn") else None
     ending = parse_lsn(opts["endinglsn"]) if opts.get("endinglsn") else None
     return Settings(
-        dsn=resolve_dsn(opts.get("dsn")),
+        dsn=join_dsn(resolve_dsn(opts.get("dsn")), option_secrets(opts)),
         slots=tuple(specs),
         starting_lsn=starting,
         ending_lsn=ending,
