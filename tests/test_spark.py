@@ -580,7 +580,7 @@ def test_offsets_follow_the_flushed_wal_without_decoding(db: Any) -> None:
 
 
 def test_a_range_read_stops_at_its_end_and_never_moves_the_slot(db: Any) -> None:
-    from pgtail.spark.sql import replication_options
+    from pgtail.spark.slot_options import replication_options
     from pgtail.stream import max_proto_version
     from pgtail.stream.bounded import RangeRead, read_range
 
@@ -655,7 +655,7 @@ def test_large_transactions_arrive_streamed_and_count_by_their_commit(db: Any) -
         assert items == list(range(1, 3001))
         # it came while in progress (streaming), not held back by the server until it ended
         from pgtail import catalog
-        from pgtail.spark.sql import replication_options
+        from pgtail.spark.slot_options import replication_options
         from pgtail.stream.bounded import RangeRead, read_range
 
         with catalog.connect(db.dsn) as plain:

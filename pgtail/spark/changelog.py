@@ -215,7 +215,7 @@ def refuse_untyped_log(root: str, names: Sequence[str]) -> None:
 RUN_FILE = "_pgtail_run.json"  # in an output: the query (checkpoint) whose batches it holds
 
 
-def _read_text(spark: Any, path: str) -> str | None:
+def read_text(spark: Any, path: str) -> str | None:
     """A small file's text (any Hadoop file system), or None when there is none."""
     if is_local(path):
         local = Path(path.removeprefix("file://"))
@@ -233,7 +233,7 @@ def _read_text(spark: Any, path: str) -> str | None:
         stream.close()
 
 
-def _write_text(spark: Any, path: str, text: str) -> None:
+def write_text(spark: Any, path: str, text: str) -> None:
     if is_local(path):
         local = Path(path.removeprefix("file://"))
         local.parent.mkdir(parents=True, exist_ok=True)
@@ -264,7 +264,7 @@ def checkpoint_query(spark: Any, checkpoint: str | Path) -> str | None:
     checkpoint's ``metadata`` when the query first starts), or None for a new one."""
     import json
 
-    text = _read_text(spark, f"{str(checkpoint).rstrip('/')}/metadata")
+    text = read_text(spark, f"{str(checkpoint).rstrip('/')}/metadata")
     if not text:
         return None
     try:
@@ -289,7 +289,7 @@ def refuse_other_checkpoint(
     import json
 
     recorded: dict[str, Any] = {}
-    text = _read_text(spark, f"{output}/{RUN_FILE}")
+    text = read_text(spark, f"{output}/{RUN_FILE}")
     if text:
         try:
             recorded = dict(json.loads(text))
@@ -327,7 +327,7 @@ def record_run(spark: Any, output: str, checkpoint: str | Path, query: str | Non
     import json
 
     text = json.dumps({"query": query, "checkpoint": _location(checkpoint)})
-    _write_text(spark, f"{output}/{RUN_FILE}", text + "\n")
+    write_text(spark, f"{output}/{RUN_FILE}", text + "\n")
 
 
 def run_all(tasks: Sequence[Callable[[], None]], concurrent: int) -> None:
@@ -393,10 +393,12 @@ class ChangeLogWriter:
 
     def connection(self) -> Any:
         from pgtail import catalog
-        from pgtail.spark import sql
+        from pgtail.spark import slot_options
 
         if self._conn is None or self._conn.closed:
-            self._conn = catalog.open_connection(self.dsn, application_name=sql.APPLICATION_NAME)
+            self._conn = catalog.open_connection(
+                self.dsn, application_name=slot_options.APPLICATION_NAME
+            )
         return self._conn
 
     def close(self) -> None:

@@ -302,10 +302,12 @@ class Stager:
         """The table's columns in the catalog now; when it was dropped since, those its
         log was last written with (the JSON metadata columns keep every value)."""
         from pgtail import catalog
-        from pgtail.spark import sql
+        from pgtail.spark import slot_options
 
         if self._conn is None:
-            self._conn = catalog.open_connection(self.dsn, application_name=sql.APPLICATION_NAME)
+            self._conn = catalog.open_connection(
+                self.dsn, application_name=slot_options.APPLICATION_NAME
+            )
         try:
             return tuple(catalog.table_columns(self._conn, schema_name, table_name))
         except ConfigurationError:

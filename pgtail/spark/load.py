@@ -218,9 +218,11 @@ def read_task(task: LoadTask) -> Iterator[pa.RecordBatch]:
     from pgtail.changes import unknown_type_oids
     from pgtail.changes.snapshot import TableRows
     from pgtail.render.jsonl import json_columns_encoder
-    from pgtail.spark import sql
+    from pgtail.spark import slot_options
 
-    reader = catalog.SnapshotReader(task.dsn, task.snapshot_name, sql.APPLICATION_NAME + " load")
+    reader = catalog.SnapshotReader(
+        task.dsn, task.snapshot_name, slot_options.APPLICATION_NAME + " load"
+    )
     try:
         relation = task.table.relation
         wanted = unknown_type_oids(relation, ())
@@ -327,9 +329,9 @@ def selector(patterns: Sequence[str]) -> Callable[[str, str], bool]:
 
 def read_record(spark: Any, output: str) -> dict[str, Any] | None:
     """The output's load record, or None."""
-    from pgtail.spark.changelog import _read_text
+    from pgtail.spark.changelog import read_text
 
-    text = _read_text(spark, f"{output}/{LOAD_FILE}")
+    text = read_text(spark, f"{output}/{LOAD_FILE}")
     if not text:
         return None
     try:
@@ -339,9 +341,9 @@ def read_record(spark: Any, output: str) -> dict[str, Any] | None:
 
 
 def _write_record(spark: Any, output: str, record: Mapping[str, Any]) -> None:
-    from pgtail.spark.changelog import _write_text
+    from pgtail.spark.changelog import write_text
 
-    _write_text(spark, f"{output}/{LOAD_FILE}", json.dumps(record) + "\n")
+    write_text(spark, f"{output}/{LOAD_FILE}", json.dumps(record) + "\n")
 
 
 def refuse_unfinished(spark: Any, output: str) -> None:
@@ -403,7 +405,7 @@ def initial_load(
     stopped); a load left unfinished by a crash is deleted first."""
     from pgtail import catalog
     from pgtail.catalog.load import TID_RANGE_VERSION, table_blocks
-    from pgtail.spark import load_plan, sql
+    from pgtail.spark import load_plan, slot_options
     from pgtail.spark.load_plan import plan_ranges
     from pgtail.spark.source import parse_options
     from pgtail.stream.snapshot import export_from_temporary_slot
@@ -418,19 +420,19 @@ def initial_load(
     if previous is not None and previous.get("state") != "done":
         _delete_batches(spark, root, int(previous["lsn"]))
         say(f"an unfinished load at {format_lsn(int(previous['lsn']))} deleted: loading again")
-    conn = catalog.open_connection(settings.dsn, application_name=sql.APPLICATION_NAME)
+    conn = catalog.open_connection(settings.dsn, application_name=slot_options.APPLICATION_NAME)
     try:
         server = catalog.server_info(conn)
     finally:
         conn.close()
     session = SimpleNamespace(
         dsn=settings.dsn,
-        config=SimpleNamespace(application_name=sql.APPLICATION_NAME),
+        config=SimpleNamespace(application_name=slot_options.APPLICATION_NAME),
         server=server,
     )
     export_conn, snapshot_name, lsn = export_from_temporary_slot(cast(Any, session))
     try:
-        reader = catalog.SnapshotReader(settings.dsn, snapshot_name, sql.APPLICATION_NAME)
+        reader = catalog.SnapshotReader(settings.dsn, snapshot_name, slot_options.APPLICATION_NAME)
         try:
             found = reader.tables(publications, selector(tables))
             sizes = table_blocks(reader.conn, [t.relation.relation_id for t in found])
@@ -497,9 +499,7 @@ def _task(
     )
 
 
-def _write_batch(
-    spark: Any, root: str, writer: str, tasks: Sequence[LoadTask], name: str
-) -> None:
+def _write_batch(spark: Any, root: str, writer: str, tasks: Sequence[LoadTask], name: str) -> None:
     """One batch of the load, one task per range, written as a micro-batch ``name``.
     The tasks' DSN goes without its password, which goes as option ``password``
     (`pgtail.spark.secrets`)."""
