@@ -101,7 +101,7 @@ def table_dir(root: str | Path, schema_name: str, table_name: str) -> str:
 def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list[Any]:
     """The typed values of ``columns`` from the row JSON ``json`` (a Column), as Columns
     named and typed as the first fields of ``schema``, by the typed read's rule: its
-    converters, vectorised (`pgtail.spark.types.arrow_columns_reader`)."""
+    converters, vectorised (`pgtail.spark.arrow_rows.arrow_columns_reader`)."""
     from pyspark.sql.types import StructType
 
     columns = tuple(columns)
@@ -116,7 +116,7 @@ def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list
         from pyspark.sql.pandas.types import to_arrow_type
 
         if not built:
-            from pgtail.spark.types import arrow_columns_reader
+            from pgtail.spark.arrow_rows import arrow_columns_reader
 
             arrow = to_arrow_type(struct, timezone="UTC")
             targets = [arrow.field(i).type for i in range(arrow.num_fields)]

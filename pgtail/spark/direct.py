@@ -9,7 +9,7 @@ JVM:
 
 - on the executor (`stage_partition`, the ``read`` of the ``pgtail_changelog`` source):
   each table's changes are converted as the typed read converts them
-  (`pgtail.spark.types.arrow_columns_reader`) and written with pyarrow to a staged file
+  (`pgtail.spark.arrow_rows.arrow_columns_reader`) and written with pyarrow to a staged file
   under ``<output>/_pg_staging/`` (the columns looked up in the catalog when the table
   first appears; a staged file records them as Spark would, so Spark reads it back the
   same). The task's thread only decodes; a second thread builds what it decoded into
@@ -268,7 +268,7 @@ class _TableFile(_StagedFile):
     """A table's changes: its columns typed (`arrow_columns_reader`), then `LOG_METADATA`."""
 
     def __init__(self, path: Path, qualified: str, columns: Sequence[ColumnType]) -> None:
-        from pgtail.spark.types import arrow_columns_reader
+        from pgtail.spark.arrow_rows import arrow_columns_reader
 
         self.columns = tuple(columns)
         super().__init__(path, file_schema(log_schema(qualified, self.columns)))

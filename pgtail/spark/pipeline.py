@@ -559,7 +559,7 @@ def fold_copies(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str |
     """
     import orjson
 
-    from pgtail.spark.types import raw_members, raw_object
+    from pgtail.spark.json_rows import raw_members, raw_object
 
     # Values stay the JSON text they were written as (a json/jsonb value keeps the
     # server's text): rows are merged, never parsed.
@@ -615,7 +615,7 @@ def fill(
     """
     import orjson
 
-    from pgtail.spark.types import raw_members, raw_object
+    from pgtail.spark.json_rows import raw_members, raw_object
 
     wanted = orjson.loads(hole)
     at = (wanted["lsn"], wanted["seq"])
