@@ -75,7 +75,7 @@ def test_admission_never_leaves_a_range_out_even_when_larger_than_a_batch() -> N
 
 def test_snapshot_rows_are_inserts_of_their_key_and_keyless_copies_count() -> None:
     pytest.importorskip("pyspark")
-    from pgtail.spark.pipeline import targets
+    from pgtail.spark.fold import targets
 
     assert targets("snapshot", '{"id":1}', '{"id":1,"v":2}', 16, 0) == [
         ('{"id":1}', "insert", 0, None)
