@@ -512,16 +512,18 @@ def _write_batch(spark: Any, root: str, writer: str, tasks: Sequence[LoadTask], 
     )
     for key, value in secrets.items():
         reader = reader.option(key, value)
+    from pgtail.spark.changelog import ChangeLogSink, ChangeLogWriter
+
+    sink: ChangeLogSink
     if writer == "pyarrow":
         from pgtail.spark.direct import ChangeLogCommitter, local_path
 
         path = str(local_path(root).resolve())
-        ChangeLogCommitter(path)(reader.option("output", path).load(), name)
+        sink = ChangeLogCommitter(path)
+        reader = reader.option("output", path)
     else:
-        from pgtail.spark.changelog import ChangeLogWriter
-
         sink = ChangeLogWriter(root, tasks[0].dsn)
-        try:
-            sink(reader.load(), name)
-        finally:
-            sink.close()
+    try:
+        sink(reader.load(), name)
+    finally:
+        sink.close()

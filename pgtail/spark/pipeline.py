@@ -21,6 +21,7 @@ from pgtail.errors import ConfigurationError, PgtailError
 from pgtail.spark import register, require_pyspark
 from pgtail.spark.changelog import (
     CONCURRENT_WRITES,
+    ChangeLogSink,
     ChangeLogWriter,
     is_local,
     list_dirs,
@@ -378,7 +379,7 @@ def run(
             tables=snapshot_tables,
             on_progress=on_load,
         )
-    sink: Any
+    sink: ChangeLogSink
     if chosen == "pyarrow":
         from pgtail.spark.direct import NAME, ChangeLogCommitter, local_path
 
@@ -386,11 +387,9 @@ def run(
         root = local_path(output).resolve()
         sink = ChangeLogCommitter(root)
         reader = spark.readStream.format(NAME).option("path", str(root))
-        changes: Callable[[int], int | None] = sink.changes.get
     else:
         sink = ChangeLogWriter(output, parse_options(options).dsn, concurrent_writes)
         reader = spark.readStream.format("pgoutput")
-        changes = _no_count
     for key, value in hide_secrets(options).items():  # no password in option dsn
         reader = reader.option(key, value)
     stream = (
@@ -410,13 +409,9 @@ def run(
             raise
         if str(query.id) != owner:
             record_run(spark, log_root, checkpoint, str(query.id))
-        return _await(query, options, checkpoint, on_progress, changes)
+        return _await(query, options, checkpoint, on_progress, sink.counted)
     finally:
         sink.close()
-
-
-def _no_count(batch_id: int) -> int | None:
-    return None
 
 
 def _await(
@@ -424,7 +419,7 @@ def _await(
     options: Mapping[str, str],
     checkpoint: str | Path,
     on_progress: Callable[[dict[str, Any]], None] | None,
-    changes: Callable[[int], int | None] = _no_count,
+    changes: Callable[[int], int | None] = lambda batch_id: None,
 ) -> RunResult:
     """Wait for the query; ``changes(batch id)`` counts a batch's changes when its rows
     are not changes (the pyarrow writer's manifests).
