@@ -1,5 +1,5 @@
 """The typed change log's conversion: rows stored as JSON -> typed Arrow columns, per row
-(`pgtail.spark.types.columns_reader` + ``pa.array``, what the change logs used before)
+(`pgtail.spark.json_rows.columns_reader` + ``pa.array``, what the change logs used before)
 against vectorised (`arrow_columns_reader`, what they use now), alternating.
 
 The rows are those of ``bench/spark.py``'s table (bigint, text, int, numeric(12,2),
@@ -52,7 +52,7 @@ def main() -> None:
     from pyspark.sql.pandas.types import to_arrow_type
 
     from pgtail.catalog.spark import ColumnType
-    from pgtail.spark import types
+    from pgtail.spark import arrow_rows, json_rows, types
 
     columns = [
         ColumnType("id", 20, "bigint", -1, 0, 0),
@@ -68,11 +68,11 @@ def main() -> None:
     texts = pa.array(bench_rows(args.rows), pa.string())
 
     def per_row() -> Any:
-        values = types.columns_reader(columns)(texts.to_pylist())
+        values = json_rows.columns_reader(columns)(texts.to_pylist())
         return [pa.array(v, type=t) for v, t in zip(values, targets, strict=True)]
 
     def vectorised() -> Any:
-        return types.arrow_columns_reader(columns, targets)(texts)
+        return arrow_rows.arrow_columns_reader(columns, targets)(texts)
 
     assert [a.to_pylist() for a in per_row()] == [a.to_pylist() for a in vectorised()]
     ratios = []

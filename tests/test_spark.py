@@ -580,7 +580,7 @@ def test_offsets_follow_the_flushed_wal_without_decoding(db: Any) -> None:
 
 
 def test_a_range_read_stops_at_its_end_and_never_moves_the_slot(db: Any) -> None:
-    from pgtail.spark.sql import replication_options
+    from pgtail.spark.slot_options import replication_options
     from pgtail.stream import max_proto_version
     from pgtail.stream.bounded import RangeRead, read_range
 
@@ -655,7 +655,7 @@ def test_large_transactions_arrive_streamed_and_count_by_their_commit(db: Any) -
         assert items == list(range(1, 3001))
         # it came while in progress (streaming), not held back by the server until it ended
         from pgtail import catalog
-        from pgtail.spark.sql import replication_options
+        from pgtail.spark.slot_options import replication_options
         from pgtail.stream.bounded import RangeRead, read_range
 
         with catalog.connect(db.dsn) as plain:
@@ -761,7 +761,7 @@ def _history(
 
 
 def test_a_key_change_leaves_a_hole_that_the_old_key_fills() -> None:
-    from pgtail.spark.pipeline import fill, fold, targets
+    from pgtail.spark.fold import fill, fold, targets
 
     old_key, new_key = '{"id":6}', '{"id":106}'
     # the update moving id 6 to 106 with doc unchanged: a delete of 6, an upsert of 106
@@ -794,7 +794,7 @@ def test_a_key_change_leaves_a_hole_that_the_old_key_fills() -> None:
 
 
 def test_a_chain_of_key_changes_passes_the_hole_back() -> None:
-    from pgtail.spark.pipeline import fill, fold
+    from pgtail.spark.fold import fill, fold
 
     a, b, c = '{"id":1}', '{"id":2}', '{"id":3}'
     history_a = _history(
@@ -815,7 +815,7 @@ def test_a_chain_of_key_changes_passes_the_hole_back() -> None:
 def test_equal_rows_of_a_whole_row_key_are_counted() -> None:
     """REPLICA IDENTITY FULL without a primary key: the key is the whole row, and the
     table may hold it more than once; an insert adds a copy, a delete takes one away."""
-    from pgtail.spark.pipeline import fold, fold_copies, targets
+    from pgtail.spark.fold import fold, fold_copies, targets
 
     dup = '{"n":5,"s":"dup"}'
     assert targets("insert", dup, dup, 10, 0) == [(dup, "insert", 0, None)]

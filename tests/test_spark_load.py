@@ -75,7 +75,7 @@ def test_admission_never_leaves_a_range_out_even_when_larger_than_a_batch() -> N
 
 def test_snapshot_rows_are_inserts_of_their_key_and_keyless_copies_count() -> None:
     pytest.importorskip("pyspark")
-    from pgtail.spark.pipeline import targets
+    from pgtail.spark.fold import targets
 
     assert targets("snapshot", '{"id":1}', '{"id":1,"v":2}', 16, 0) == [
         ('{"id":1}', "insert", 0, None)
@@ -254,3 +254,134 @@ def test_a_snapshot_table_matching_nothing_is_refused(
             snapshot_tables=["nosuch*"])  # fmt: skip
     # nothing was claimed or recorded as loading
     assert not (tmp_path / "o" / "_pgtail_load.json").exists()
+
+
+# --- no password in what Spark keeps and shows -----------------------------------------
+
+SECRET = "Zq9-not-in-any-plan"
+
+
+def test_a_dsn_travels_without_its_secrets_and_gets_them_back() -> None:
+    pytest.importorskip("psycopg2")
+    from psycopg2.extensions import parse_dsn
+
+    from pgtail.spark.secrets import hide_secrets, join_dsn, split_dsn
+
+    public, secrets = split_dsn("postgresql://u:p%40w@h:5433/db?sslpassword=k&sslmode=require")
+    assert secrets == {"password": "p@w", "sslpassword": "k"}
+    assert "p@w" not in public and parse_dsn(public)["sslmode"] == "require"
+    assert parse_dsn(join_dsn(public, secrets)) == parse_dsn("host=h port=5433 dbname=db "
+        "user=u password=p@w sslpassword=k sslmode=require")  # fmt: skip
+    assert split_dsn("host=h dbname=d") == ("host=h dbname=d", {})
+    assert split_dsn("") == ("", {})
+    assert join_dsn("", {"password": "x"}) == "password=x"
+    hidden = hide_secrets({"DSN": "host=h password=x", "slot": "s"})
+    assert hidden == {"DSN": "host=h", "password": "x", "slot": "s"}
+    # a password option given wins over the DSN's
+    assert hide_secrets({"dsn": "password=x", "password": "y"}) == {"dsn": "", "password": "y"}
+
+
+@pytest.fixture
+def password_role(db15: Any) -> Any:
+    """A role that must give its password (scram) on loopback; every other role is
+    trusted as before."""
+    server = db15.server
+    hba = (server.datadir / "pg_hba.conf").read_text()
+    db15.execute(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'spark_pw') THEN"
+        f" CREATE ROLE spark_pw LOGIN REPLICATION PASSWORD '{SECRET}'; END IF; END $$"
+    )
+    server.set_hba(
+        "host all spark_pw 127.0.0.1/32 scram-sha-256\n"
+        "host replication spark_pw 127.0.0.1/32 scram-sha-256\n" + hba
+    )
+    try:
+        yield f"postgresql://spark_pw@127.0.0.1:{server.port}/{db15.name}"
+    finally:
+        server.set_hba(hba)
+
+
+def _shown(spark: Any, frame: Any) -> list[str]:
+    """What Spark shows of a frame: its plans in every explain mode, the analyzed plan
+    as JSON, and its sources' options as Spark's redaction leaves them."""
+    import base64
+    import contextlib
+
+    jvm = spark.sparkContext._jvm
+    execution = frame._jdf.queryExecution()
+    texts = [
+        jvm.PythonSQLUtils.explainString(execution, mode)
+        for mode in ("extended", "formatted", "cost")
+    ]
+    texts.append(execution.analyzed().toJSON())
+    leaves = execution.analyzed().collectLeaves()
+    conf = spark._jsparkSession.sessionState().conf()
+    options: dict[str, str] = {}
+    for i in range(leaves.size()):
+        leaf = leaves.apply(i)
+        for getter in ("options", "extraOptions"):
+            if getter in dir(leaf):
+                given = getattr(leaf, getter)().asCaseSensitiveMap()
+                redacted = conf.redactOptions(jvm.PythonUtils.toScalaMap(given))
+                options.update(dict(jvm.scala.jdk.javaapi.CollectionConverters.asJava(redacted)))
+    assert options, "no options found in the plan"
+    for value in options.values():
+        texts.append(value)
+        with contextlib.suppress(ValueError):
+            texts.append(base64.b64decode(value, validate=True).decode("latin-1"))
+    return texts
+
+
+@pytest.mark.spark
+def test_no_password_in_what_spark_shows_and_the_reads_still_work(
+    spark: Any, db15: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password_role: str
+) -> None:
+    import psycopg2
+    from pyspark.sql.readwriter import DataFrameReader
+    from pyspark.sql.streaming.readwriter import DataStreamReader
+
+    from pgtail.spark.pipeline import read_changes, run
+
+    _setup(db15)
+    db15.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO spark_pw")
+    with pytest.raises(psycopg2.OperationalError):  # the password is needed
+        psycopg2.connect(password_role).close()
+    dsn = password_role.replace("spark_pw@", f"spark_pw:{SECRET}@")
+    frames: list[Any] = []
+    for cls in (DataFrameReader, DataStreamReader):
+
+        def spy(self: Any, *args: Any, _load: Any = cls.load, **kwargs: Any) -> Any:
+            frame = _load(self, *args, **kwargs)
+            frames.append(frame)
+            return frame
+
+        monkeypatch.setattr(cls, "load", spy)
+    options = {"dsn": dsn, "slot": "s", "publication": "p"}
+    out = tmp_path / "changes"
+    run(spark, options=options, output=out, checkpoint=tmp_path / "chk", snapshot=True)
+    log = read_changes(spark, out)
+    # loaded, with the password: 3000 items, 1990 bag, three markers
+    assert log.where("op = 'snapshot'").count() == 4993
+    assert log.where("op = 'update'").count() == 100  # and streamed
+    formats = {f._jdf.queryExecution().analyzed().simpleString(100) for f in frames}
+    assert any("pgtail_load" in f for f in formats), formats
+    assert any("pgtail_changelog" in f for f in formats), formats
+    for frame in frames:
+        for text in _shown(spark, frame):
+            assert SECRET not in text
+    # a user's own job: the password as option password, the DSN without it
+    db15.execute("UPDATE items SET name = 'after' WHERE id = 1")
+    own = spark.read.format("pgoutput").options(dsn=password_role, password=SECRET)
+    pending = own.option("slot", "s").option("publication", "p").load()
+    assert [r["op"] for r in pending.collect()] == ["update"]
+    stream = (
+        spark.readStream.format("pgoutput")
+        .options(dsn=password_role, password=SECRET, slot="s", publication="p")
+        .load()
+    )
+    for frame in (pending, stream):
+        for text in _shown(spark, frame):
+            assert SECRET not in text
+    # Spark prints a streaming source's options in its plans: redacted by key
+    plan = stream._sc._jvm.PythonSQLUtils.explainString(stream._jdf.queryExecution(), "extended")
+    assert "password=*********(redacted)" in plan

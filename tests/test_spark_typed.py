@@ -812,7 +812,8 @@ def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -
     """No server: the JSON-ready values pgtail's converters give, written as a row by
     `pgtail.values.dumps`, read back by `row_reader`/`columns_reader`, equal the typed
     read's converters applied to the values themselves, for every type of the rule."""
-    from pgtail.spark.types import columns_reader, raw_items, row_reader, spark_field
+    from pgtail.spark.json_rows import columns_reader, raw_items, row_reader
+    from pgtail.spark.types import spark_field
     from pgtail.values import dumps
 
     columns, row = every_type()
@@ -841,7 +842,7 @@ def test_rows_stored_as_json_convert_as_the_typed_read_converts_their_values() -
     with pytest.raises(ValueError):
         raw_items('{"a" 1}')
     # what fold merges: each member's text as written, compact or not, past orjson or not
-    from pgtail.spark.types import raw_members, raw_object
+    from pgtail.spark.json_rows import raw_members, raw_object
 
     for text in [
         '{"a":1,"b":{"x": 1.50},"c":"é","d":[1, 2],"e":null}', ' {"a" : 1.50 }',
@@ -863,7 +864,7 @@ def test_rows_stored_as_json_convert_to_arrow_vectorised_as_the_converters_do(
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from pgtail.spark import types
+    from pgtail.spark import arrow_rows, json_rows, types
     from pgtail.values import dumps
 
     columns, row = every_type()
@@ -883,14 +884,14 @@ def test_rows_stored_as_json_convert_to_arrow_vectorised_as_the_converters_do(
     }  # fmt: skip
     targets = [to_arrow_type(types.spark_field(c)[0].dataType, timezone="UTC") for c in columns]
     asked: list[tuple[str, ...]] = []
-    columns_reader = types.columns_reader
+    columns_reader = json_rows.columns_reader
 
     def spy(wanted: Any) -> Any:
         asked.append(tuple(c.name for c in wanted))
         return columns_reader(wanted)
 
-    monkeypatch.setattr(types, "columns_reader", spy)
-    read = types.arrow_columns_reader(columns, targets)
+    monkeypatch.setattr(arrow_rows, "columns_reader", spy)
+    read = arrow_rows.arrow_columns_reader(columns, targets)
     for rows, slow in [
         (clean, {"by", "j", "jb", "jba", "multi"}),
         # (an unconstrained numeric is a string column: "Infinity" is read as it is)
@@ -914,7 +915,7 @@ def test_rows_stored_as_json_convert_to_arrow_vectorised_as_the_converters_do(
                for r in [*clean, odd]], None]  # fmt: skip
     asked.clear()
     alone_targets = [targets[columns.index(c)] for c in alone]
-    got = types.arrow_columns_reader(alone, alone_targets)(pa.array(texts, pa.string()))
+    got = arrow_rows.arrow_columns_reader(alone, alone_targets)(pa.array(texts, pa.string()))
     assert [same(a.to_pylist()) for a in got] == [
         same(pa.array(v, type=t).to_pylist())
         for v, t in zip(columns_reader(alone)(texts), alone_targets, strict=True)
@@ -929,7 +930,7 @@ def test_a_row_with_one_json_column_finds_its_text_without_the_scanner(
     """One json column (the usual table): its text lies between what orjson wrote of the
     other members, found without walking the row; rows orjson did not write fall back."""
     from pgtail.catalog.spark import ColumnType
-    from pgtail.spark import types
+    from pgtail.spark import arrow_rows, json_rows, types
     from pgtail.values import dumps
 
     others = [ColumnType("id", 20, "bigint", -1, 0, 0), ColumnType("t", 25, "text", -1, 0, 0)]
@@ -950,16 +951,16 @@ def test_a_row_with_one_json_column_finds_its_text_without_the_scanner(
     plain = [{k: None if k == "doc" and orjson.dumps(v) == b"null" else v for k, v in row.items()}
              for row in rows]  # fmt: skip
     expected = [[types.spark_field(c)[1](row.get(c.name)) for c in columns] for row in plain]
-    read = types.row_reader(columns)
+    read = json_rows.row_reader(columns)
     scanned = [read(" " + text) for text in texts]  # not compact: the general scanner
-    monkeypatch.setattr(types, "_walk", None)  # the scanner is not called below
-    got = [types.row_reader(columns)(text) for text in texts]
+    monkeypatch.setattr(json_rows, "_walk", None)  # the scanner is not called below
+    got = [json_rows.row_reader(columns)(text) for text in texts]
     assert got == expected == scanned
     assert got[0][names.index("doc")] == '{"b": [1.50, "}"], "c": null}'
     # the vectorised read finds the member's text without parsing the row; a column
     # named so that its key holds '"doc":' comes first, and is not taken for it
     tricky = ColumnType('x"doc', 25, "text", -1, 0, 0)
-    member = types.json_member_reader(doc)
+    member = arrow_rows.json_member_reader(doc)
     rows_as_json = [
         *texts, " " + texts[0], None,
         dumps({'x"doc': '","doc":1', **{n: rows[0][n] for n in names}}).decode(),
@@ -968,7 +969,7 @@ def test_a_row_with_one_json_column_finds_its_text_without_the_scanner(
         *[e[names.index("doc")] for e in expected], expected[0][names.index("doc")], None,
         expected[0][names.index("doc")],
     ]  # fmt: skip
-    assert types.columns_reader([tricky, doc])(rows_as_json[-1:]) == [['","doc":1'], [
+    assert json_rows.columns_reader([tricky, doc])(rows_as_json[-1:]) == [['","doc":1'], [
         expected[0][names.index("doc")]
     ]]  # fmt: skip
     # jsonb's text (PostgreSQL's) never holds ',"t":', so a value followed by column t
@@ -982,7 +983,7 @@ def test_a_row_with_one_json_column_finds_its_text_without_the_scanner(
         for row in ({"id": 1, "doc": orjson.Fragment(text), "t": "z"},
                     {"id": 1, "doc": orjson.Fragment(text)}):  # fmt: skip
             for following in ("t", None):
-                found = types.json_member_reader(column, following)([dumps(row).decode()])
+                found = arrow_rows.json_member_reader(column, following)([dumps(row).decode()])
                 assert found == [text.decode()]
 
 
@@ -1000,7 +1001,7 @@ def test_the_vectorised_jsonb_member_reads_what_the_row_reader_reads(
     import pyarrow as pa
 
     from pgtail.catalog.spark import ColumnType
-    from pgtail.spark import types
+    from pgtail.spark import arrow_rows, json_rows
     from pgtail.values import dumps
 
     doc = ColumnType("dóc", 3802, "jsonb", -1, 0, 0)
@@ -1031,11 +1032,11 @@ def test_the_vectorised_jsonb_member_reads_what_the_row_reader_reads(
         if not (text.startswith('{"dóc":') or ',"dóc":' in text):
             return False  # the column absent, or not where a compact row has it
         after = names[names.index("dóc") + 1 :]
-        value = types.row_reader([doc])(text)[0]
+        value = json_rows.row_reader([doc])(text)[0]
         return after[:1] in ([following], []) and ',"' not in (value or "")
 
     python_rows: list[str] = []
-    real = types.json_member_reader
+    real = arrow_rows.json_member_reader
 
     def counted(column: Any, following: Any = None) -> Any:
         read = real(column, following)
@@ -1046,7 +1047,7 @@ def test_the_vectorised_jsonb_member_reads_what_the_row_reader_reads(
 
         return reading
 
-    monkeypatch.setattr(types, "json_member_reader", counted)
+    monkeypatch.setattr(arrow_rows, "json_member_reader", counted)
     for columns in (["id", "t", "dóc", "f"], ["dóc", "f"], ["id", "dóc"], order):
         after = columns.index("dóc") + 1
         following = columns[after] if after < len(columns) else None
@@ -1054,10 +1055,10 @@ def test_the_vectorised_jsonb_member_reads_what_the_row_reader_reads(
             rows = [row(columns, dropped) for _ in range(300)]
             rows.append(" " + (rows[0] or "{}"))  # not compact
             python_rows.clear()
-            got = types.json_member_arrow(doc, following)(
+            got = arrow_rows.json_member_arrow(doc, following)(
                 pa.array(["pad", *rows], pa.string()).slice(1)
             )
-            expected = [None if r is None else types.row_reader([doc])(r)[0] for r in rows]
+            expected = [None if r is None else json_rows.row_reader([doc])(r)[0] for r in rows]
             assert got.to_pylist() == expected, (columns, dropped)
             assert real(doc, following)(rows) == expected, (columns, dropped)
             # Python reads exactly the rows the kernels cannot: not compact, without the
@@ -1065,8 +1066,9 @@ def test_the_vectorised_jsonb_member_reads_what_the_row_reader_reads(
             # ',"' (a string ending in a comma)
             assert python_rows == [r for r in rows if r is not None and not fast(r, following)]
             assert dropped or len(python_rows) < len(rows) / 4  # most rows: the kernels
-    assert types.json_member_arrow(doc, "f")(pa.array([None, None], pa.string())).null_count == 2
-    assert len(types.json_member_arrow(doc)(pa.array([], pa.string()))) == 0
+    member_arrow = arrow_rows.json_member_arrow
+    assert member_arrow(doc, "f")(pa.array([None, None], pa.string())).null_count == 2
+    assert len(member_arrow(doc)(pa.array([], pa.string()))) == 0
 
 
 def test_cli_run_error_is_one_line_and_materialize_prints_counts(

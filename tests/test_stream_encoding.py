@@ -78,7 +78,7 @@ def test_stream_json_and_sql_of_a_latin1_table(latin1: Database) -> None:
 
 
 def test_slot_peek_and_a_range_read_of_a_latin1_table(latin1: Database) -> None:
-    from pgtail.spark.sql import replication_options
+    from pgtail.spark.slot_options import replication_options
     from pgtail.stream.bounded import RangeRead, read_range
 
     end = _setup(latin1)

@@ -107,6 +107,26 @@ def _trigger(text: str) -> str:
     return text
 
 
+def _run_options(
+    dsn: str | None,
+    slot: str,
+    publications: tuple[str, ...],
+    fail_on_data_loss: bool,
+    binary: bool,
+    max_bytes_per_trigger: int | None,
+) -> dict[str, str]:
+    """The source options of ``spark run``'s options."""
+    from pgtail.spark.pipeline import source_options
+
+    extra = {
+        "failOnDataLoss": "true" if fail_on_data_loss else "false",
+        "binary": "true" if binary else "false",
+    }
+    if max_bytes_per_trigger is not None:
+        extra["maxBytesPerTrigger"] = str(max_bytes_per_trigger)
+    return source_options(dsn=dsn, slot=slot, publication=",".join(publications), extra=extra)
+
+
 @spark_group.command("run")
 @connection_options
 @click.option(
@@ -222,21 +242,11 @@ def spark_run(
     from pgtail.spark import require_pyspark
 
     require_pyspark()
-    from pgtail.spark.pipeline import (
-        Interrupted,
-        chosen_writer,
-        run,
-        source_options,
-        validate_source,
-    )
+    from pgtail.spark.pipeline import Interrupted, chosen_writer, run, validate_source
 
-    extra = {
-        "failOnDataLoss": "true" if fail_on_data_loss else "false",
-        "binary": "true" if binary else "false",
-    }
-    if max_bytes_per_trigger is not None:
-        extra["maxBytesPerTrigger"] = str(max_bytes_per_trigger)
-    options = source_options(dsn=dsn, slot=slot, publication=",".join(publications), extra=extra)
+    options = _run_options(
+        dsn, slot, publications, fail_on_data_loss, binary, max_bytes_per_trigger
+    )
     spark_conf = _pairs(conf, "--conf")
     chosen_writer(writer, output)  # a bad --writer for --output: before Spark starts
     validate_source(options)  # missing slot/publication: one clear line, no Spark start-up

@@ -3,9 +3,14 @@
 ``<output>/<schema>.<table>/_pg_batch=<id>/`` holds a micro-batch of a table's changes:
 its columns with Spark types (`pgtail.spark.types`; each field records its PostgreSQL
 type), then the `LOG_METADATA` columns, prefixed ``_pg_``; ``<output>/_messages/`` the
-logical decoding messages, untyped. `ChangeLogWriter` writes a batch (the ``foreachBatch``
-function of `pgtail.spark.pipeline.run`), `read_changes` reads every log back as the
-source's untyped rows, `recorded_columns` gives the types a log was written with.
+logical decoding messages, untyped. Two writers write a batch (`ChangeLogSink`, the
+``foreachBatch`` function of `pgtail.spark.pipeline.run`): `ChangeLogWriter` here, with
+Spark's Parquet writer, and `pgtail.spark.direct.ChangeLogCommitter`, with pyarrow. The
+layout they share is written here once: where a batch goes (`batch_path`,
+`messages_path`), what a row holds (a table's columns from the first of `ROW_JSON` that
+is not null, then `LOG_METADATA`), the columns each log was last written with and the
+check that none changed its type (`LogColumns`, `recorded_columns`). `read_changes` reads
+every log back as the source's untyped rows.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import string
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pgtail.catalog.spark import ColumnType
 from pgtail.errors import ConfigurationError
@@ -41,6 +46,19 @@ LOG_METADATA: tuple[tuple[str, str], ...] = (
     ("_pg_before", "before"),
     ("_pg_after", "after"),
 )
+ROW_JSON = ("after", "before")  # a row's typed columns: from the first not null of these
+
+
+class ChangeLogSink(Protocol):
+    """What writes a micro-batch into the change logs (``foreachBatch``)."""
+
+    def __call__(self, frame: Any, batch_id: int | str) -> None: ...
+
+    def counted(self, batch_id: int | str) -> int | None:
+        """The changes batch ``batch_id`` wrote, when the writer counts them."""
+        ...
+
+    def close(self) -> None: ...
 
 
 def metadata_fields() -> list[Any]:
@@ -92,6 +110,16 @@ def path_name(name: str) -> str:
     return "".join(pieces)
 
 
+def batch_path(root: str | Path, schema_name: str, table_name: str, batch_id: int | str) -> str:
+    """Where a table's rows of one batch go."""
+    return f"{table_dir(root, schema_name, table_name)}/{BATCH_COLUMN}={batch_id}"
+
+
+def messages_path(root: str | Path, batch_id: int | str) -> str:
+    """Where the messages of one batch go."""
+    return f"{str(root).rstrip('/')}/{MESSAGES_DIR}/{BATCH_COLUMN}={batch_id}"
+
+
 def table_dir(root: str | Path, schema_name: str, table_name: str) -> str:
     """Where a table's change log (or snapshot) lives: ``<root>/<schema>.<table>``, each
     name as `path_name` writes it (plain names as they are)."""
@@ -101,7 +129,7 @@ def table_dir(root: str | Path, schema_name: str, table_name: str) -> str:
 def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list[Any]:
     """The typed values of ``columns`` from the row JSON ``json`` (a Column), as Columns
     named and typed as the first fields of ``schema``, by the typed read's rule: its
-    converters, vectorised (`pgtail.spark.types.arrow_columns_reader`)."""
+    converters, vectorised (`pgtail.spark.arrow_rows.arrow_columns_reader`)."""
     from pyspark.sql.types import StructType
 
     columns = tuple(columns)
@@ -116,7 +144,7 @@ def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list
         from pyspark.sql.pandas.types import to_arrow_type
 
         if not built:
-            from pgtail.spark.types import arrow_columns_reader
+            from pgtail.spark.arrow_rows import arrow_columns_reader
 
             arrow = to_arrow_type(struct, timezone="UTC")
             targets = [arrow.field(i).type for i in range(arrow.num_fields)]
@@ -169,18 +197,76 @@ def _batch_ids(spark: Any, directory: str) -> list[int]:
     return batch_ids(list_dirs(spark, directory))
 
 
-def recorded_columns(spark: Any, directory: str) -> tuple[ColumnType, ...] | None:
+class LogFiles(Protocol):
+    """How a writer looks at the logs' files: `SparkFiles` (any file system) or
+    `pgtail.spark.direct.LocalFiles` (pyarrow, a local output)."""
+
+    def dirs(self, path: str) -> list[str]:
+        """The names of the directories in ``path``, sorted."""
+        ...
+
+    def schema(self, batch: str) -> Any:
+        """The Spark schema (StructType) a batch directory's files were written with;
+        None when none is readable (a batch cut short)."""
+        ...
+
+
+class SparkFiles:
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+
+    def dirs(self, path: str) -> list[str]:
+        return list_dirs(self.spark, path)
+
+    def schema(self, batch: str) -> Any:
+        try:
+            return self.spark.read.parquet(batch).schema
+        except Exception:  # no data file yet
+            return None
+
+
+def recorded_columns(files: LogFiles | Any, directory: str) -> tuple[ColumnType, ...] | None:
     """The columns (with their PostgreSQL types) of the latest batch of a table's change
-    log, as its Parquet schema records them; None when it has no readable batch."""
+    log, as its Parquet schema records them; None when it has no readable batch.
+    ``files``: a `LogFiles`, or a SparkSession (`SparkFiles`)."""
     from pgtail.spark.types import recorded_in
 
-    for batch_dir in reversed(batch_dirs(list_dirs(spark, directory))):
-        try:
-            fields = spark.read.parquet(f"{directory}/{batch_dir}").schema.fields
-        except Exception:  # a batch cut short (no data file yet): an earlier one says
-            continue
-        return recorded_in(fields)
+    if not hasattr(files, "schema"):
+        files = SparkFiles(files)
+    directory = str(directory).rstrip("/")
+    for batch_dir in reversed(batch_dirs(files.dirs(directory))):
+        schema = files.schema(f"{directory}/{batch_dir}")
+        if schema is not None:  # else an earlier batch says
+            return recorded_in(schema.fields)
     return None
+
+
+class LogColumns:
+    """The columns each table's log was last written with (looked up in the log the
+    first time), and the check that a batch's columns change none of their types."""
+
+    def __init__(self, output: str | Path, files: LogFiles) -> None:
+        self.output = str(output).rstrip("/")
+        self.files = files
+        self.columns: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
+
+    def known(self, key: tuple[str, str]) -> tuple[ColumnType, ...] | None:
+        found = self.columns.get(key)
+        if found is None:
+            found = recorded_columns(self.files, table_dir(self.output, *key))
+        return found
+
+    def check(self, key: tuple[str, str], *written: Sequence[ColumnType]) -> None:
+        """`ConfigurationError` when columns written in this order (after the log's)
+        change a type."""
+        known = self.known(key)
+        for columns in written:
+            if known is not None:
+                refuse_retyped(f"{key[0]}.{key[1]}", known, columns)
+            known = tuple(columns)
+
+    def record(self, key: tuple[str, str], columns: Sequence[ColumnType]) -> None:
+        self.columns[key] = tuple(columns)
 
 
 def refuse_retyped(table: str, known: Sequence[ColumnType], current: Sequence[ColumnType]) -> None:
@@ -215,7 +301,7 @@ def refuse_untyped_log(root: str, names: Sequence[str]) -> None:
 RUN_FILE = "_pgtail_run.json"  # in an output: the query (checkpoint) whose batches it holds
 
 
-def _read_text(spark: Any, path: str) -> str | None:
+def read_text(spark: Any, path: str) -> str | None:
     """A small file's text (any Hadoop file system), or None when there is none."""
     if is_local(path):
         local = Path(path.removeprefix("file://"))
@@ -233,7 +319,7 @@ def _read_text(spark: Any, path: str) -> str | None:
         stream.close()
 
 
-def _write_text(spark: Any, path: str, text: str) -> None:
+def write_text(spark: Any, path: str, text: str) -> None:
     if is_local(path):
         local = Path(path.removeprefix("file://"))
         local.parent.mkdir(parents=True, exist_ok=True)
@@ -264,7 +350,7 @@ def checkpoint_query(spark: Any, checkpoint: str | Path) -> str | None:
     checkpoint's ``metadata`` when the query first starts), or None for a new one."""
     import json
 
-    text = _read_text(spark, f"{str(checkpoint).rstrip('/')}/metadata")
+    text = read_text(spark, f"{str(checkpoint).rstrip('/')}/metadata")
     if not text:
         return None
     try:
@@ -289,7 +375,7 @@ def refuse_other_checkpoint(
     import json
 
     recorded: dict[str, Any] = {}
-    text = _read_text(spark, f"{output}/{RUN_FILE}")
+    text = read_text(spark, f"{output}/{RUN_FILE}")
     if text:
         try:
             recorded = dict(json.loads(text))
@@ -327,7 +413,7 @@ def record_run(spark: Any, output: str, checkpoint: str | Path, query: str | Non
     import json
 
     text = json.dumps({"query": query, "checkpoint": _location(checkpoint)})
-    _write_text(spark, f"{output}/{RUN_FILE}", text + "\n")
+    write_text(spark, f"{output}/{RUN_FILE}", text + "\n")
 
 
 def run_all(tasks: Sequence[Callable[[], None]], concurrent: int) -> None:
@@ -388,15 +474,20 @@ class ChangeLogWriter:
         self.dsn = dsn
         self.concurrent_writes = concurrent_writes
         self._lock = threading.Lock()
-        self.columns: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
+        self.log_columns: LogColumns | None = None
         self._conn: Any = None
+
+    def counted(self, batch_id: int | str) -> int | None:
+        return None  # Spark's progress counts them
 
     def connection(self) -> Any:
         from pgtail import catalog
-        from pgtail.spark import sql
+        from pgtail.spark import slot_options
 
         if self._conn is None or self._conn.closed:
-            self._conn = catalog.open_connection(self.dsn, application_name=sql.APPLICATION_NAME)
+            self._conn = catalog.open_connection(
+                self.dsn, application_name=slot_options.APPLICATION_NAME
+            )
         return self._conn
 
     def close(self) -> None:
@@ -410,19 +501,16 @@ class ChangeLogWriter:
         """The columns a batch of the table is written with (see the class doc)."""
         from pgtail import catalog
 
+        if self.log_columns is None:
+            self.log_columns = LogColumns(self.output, SparkFiles(spark))
         key = (schema_name, table_name)
-        qualified = f"{schema_name}.{table_name}"
-        known = self.columns.get(key)
-        if known is None:
-            known = recorded_columns(spark, table_dir(self.output, schema_name, table_name))
         try:
             current = tuple(catalog.table_columns(self.connection(), schema_name, table_name))
         except ConfigurationError:
             # dropped since these changes: the types last seen (the JSON keeps the rest)
-            current = known or ()
-        if known is not None:
-            refuse_retyped(qualified, known, current)
-        self.columns[key] = current
+            current = self.log_columns.known(key) or ()
+        self.log_columns.check(key, current)
+        self.log_columns.record(key, current)
         return current
 
     def __call__(self, frame: Any, batch_id: int | str) -> None:
@@ -451,14 +539,14 @@ class ChangeLogWriter:
                     & (F.col("op") != "message")
                 )
                 typed = mine.select(
-                    *typed_columns(columns, schema, F.coalesce("after", "before")),
+                    *typed_columns(columns, schema, F.coalesce(*ROW_JSON)),
                     *[F.col(source).alias(name) for name, source in LOG_METADATA],
                 )
-                target = table_dir(self.output, schema_name, table_name)
-                typed.write.mode("overwrite").parquet(f"{target}/{BATCH_COLUMN}={batch_id}")
+                target = batch_path(self.output, schema_name, table_name, batch_id)
+                typed.write.mode("overwrite").parquet(target)
 
             def write_messages() -> None:
-                target = f"{self.output}/{MESSAGES_DIR}/{BATCH_COLUMN}={batch_id}"
+                target = messages_path(self.output, batch_id)
                 messages = frame.where(F.col("op") == "message").select(*COLUMNS)
                 messages.write.mode("overwrite").parquet(target)
 

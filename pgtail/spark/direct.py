@@ -9,7 +9,7 @@ JVM:
 
 - on the executor (`stage_partition`, the ``read`` of the ``pgtail_changelog`` source):
   each table's changes are converted as the typed read converts them
-  (`pgtail.spark.types.arrow_columns_reader`) and written with pyarrow to a staged file
+  (`pgtail.spark.arrow_rows.arrow_columns_reader`) and written with pyarrow to a staged file
   under ``<output>/_pg_staging/`` (the columns looked up in the catalog when the table
   first appears; a staged file records them as Spark would, so Spark reads it back the
   same). The task's thread only decodes; a second thread builds what it decoded into
@@ -49,12 +49,13 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from pgtail.catalog.spark import ColumnType
 from pgtail.errors import ConfigurationError
 from pgtail.spark.changelog import (
-    BATCH_COLUMN,
     LOG_METADATA,
-    MESSAGES_DIR,
-    batch_dirs,
+    ROW_JSON,
+    LogColumns,
+    batch_path,
     log_schema,
-    refuse_retyped,
+    messages_path,
+    recorded_columns,
     require_local,
     table_dir,
 )
@@ -108,26 +109,25 @@ def _columns_of_json(text: str) -> tuple[ColumnType, ...]:
     return tuple(ColumnType(**item) for item in orjson.loads(text))
 
 
-def recorded_columns(directory: str | Path) -> tuple[ColumnType, ...] | None:
-    """`pgtail.spark.changelog.recorded_columns` of a local log, without Spark: the
-    columns of its latest readable batch, from the schema Spark (or `Stager`) recorded
-    in the Parquet footer; None when it has none."""
-    from pyarrow import parquet as pq
+class LocalFiles:
+    """`pgtail.spark.changelog.LogFiles` of a local log, without Spark: a batch's schema
+    is the one Spark (or `Stager`) recorded in a Parquet footer."""
 
-    from pgtail.spark.types import recorded_in
+    def dirs(self, path: str) -> list[str]:
+        root = local_path(path)
+        return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
-    root = local_path(directory)
-    names = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
-    for batch_dir in reversed(batch_dirs(names)):
-        for file in sorted((root / batch_dir).glob("*.parquet")):
+    def schema(self, batch: str) -> StructType | None:
+        from pyarrow import parquet as pq
+
+        for file in sorted(local_path(batch).glob("*.parquet")):
             try:
                 metadata = pq.read_schema(file).metadata or {}
-            except Exception:  # a file cut short: an earlier batch says
+            except Exception:  # a file cut short
                 continue
-            if SPARK_SCHEMA_KEY not in metadata:
-                continue
-            return recorded_in(StructType.fromJson(_loads(metadata[SPARK_SCHEMA_KEY])).fields)
-    return None
+            if SPARK_SCHEMA_KEY in metadata:
+                return StructType.fromJson(_loads(metadata[SPARK_SCHEMA_KEY]))
+        return None
 
 
 def _loads(raw: bytes) -> Any:
@@ -268,7 +268,7 @@ class _TableFile(_StagedFile):
     """A table's changes: its columns typed (`arrow_columns_reader`), then `LOG_METADATA`."""
 
     def __init__(self, path: Path, qualified: str, columns: Sequence[ColumnType]) -> None:
-        from pgtail.spark.types import arrow_columns_reader
+        from pgtail.spark.arrow_rows import arrow_columns_reader
 
         self.columns = tuple(columns)
         super().__init__(path, file_schema(log_schema(qualified, self.columns)))
@@ -280,7 +280,7 @@ class _TableFile(_StagedFile):
     def arrays(self, rows: pa.Table) -> list[Any]:
         import pyarrow.compute as pc
 
-        texts = pc.coalesce(rows.column("after"), rows.column("before"))
+        texts = pc.coalesce(*(rows.column(name) for name in ROW_JSON))
         typed = self.read(texts) if self.columns else []
         return [*typed, *(rows.column(source).combine_chunks() for _, source in LOG_METADATA)]
 
@@ -302,14 +302,17 @@ class Stager:
         """The table's columns in the catalog now; when it was dropped since, those its
         log was last written with (the JSON metadata columns keep every value)."""
         from pgtail import catalog
-        from pgtail.spark import sql
+        from pgtail.spark import slot_options
 
         if self._conn is None:
-            self._conn = catalog.open_connection(self.dsn, application_name=sql.APPLICATION_NAME)
+            self._conn = catalog.open_connection(
+                self.dsn, application_name=slot_options.APPLICATION_NAME
+            )
         try:
             return tuple(catalog.table_columns(self._conn, schema_name, table_name))
         except ConfigurationError:
-            return recorded_columns(table_dir(self.output, schema_name, table_name)) or ()
+            directory = table_dir(self.output, schema_name, table_name)
+            return recorded_columns(LocalFiles(), directory) or ()
 
     def _file(self, schema_name: str, table_name: str) -> _TableFile:
         key = (schema_name, table_name)
@@ -458,8 +461,11 @@ class ChangeLogCommitter:
     def __init__(self, output: str | Path) -> None:
         require_local(output)
         self.output = local_path(str(output).rstrip("/"))
-        self.columns: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
+        self.log_columns = LogColumns(self.output, LocalFiles())
         self.changes: dict[int | str, int] = {}
+
+    def counted(self, batch_id: int | str) -> int | None:
+        return self.changes.get(batch_id)
 
     def __call__(self, frame: Any, batch_id: int | str) -> None:
         try:
@@ -478,23 +484,15 @@ class ChangeLogCommitter:
                 entry = (Path(row["file"]), _columns_of_json(row["columns"]))
                 tables.setdefault((row["schema"], row["table"]), []).append(entry)
         # every check before anything moves: a retyped column leaves the logs untouched
-        written: dict[tuple[str, str], tuple[ColumnType, ...]] = {}
         for key, entries in sorted(tables.items()):
-            qualified = f"{key[0]}.{key[1]}"
-            known = self.columns.get(key)
-            if known is None:
-                known = recorded_columns(table_dir(self.output, *key))
-            for _, columns in entries:
-                if known is not None:
-                    refuse_retyped(qualified, known, columns)
-                known = columns
-            written[key] = entries[-1][1]
+            self.log_columns.check(key, *(columns for _, columns in entries))
         for key, entries in sorted(tables.items()):
-            target = Path(table_dir(self.output, *key)) / f"{BATCH_COLUMN}={batch_id}"
+            target = Path(batch_path(self.output, *key, batch_id))
             _replace_dir(target, [file for file, _ in entries])
         if messages:
-            _replace_dir(self.output / MESSAGES_DIR / f"{BATCH_COLUMN}={batch_id}", messages)
-        self.columns.update(written)
+            _replace_dir(Path(messages_path(self.output, batch_id)), messages)
+        for key, entries in tables.items():
+            self.log_columns.record(key, entries[-1][1])
         self.changes[batch_id] = sum(int(row["rows"]) for row in staged)
 
     def close(self) -> None:

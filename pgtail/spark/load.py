@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import fnmatch
 import json
 import pickle
@@ -217,9 +218,11 @@ def read_task(task: LoadTask) -> Iterator[pa.RecordBatch]:
     from pgtail.changes import unknown_type_oids
     from pgtail.changes.snapshot import TableRows
     from pgtail.render.jsonl import json_columns_encoder
-    from pgtail.spark import sql
+    from pgtail.spark import slot_options
 
-    reader = catalog.SnapshotReader(task.dsn, task.snapshot_name, sql.APPLICATION_NAME + " load")
+    reader = catalog.SnapshotReader(
+        task.dsn, task.snapshot_name, slot_options.APPLICATION_NAME + " load"
+    )
     try:
         relation = task.table.relation
         wanted = unknown_type_oids(relation, ())
@@ -284,7 +287,8 @@ class LoadDataSource(DataSource):
     """``format("pgtail_load")``, the batch read of a load's ranges (one partition
     each): option ``tasks``, the `LoadTask`s (pickled, base64); with option ``output``
     each task stages its rows for the pyarrow writer and its row is the manifest
-    (`pgtail.spark.direct.MANIFEST`), else its rows are the source's."""
+    (`pgtail.spark.direct.MANIFEST`), else its rows are the source's; options
+    ``password``, ``sslpassword``: the secrets the tasks' DSN goes without."""
 
     @classmethod
     def name(cls) -> str:
@@ -300,7 +304,11 @@ class LoadDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> _LoadReader:
+        from pgtail.spark.secrets import join_dsn, option_secrets
+
         tasks = pickle.loads(base64.b64decode(self.options["tasks"]))  # noqa: S301 - ours
+        secrets = option_secrets(self.options)
+        tasks = [dataclasses.replace(t, dsn=join_dsn(t.dsn, secrets)) for t in tasks]
         return _LoadReader(tasks, self.options.get("output") or None)
 
 
@@ -321,9 +329,9 @@ def selector(patterns: Sequence[str]) -> Callable[[str, str], bool]:
 
 def read_record(spark: Any, output: str) -> dict[str, Any] | None:
     """The output's load record, or None."""
-    from pgtail.spark.changelog import _read_text
+    from pgtail.spark.changelog import read_text
 
-    text = _read_text(spark, f"{output}/{LOAD_FILE}")
+    text = read_text(spark, f"{output}/{LOAD_FILE}")
     if not text:
         return None
     try:
@@ -333,9 +341,9 @@ def read_record(spark: Any, output: str) -> dict[str, Any] | None:
 
 
 def _write_record(spark: Any, output: str, record: Mapping[str, Any]) -> None:
-    from pgtail.spark.changelog import _write_text
+    from pgtail.spark.changelog import write_text
 
-    _write_text(spark, f"{output}/{LOAD_FILE}", json.dumps(record) + "\n")
+    write_text(spark, f"{output}/{LOAD_FILE}", json.dumps(record) + "\n")
 
 
 def refuse_unfinished(spark: Any, output: str) -> None:
@@ -397,7 +405,7 @@ def initial_load(
     stopped); a load left unfinished by a crash is deleted first."""
     from pgtail import catalog
     from pgtail.catalog.load import TID_RANGE_VERSION, table_blocks
-    from pgtail.spark import load_plan, sql
+    from pgtail.spark import load_plan, slot_options
     from pgtail.spark.load_plan import plan_ranges
     from pgtail.spark.source import parse_options
     from pgtail.stream.snapshot import export_from_temporary_slot
@@ -412,19 +420,19 @@ def initial_load(
     if previous is not None and previous.get("state") != "done":
         _delete_batches(spark, root, int(previous["lsn"]))
         say(f"an unfinished load at {format_lsn(int(previous['lsn']))} deleted: loading again")
-    conn = catalog.open_connection(settings.dsn, application_name=sql.APPLICATION_NAME)
+    conn = catalog.open_connection(settings.dsn, application_name=slot_options.APPLICATION_NAME)
     try:
         server = catalog.server_info(conn)
     finally:
         conn.close()
     session = SimpleNamespace(
         dsn=settings.dsn,
-        config=SimpleNamespace(application_name=sql.APPLICATION_NAME),
+        config=SimpleNamespace(application_name=slot_options.APPLICATION_NAME),
         server=server,
     )
     export_conn, snapshot_name, lsn = export_from_temporary_slot(cast(Any, session))
     try:
-        reader = catalog.SnapshotReader(settings.dsn, snapshot_name, sql.APPLICATION_NAME)
+        reader = catalog.SnapshotReader(settings.dsn, snapshot_name, slot_options.APPLICATION_NAME)
         try:
             found = reader.tables(publications, selector(tables))
             sizes = table_blocks(reader.conn, [t.relation.relation_id for t in found])
@@ -491,23 +499,31 @@ def _task(
     )
 
 
-def _write_batch(
-    spark: Any, root: str, writer: str, tasks: Sequence[LoadTask], name: str
-) -> None:
-    """One batch of the load, one task per range, written as a micro-batch ``name``."""
+def _write_batch(spark: Any, root: str, writer: str, tasks: Sequence[LoadTask], name: str) -> None:
+    """One batch of the load, one task per range, written as a micro-batch ``name``.
+    The tasks' DSN goes without its password, which goes as option ``password``
+    (`pgtail.spark.secrets`)."""
+    from pgtail.spark.secrets import split_dsn
+
+    public, secrets = split_dsn(tasks[0].dsn)
+    shown = [dataclasses.replace(t, dsn=public) for t in tasks]
     reader = spark.read.format(LOAD_FORMAT).option(
-        "tasks", base64.b64encode(pickle.dumps(list(tasks))).decode()
+        "tasks", base64.b64encode(pickle.dumps(shown)).decode()
     )
+    for key, value in secrets.items():
+        reader = reader.option(key, value)
+    from pgtail.spark.changelog import ChangeLogSink, ChangeLogWriter
+
+    sink: ChangeLogSink
     if writer == "pyarrow":
         from pgtail.spark.direct import ChangeLogCommitter, local_path
 
         path = str(local_path(root).resolve())
-        ChangeLogCommitter(path)(reader.option("output", path).load(), name)
+        sink = ChangeLogCommitter(path)
+        reader = reader.option("output", path)
     else:
-        from pgtail.spark.changelog import ChangeLogWriter
-
         sink = ChangeLogWriter(root, tasks[0].dsn)
-        try:
-            sink(reader.load(), name)
-        finally:
-            sink.close()
+    try:
+        sink(reader.load(), name)
+    finally:
+        sink.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from pgtail.errors import ConfigurationError, PgtailError
 from pgtail.spark import register, require_pyspark
 from pgtail.spark.changelog import (
     CONCURRENT_WRITES,
+    ChangeLogSink,
     ChangeLogWriter,
     is_local,
     list_dirs,
@@ -34,10 +35,10 @@ from pgtail.spark.changelog import (
     table_dir,
     typed_columns,
 )
+from pgtail.spark.fold import SNAPSHOT_OP, fill, fold_copies, targets
 from pgtail.sqlnames import quote_ident
 
 TABLE_OPS = ("insert", "update", "delete")
-SNAPSHOT_OP = "snapshot"  # a row of an initial load (`pgtail.spark.load`)
 PARTITION_COLUMNS = ("schema", "table")
 
 _ERROR_LINE = re.compile(r"pgtail\.errors\.(\w+): (.+)")
@@ -353,6 +354,7 @@ def run(
     whether asked or not.
     """
     from pgtail.spark.load import initial_load, read_record
+    from pgtail.spark.secrets import hide_secrets
     from pgtail.spark.source import parse_options
 
     trigger_args = parse_trigger(trigger)
@@ -377,7 +379,7 @@ def run(
             tables=snapshot_tables,
             on_progress=on_load,
         )
-    sink: Any
+    sink: ChangeLogSink
     if chosen == "pyarrow":
         from pgtail.spark.direct import NAME, ChangeLogCommitter, local_path
 
@@ -385,12 +387,10 @@ def run(
         root = local_path(output).resolve()
         sink = ChangeLogCommitter(root)
         reader = spark.readStream.format(NAME).option("path", str(root))
-        changes: Callable[[int], int | None] = sink.changes.get
     else:
         sink = ChangeLogWriter(output, parse_options(options).dsn, concurrent_writes)
         reader = spark.readStream.format("pgoutput")
-        changes = _no_count
-    for key, value in options.items():
+    for key, value in hide_secrets(options).items():  # no password in option dsn
         reader = reader.option(key, value)
     stream = (
         reader.load()
@@ -409,13 +409,9 @@ def run(
             raise
         if str(query.id) != owner:
             record_run(spark, log_root, checkpoint, str(query.id))
-        return _await(query, options, checkpoint, on_progress, changes)
+        return _await(query, options, checkpoint, on_progress, sink.counted)
     finally:
         sink.close()
-
-
-def _no_count(batch_id: int) -> int | None:
-    return None
 
 
 def _await(
@@ -423,7 +419,7 @@ def _await(
     options: Mapping[str, str],
     checkpoint: str | Path,
     on_progress: Callable[[dict[str, Any]], None] | None,
-    changes: Callable[[int], int | None] = _no_count,
+    changes: Callable[[int], int | None] = lambda batch_id: None,
 ) -> RunResult:
     """Wait for the query; ``changes(batch id)`` counts a batch's changes when its rows
     are not changes (the pyarrow writer's manifests).
@@ -490,166 +486,16 @@ def _await(
 # --- materialize ---------------------------------------------------------------------
 
 
-def _canonical(obj: Mapping[str, Any]) -> str:
-    import orjson
-
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
-
-
-def targets(
-    op: str, key: str | None, after: str | None, commit_lsn: int, seq: int
-) -> list[tuple[str, str, int, str | None]]:
-    """What one change does to the current state: [(row key, kind, order, origin)], where
-    kind is "insert" (one more row of this key), "upsert" (the key's row changes, and is
-    there) or "delete" (one row of this key fewer).
-
-    An update that changes the replica identity is a delete of the old key and an insert
-    of the new one, whose origin is the old key (where unchanged TOAST values live). Under
-    REPLICA IDENTITY FULL the key is the whole row, and a table without a primary key can
-    hold several equal rows: they count (see `fold_copies`), as in the table. Rows of a
-    table without a key are kept as they are (inserts only).
-    """
-    import orjson
-
-    if op == "snapshot":  # a row of an initial load (`pgtail.spark.load`): an insert
-        if after is None:
-            return []  # the table's marker: loaded, and maybe empty
-        if key is None:
-            # no key: equal rows are copies of one row (the text makes them one key)
-            return [(f"@{commit_lsn}/{seq}/{after}", "insert", 0, None)]
-        op = "insert"
-    if key is None:
-        if op == "insert":
-            return [(f"@{commit_lsn}/{seq}", "insert", 0, None)]
-        return []
-    old = orjson.loads(key)
-    if op == "delete":
-        return [(_canonical(old), "delete", 0, None)]
-    if op == "insert":
-        return [(_canonical(old), "insert", 0, None)]
-    new_row = orjson.loads(after) if after is not None else {}
-    new = {name: new_row.get(name, old.get(name)) for name in old}
-    if new != old:
-        old_key = _canonical(old)
-        return [(old_key, "delete", 0, None), (_canonical(new), "insert", 1, old_key)]
-    return [(_canonical(old), "upsert", 0, None)]
-
-
-def fold(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None]:
-    """(current row JSON, hole JSON) after a key's changes in order; (None, None) when it
-    was deleted (`fold_copies` without the count)."""
-    row, hole, _copies = fold_copies(history)
-    return row, hole
-
-
-def fold_copies(history: Iterable[Mapping[str, Any]]) -> tuple[str | None, str | None, int]:
-    """(current row JSON, hole JSON, copies) after a key's changes in order; (None, None,
-    0) when none is left.
-
-    Copies: an insert adds one row of the key, a delete takes one away (never below none:
-    the log may begin after a row was written), an upsert changes the row in place (one,
-    when none was known). Only a key that is the whole row (REPLICA IDENTITY FULL without
-    a primary key) can have several; they are the same row.
-
-    Columns an update left out as unchanged TOAST keep their previous value. When the row
-    came from a key change, their value is in the old key's row, which this key's history
-    does not hold: the hole says where to find the columns still missing at the end
-    (``{"from": old key, "lsn", "seq": the key change, "columns": [...]}``; see `fill`).
-    """
-    import orjson
-
-    from pgtail.spark.types import raw_members, raw_object
-
-    # Values stay the JSON text they were written as (a json/jsonb value keeps the
-    # server's text): rows are merged, never parsed.
-    state: dict[str, str] | None = None
-    hole: dict[str, Any] | None = None
-    copies = 0
-    for change in history:
-        if change["kind"] == "delete":
-            copies -= 1
-            if copies <= 0:
-                state = hole = None
-                copies = 0
-            continue
-        if state is None or change["kind"] == "insert":
-            copies += 1
-        row = raw_members(change["after"]) if change["after"] is not None else {}
-        toast = change["unchanged_toast"] or ()
-        if state is None:
-            origin = change["origin"]
-            hole = None
-            if origin is not None and toast:
-                hole = {
-                    "from": origin,
-                    "lsn": change["commit_lsn"],
-                    "seq": change["seq"],
-                    "columns": list(toast),
-                }
-        else:
-            if hole is not None:
-                hole["columns"] = [name for name in hole["columns"] if name not in row]
-            for name in toast:
-                if name in state:
-                    row[name] = state[name]
-            ordered = {name: row[name] for name in state if name in row}
-            ordered.update(row)
-            row = ordered
-        state = row
-    if state is None:
-        return None, None, 0
-    missing = hole is not None and hole["columns"]
-    return raw_object(state), orjson.dumps(hole).decode() if missing else None, copies
-
-
-def fill(
-    row: str, hole: str, origin_history: Iterable[Mapping[str, Any]] | None
-) -> tuple[str, str | None]:
-    """Fill a `fold` hole from the old key's row just before the key change.
-
-    Returns the row and what is still missing: a hole in the old key's own row (a chain of
-    key changes) moves the search one key further back. Without the old key's row (its
-    history starts after the key change, or the log began after it was written) the
-    columns stay out.
-    """
-    import orjson
-
-    from pgtail.spark.types import raw_members, raw_object
-
-    wanted = orjson.loads(hole)
-    at = (wanted["lsn"], wanted["seq"])
-    before = [c for c in origin_history or () if (c["commit_lsn"], c["seq"]) < at]
-    source_row, source_hole = fold(before)
-    if source_row is None:
-        return row, None
-    source = raw_members(source_row)
-    filled = raw_members(row)
-    still = []
-    for name in wanted["columns"]:
-        if name in source:
-            filled[name] = source[name]
-        else:
-            still.append(name)
-    further = None
-    if still and source_hole is not None:
-        back = orjson.loads(source_hole)
-        back["columns"] = [name for name in still if name in back["columns"]]
-        if back["columns"]:
-            further = orjson.dumps(back).decode()
-    return raw_object(filled), further
-
-
 _KEY_CHAIN_ROUNDS = 8  # key changes in a row, each leaving TOAST unchanged, that fill follows
 
 
-def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
-    """(current row of every key, the frames it cached: unpersist them when done)."""
+def _live_changes(changes: Any) -> Any:
+    """The changes that make the current state: a table's state restarts at its last
+    truncate or initial load (a load at X: its rows, then the changes that committed at
+    X or after; those before are in it)."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     position = F.struct(F.col("commit_lsn"), F.col("seq"))
-    # A table's state restarts at its last truncate or initial load (a load at X: its
-    # rows, then the changes that committed at X or after; those before are in it).
     resets = changes.where(F.col("op").isin("truncate", SNAPSHOT_OP)).select(
         *PARTITION_COLUMNS,
         F.when(F.col("op") == "truncate", position)
@@ -657,11 +503,18 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
         .alias("_at"),
     )
     cut = resets.groupBy(*PARTITION_COLUMNS).agg(F.max("_at").alias("_cut"))
-    live = (
+    return (
         changes.where(F.col("op").isin(*TABLE_OPS, SNAPSHOT_OP))
         .join(cut, list(PARTITION_COLUMNS), "left")
         .where(F.col("_cut").isNull() | (position > F.col("_cut")))
     )
+
+
+def _key_histories(live: Any) -> Any:
+    """Each key's changes in order (`targets` of each change, grouped by key)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
     target_type = T.ArrayType(
         T.StructType(
             [
@@ -672,14 +525,8 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
             ]
         )
     )
-    state_type = T.StructType(
-        [T.StructField("row", T.StringType()), T.StructField("hole", T.StringType())]
-    )
-    folded_type = T.StructType([*state_type.fields, T.StructField("copies", T.IntegerType())])
     # Plain (pickled) Python UDFs: no pandas needed on the executors.
     targets_udf = F.udf(lambda *a: targets(*a), target_type, useArrow=False)
-    fold_udf = F.udf(lambda h: fold_copies(h), folded_type, useArrow=False)
-    fill_udf = F.udf(lambda r, h, o: fill(r, h, o), state_type, useArrow=False)
     exploded = live.select(
         *PARTITION_COLUMNS,
         "commit_lsn",
@@ -688,37 +535,36 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
         "unchanged_toast",
         F.explode(targets_udf("op", "key", "after", "commit_lsn", "seq")).alias("t"),
     )
-    history = (
-        exploded.groupBy(*PARTITION_COLUMNS, F.col("t.k").alias("k"))
-        .agg(
-            F.sort_array(
-                F.collect_list(
-                    F.struct(
-                        F.col("commit_lsn"),
-                        F.col("seq"),
-                        F.col("t.sub").alias("sub"),
-                        F.col("t.kind").alias("kind"),
-                        F.col("after"),
-                        F.col("unchanged_toast"),
-                        F.col("t.origin").alias("origin"),
-                    )
+    return exploded.groupBy(*PARTITION_COLUMNS, F.col("t.k").alias("k")).agg(
+        F.sort_array(
+            F.collect_list(
+                F.struct(
+                    F.col("commit_lsn"),
+                    F.col("seq"),
+                    F.col("t.sub").alias("sub"),
+                    F.col("t.kind").alias("kind"),
+                    F.col("after"),
+                    F.col("unchanged_toast"),
+                    F.col("t.origin").alias("origin"),
                 )
-            ).alias("history")
-        )
-        .cache()
+            )
+        ).alias("history")
     )
-    folded = (
-        history.select(*PARTITION_COLUMNS, "k", fold_udf("history").alias("s"))
-        .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole", "s.copies")
-        .where(F.col("row").isNotNull())
-        .cache()
-    )
-    cached = [history, folded]
-    kept = (*PARTITION_COLUMNS, "row", "copies")
-    done = folded.where(F.col("hole").isNull()).select(*kept)
+
+
+_STATE_TYPE = "struct<row:string,hole:string>"
+_KEPT = (*PARTITION_COLUMNS, "row", "copies")
+
+
+def _filled(history: Any, folded: Any, cached: list[Any]) -> Any:
+    """The folded rows, those made by a key change with unchanged TOAST filled from the
+    old key's row, one key further back each round (rare: a round runs only while some
+    are pending); the frames it caches are added to ``cached``."""
+    from pyspark.sql import functions as F
+
+    fill_udf = F.udf(lambda r, h, o: fill(r, h, o), _STATE_TYPE, useArrow=False)
+    done = folded.where(F.col("hole").isNull()).select(*_KEPT)
     pending = folded.where(F.col("hole").isNotNull())
-    # Rows made by a key change with unchanged TOAST: fill them from the old key's row,
-    # one key further back each round (rare: a round runs only while some are pending).
     for _ in range(_KEY_CHAIN_ROUNDS):
         if pending.isEmpty():
             break
@@ -740,10 +586,27 @@ def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
             .cache()
         )
         cached.append(pending)
-        done = done.unionByName(pending.where(F.col("hole").isNull()).select(*kept))
+        done = done.unionByName(pending.where(F.col("hole").isNull()).select(*_KEPT))
         pending = pending.where(F.col("hole").isNotNull())
     # a longer chain than that: those columns stay out, as without a key change's origin
-    done = done.unionByName(pending.select(*kept))
+    return done.unionByName(pending.select(*_KEPT))
+
+
+def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
+    """(current row of every key, the frames it cached: unpersist them when done)."""
+    from pyspark.sql import functions as F
+
+    history = _key_histories(_live_changes(changes)).cache()
+    fold_type = "struct<row:string,hole:string,copies:int>"
+    fold_udf = F.udf(lambda h: fold_copies(h), fold_type, useArrow=False)
+    folded = (
+        history.select(*PARTITION_COLUMNS, "k", fold_udf("history").alias("s"))
+        .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole", "s.copies")
+        .where(F.col("row").isNotNull())
+        .cache()
+    )
+    cached = [history, folded]
+    done = _filled(history, folded, cached)
     # equal rows of a table without a primary key (REPLICA IDENTITY FULL), each as often
     # as the table holds it
     rows = done.select(

@@ -425,7 +425,8 @@ class TypedRowBuffer:
     def __init__(self, schema_name: str, table_name: str, columns: Sequence[ColumnType]):
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from pgtail.spark.types import arrow_columns_reader, spark_field
+        from pgtail.spark.arrow_rows import arrow_columns_reader
+        from pgtail.spark.types import spark_field
 
         self.schema_name = schema_name
         self.table_name = table_name
@@ -486,7 +487,7 @@ class TypedRowBuffer:
         `pgtail.render.jsonl.json_columns_encoder` wrote. The runs are kept until the
         next row added one by one or `take`, then split (`encoded_columns`) and
         converted to the typed columns at once, by the rule of `add_change`
-        (`pgtail.spark.types.arrow_columns_reader`): the new row's JSON, or the old
+        (`pgtail.spark.arrow_rows.arrow_columns_reader`): the new row's JSON, or the old
         one's (a delete, or no new row)."""
         self._check(rows.table)
         self._flush()

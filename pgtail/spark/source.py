@@ -54,6 +54,8 @@ DEFAULT_BATCH_ROWS = 10_000
 
 OPTIONS = {
     "dsn": "libpq connection string or URI (default: DATABASE_URL, then PG* variables)",
+    "password": "the password, kept out of option dsn (a key Spark's redaction hides)",
+    "sslpassword": "the client key's password, kept out of option dsn likewise",
     "slot": "the replication slot (pgoutput plugin) to read",
     "slots": "several slots, one partition each: 'slot_a:pub_a,slot_b:pub_b1+pub_b2'",
     "publication": "publication name(s), comma-separated, for slots without their own",
@@ -80,7 +82,7 @@ class SlotSpec:
 class Settings:
     """The parsed, validated options of one source (no connection needed to build it)."""
 
-    dsn: str
+    dsn: str = field(repr=False)  # with its password (`pgtail.spark.secrets`)
     slots: tuple[SlotSpec, ...]
     starting_lsn: int | None = None
     ending_lsn: int | None = None
@@ -122,6 +124,7 @@ def _names(text: str, sep: str) -> tuple[str, ...]:
 def parse_options(options: Mapping[str, str]) -> Settings:
     """Validate the data source options; `ConfigurationError` names the bad one."""
     from pgtail.catalog import resolve_dsn
+    from pgtail.spark.secrets import join_dsn, option_secrets
 
     opts = {k.lower(): v for k, v in options.items() if v is not None}
     unknown = sorted(set(opts) - set(OPTIONS) - {"path"})
@@ -163,7 +166,7 @@ def parse_options(options: Mapping[str, str]) -> Settings:
     starting = parse_lsn(opts["startinglsn"]) if opts.get("startinglsn") else None
     ending = parse_lsn(opts["endinglsn"]) if opts.get("endinglsn") else None
     return Settings(
-        dsn=resolve_dsn(opts.get("dsn")),
+        dsn=join_dsn(resolve_dsn(opts.get("dsn")), option_secrets(opts)),
         slots=tuple(specs),
         starting_lsn=starting,
         ending_lsn=ending,
@@ -235,7 +238,7 @@ def check_data_loss(slot: str, confirmed: int, start: int, fail: bool) -> None:
 def partition_events(partition: SlotPartition) -> Iterator[Any]:
     """The events of one slot between two offsets (`read_range`; runs on an executor)."""
     from pgtail.render.jsonl import json_columns_encoder
-    from pgtail.spark import sql
+    from pgtail.spark import slot_options
     from pgtail.stream.bounded import RangeRead, read_range
 
     start = partition.start
@@ -248,9 +251,9 @@ def partition_events(partition: SlotPartition) -> Iterator[Any]:
         proto_version=partition.proto_version,
         options=dict(partition.replication_options),
         binary=partition.binary,
-        application_name=sql.APPLICATION_NAME,
+        application_name=slot_options.APPLICATION_NAME,
         busy_timeout=partition.busy_timeout,
-        missing_hint=sql.missing_slot_hint(partition.slot),
+        missing_hint=slot_options.missing_slot_hint(partition.slot),
         # the JSON of the rows straight from the server's text, as `pgtail stream` does
         encoder=json_columns_encoder,
     )
@@ -336,16 +339,16 @@ class _Driver:
 
     def connection(self) -> psycopg2.extensions.connection:
         from pgtail import catalog
-        from pgtail.spark import sql
+        from pgtail.spark import slot_options
 
         if self.conn is None or self.conn.closed:
             self.conn = catalog.open_connection(
-                self.settings.dsn, application_name=sql.APPLICATION_NAME
+                self.settings.dsn, application_name=slot_options.APPLICATION_NAME
             )
             server = catalog.server_info(self.conn)
             self.server_version = server.version_num
             for spec in self.settings.slots:
-                self.proto_version, options = sql.replication_options(
+                self.proto_version, options = slot_options.replication_options(
                     server,
                     spec.publications,
                     binary=self.settings.binary,
@@ -365,13 +368,13 @@ class _Driver:
     def validate(self) -> dict[str, int]:
         """Check slots and publications; return each slot's confirmed position."""
         from pgtail import catalog
-        from pgtail.spark import sql
+        from pgtail.spark import slot_options
 
         conn = self.connection()
         positions: dict[str, int] = {}
         for spec in self.settings.slots:
             state = catalog.require_slot(
-                conn, spec.name, missing_hint=sql.missing_slot_hint(spec.name)
+                conn, spec.name, missing_hint=slot_options.missing_slot_hint(spec.name)
             )
             assert state.confirmed_flush_lsn is not None
             positions[spec.name] = state.confirmed_flush_lsn
@@ -379,7 +382,7 @@ class _Driver:
             catalog.require_publications(
                 conn,
                 sorted({p for s in self.settings.slots for p in s.publications}),
-                hint=sql.MISSING_PUBLICATION_HINT,
+                hint=slot_options.MISSING_PUBLICATION_HINT,
             )
             self.checked_publications = True
         return positions
@@ -428,7 +431,7 @@ class _Driver:
         self, start: Mapping[str, int], end: Mapping[str, int], *, check: bool = True
     ) -> list[SlotPartition]:
         from pgtail import catalog
-        from pgtail.spark import sql
+        from pgtail.spark import slot_options
 
         conn = self.connection()
         parts = []
@@ -438,7 +441,7 @@ class _Driver:
             if begin is None and stop is not None:
                 # A slot added to a running query: it starts where the slot is.
                 begin = catalog.require_slot(
-                    conn, spec.name, missing_hint=sql.missing_slot_hint(spec.name)
+                    conn, spec.name, missing_hint=slot_options.missing_slot_hint(spec.name)
                 ).confirmed_flush_lsn
             if begin is None or stop is None or stop <= begin:
                 continue
@@ -463,7 +466,7 @@ class _Driver:
 
     def commit(self, end: Mapping[str, int]) -> None:
         from pgtail import catalog
-        from pgtail.spark import sql
+        from pgtail.spark import slot_options
 
         conn = self.connection()
         for spec in self.settings.slots:
@@ -473,7 +476,7 @@ class _Driver:
                     spec.name,
                     end[spec.name],
                     self.settings.busy_timeout,
-                    missing_hint=sql.missing_slot_hint(spec.name),
+                    missing_hint=slot_options.missing_slot_hint(spec.name),
                 )
 
 

@@ -1,4 +1,5 @@
-"""The pgoutput options the Spark source reads a slot with, and its hints.
+"""How the Spark source reads a slot: the pgoutput options it reads with, the name it
+connects as, and the hints of a missing slot or publication.
 
 The statements themselves (slot state, WAL position, copying and advancing a slot) are
 `pgtail.catalog`'s, the replication connection is `pgtail.stream.bounded`'s: the Spark
