@@ -12,11 +12,9 @@ MAX_FUNCTION_LINES = 100
 
 # Known to be over when these checks were written, each in a part of the code being
 # reworked at the same time; to be emptied, never extended.
-KNOWN_LONG_MODULES = {"changes/assembler.py", "spark/pipeline.py"}
+KNOWN_LONG_MODULES = {"changes/assembler.py"}
 KNOWN_LONG_FUNCTIONS = {
-    "cli/spark_cmd.py:spark_run",
     "render/jsonl.py:row_encoders",
-    "spark/pipeline.py:_state_frame",
 }
 
 
