@@ -95,6 +95,7 @@ from pgtail.render.jsonl_rows import rows_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
+from pgtail.values.jsontypes import JSON_SHAPE, json_shapes, learn_json_shape
 
 
 def _dump_value(_name: str, value: Any) -> bytes:
@@ -217,7 +218,9 @@ def row_encoders(
     namespace: dict[str, Any] = {
         "escapes": _JSON_ESCAPES.search,
         "_dumps": orjson.dumps,
-        "_loads": orjson.loads,
+        "_shape": JSON_SHAPE,
+        "_shapes": json_shapes,
+        "_learn": learn_json_shape,
         "_default": json_default,
     }
     plain: list[str] = []  # no NULLs: ints and strings formatted by the template
@@ -329,9 +332,14 @@ def _column_code(i: int, kind: JsonKind) -> tuple[list[str], list[str], bytes]:
     if kind == "raw":
         # embedded as it is once orjson reads it as one JSON value (else the general
         # path decides: what orjson refuses and PostgreSQL takes, or a DecodeError)
+        # (a shape orjson took before is not parsed again: see `JSON_SHAPE`)
         return (
-            [f"    _loads({value})", f"    j{i} = {value}"],
-            ["    else:", f"        _loads(j{i})"],
+            [
+                f"    if {value}.translate(_shape) not in _shapes:",
+                f"        _learn({value})",
+                f"    j{i} = {value}",
+            ],
+            [f"    elif j{i}.translate(_shape) not in _shapes:", f"        _learn(j{i})"],
             b":%b",
         )
     if kind == "convert":
@@ -405,7 +413,8 @@ def _loop_encoders(
             elif kind == "string":
                 out.append(value)
             elif kind == "raw":
-                orjson.loads(value)
+                if value.translate(JSON_SHAPE) not in json_shapes:
+                    learn_json_shape(value)
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))
@@ -440,7 +449,8 @@ def _loop_encoders(
                 else:
                     out.append(write(value))
             elif kind == "raw":
-                orjson.loads(value)
+                if value.translate(JSON_SHAPE) not in json_shapes:
+                    learn_json_shape(value)
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))
