@@ -230,3 +230,24 @@ def test_a_known_json_shape_does_not_let_a_malformed_value_through(fmt: str | No
     for bad in (b'{"k": 1, "tag": "x"', b'{"k": 1, "tag": "x"}}', b"[1, 2],3", b'"x'):
         with pytest.raises(DecodeError, match=r"column 'v' \(jsonb\) of public\.items"):
             _render(fmt, [_relation(JSONB), *_tx(pb.insert(16384, [b"1", bad]))])
+
+
+@pytest.mark.parametrize("nulls", [False, True], ids=["plain", "with-nulls"])
+@pytest.mark.parametrize("value", [b"99999999999999999999999", b"-9223372036854775809"])
+def test_a_bigint_past_64_bits_is_named_by_the_json_fast_path_too(
+    nulls: bool, value: bytes
+) -> None:
+    """Inserts, updates and deletes the JSON fast path writes: it wrote the number as it
+    is, which no JSON reader of 64-bit integers takes (the general path names it)."""
+    key = None if nulls else b"1"
+    for change in (
+        pb.insert(16384, [key, value]),
+        pb.update(16384, [key, value]),
+        pb.delete(16384, [key, value], old_kind="O"),
+    ):
+        with pytest.raises(DecodeError, match=r"column 'v' \(bigint\)"):
+            _render("json", [_relation(INT8), *_tx(change)])
+    # the edges of 64 bits (what orjson writes) and overlong texts of small numbers pass
+    for fits in (b"-9223372036854775808", b"18446744073709551615", b"+00000000000000000000042"):
+        line = _render("json", [_relation(INT8), *_tx(pb.insert(16384, [key, fits]))])
+        assert orjson.loads(line)["new"]["v"] == int(fits)

@@ -222,6 +222,7 @@ def row_encoders(
         "_shapes": json_shapes,
         "_learn": learn_json_shape,
         "_default": json_default,
+        "_int64": int64,
     }
     plain: list[str] = []  # no NULLs: ints and strings formatted by the template
     nullable: list[str] = []  # every value a JSON text of its own
@@ -309,10 +310,13 @@ def _column_code(i: int, kind: JsonKind) -> tuple[list[str], list[str], bytes]:
     and the column's format in the plain template."""
     value = f"v{i}"
     if kind == "int":
-        # the server's text of an integer is its JSON, unless it is not canonical
+        # the server's text of an integer is its JSON, unless it is not canonical; one
+        # of more than 19 characters may not fit 64 bits (no JSON reader takes it)
         return (
-            [f"    j{i} = int({value})"],
+            [f"    j{i} = int({value})", f"    if len({value}) > 19:", f"        _int64(j{i})"],
             [
+                f"    elif len(j{i}) > 19:",
+                f"        j{i} = b'%d' % _int64(int(j{i}))",
                 f"    elif not j{i}.isdigit() or (j{i}[0] == 48 and len(j{i}) > 1):",
                 f"        j{i} = b'%d' % int(j{i})",
             ],
@@ -409,7 +413,7 @@ def _loop_encoders(
         out: list[Any] = []
         for (kind, write), value in zip(kinds, values, strict=True):
             if kind == "int":
-                out.append(int(value))
+                out.append(int(value) if len(value) <= 19 else int64(int(value)))
             elif kind == "string":
                 out.append(value)
             elif kind == "raw":
@@ -439,7 +443,9 @@ def _loop_encoders(
             if value is None:
                 out.append(b"null")
             elif kind == "int":
-                if not value.isdigit() or (value[0] == 48 and len(value) > 1):
+                if len(value) > 19:
+                    out.append(b"%d" % int64(int(value)))
+                elif not value.isdigit() or (value[0] == 48 and len(value) > 1):
                     out.append(b"%d" % int(value))
                 else:  # the server's text of an integer is its JSON
                     out.append(value)
@@ -481,6 +487,15 @@ def _loop_encoders(
         full_delete=(encoder("full_delete_plain", False), encoder("full_delete_with_nulls", True)),
         key_delete=encoder("key_delete", True, key_only=True),
     )
+
+
+def int64(number: int) -> int:
+    """``number``, when JSON readers take it (orjson: -2**63 to 2**64 - 1, what the
+    general path writes); OverflowError for any other -- no bigint holds it, and the
+    general path then names the column (`pgtail.errors.DecodeError`)."""
+    if -(2**63) <= number < 2**64:
+        return number
+    raise OverflowError(f"integer {number} does not fit 64 bits")
 
 
 def _columns(table: Table) -> list[dict[str, Any]]:
