@@ -251,3 +251,29 @@ def test_a_bigint_past_64_bits_is_named_by_the_json_fast_path_too(
     for fits in (b"-9223372036854775808", b"18446744073709551615", b"+00000000000000000000042"):
         line = _render("json", [_relation(INT8), *_tx(pb.insert(16384, [key, fits]))])
         assert orjson.loads(line)["new"]["v"] == int(fits)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    ("type_oid", "value"),
+    [
+        (JSONB, b"\x01" + b'1,"op":"delete"'),
+        (JSONB, b"\x01{"),
+        (JSONB, b"\x01"),
+        (JSONB, b"\x02{}"),  # another format version
+        (JSONB, b""),
+        (JSON, b'1,"op":"delete"'),
+        (JSON, b"{"),
+    ],
+)
+def test_a_binary_json_value_that_is_not_one_json_value(
+    fmt: str | None, type_oid: int, value: bytes
+) -> None:
+    """It became a hex string: the value of another type, silently."""
+    row = [("b", b"\0\0\0\1"), ("b", value)]
+    with pytest.raises(DecodeError, match=r"binary value for column 'v' \(jsonb?\) of public"):
+        _render(fmt, [_relation(type_oid), *_tx(pb.insert(16384, row))], True)
+    good = b"\x01" + b'{"a": 1}' if type_oid == JSONB else b'{"a": 1}'
+    insert = pb.insert(16384, [row[0], ("b", good)])
+    out = _render("json", [_relation(type_oid), *_tx(insert)], True)
+    assert orjson.loads(out.splitlines()[0])["new"]["v"] == {"a": 1}

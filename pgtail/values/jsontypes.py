@@ -11,7 +11,7 @@ import json
 
 import orjson
 
-from pgtail.values.base import _hex, _safe_binary, _safe_str, _Type
+from pgtail.values.base import Converter, _safe_binary, _safe_str, _Type
 from pgtail.values.oids import JSON, JSON_ARRAY, JSONB, JSONB_ARRAY
 
 
@@ -104,22 +104,24 @@ def _json_str(value: str) -> orjson.Fragment:
     return orjson.Fragment(value)
 
 
-def _jsonb_binary(value: bytes) -> orjson.Fragment | str:
-    try:
-        if value[0] == 1:  # jsonb's binary format version
-            return orjson.Fragment(json_checked(value[1:]))
-    except IndexError:
-        pass
-    return _hex(value)
+def _jsonb_binary(value: bytes) -> orjson.Fragment:
+    """jsonb's binary form: its format version (1), then its text; ValueError for any
+    other, as for a malformed text (the column's malformed value)."""
+    if value[:1] != b"\x01":
+        raise ValueError(f"not jsonb's binary format version 1: {value[:1]!r}")
+    return orjson.Fragment(json_checked(value[1:]))
 
 
 # --- registration ------------------------------------------------------------------------
 
 TYPES: dict[int, _Type] = {
-    # text: no fallback, a value that is not JSON is the column's malformed value (an
-    # array element or a binary value that is not falls back to its text or hex string)
-    JSON: _Type("json", JSON_ARRAY, _json_text, _safe_str(_json_str), _safe_binary(_json_text)),
-    JSONB: _Type(
-        "jsonb", JSONB_ARRAY, _jsonb_text, _safe_str(_jsonb_text), _safe_binary(_jsonb_binary)
-    ),
+    # no fallback: a value that is not JSON, in either format, is the column's malformed
+    # value (an array element that is not falls back to its text or hex string)
+    JSON: _Type("json", JSON_ARRAY, _json_text, _safe_str(_json_str), _json_text),
+    JSONB: _Type("jsonb", JSONB_ARRAY, _jsonb_text, _safe_str(_jsonb_text), _jsonb_binary),
+}
+# the binary converters of array elements
+ELEMENT_BINARY: dict[int, Converter] = {
+    JSON: _safe_binary(_json_text),
+    JSONB: _safe_binary(_jsonb_binary),
 }

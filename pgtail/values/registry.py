@@ -17,6 +17,7 @@ from pgtail.values.arrays import _make_text_array, array_binary_of
 from pgtail.values.arrays import register as _register_arrays
 from pgtail.values.base import Converter, StrConverter, _decode, _hex, _identity, _Type
 from pgtail.values.datetimes import TYPES as _DATETIME_TYPES
+from pgtail.values.jsontypes import ELEMENT_BINARY as _JSON_ELEMENT_BINARY
 from pgtail.values.jsontypes import TYPES as _JSON_TYPES
 from pgtail.values.misc import TYPES as _MISC_TYPES
 from pgtail.values.network import TYPES as _NETWORK_TYPES
@@ -37,6 +38,9 @@ _TYPES.update(range_types(_TYPES))
 # Array OID -> element OID.
 _ARRAYS: dict[int, int] = {t.array_oid: oid for oid, t in _TYPES.items() if t.array_oid}
 _register_arrays(_TYPES)
+_register_arrays(  # (their elements fall back to hex)
+    {oid: _TYPES[oid]._replace(binary=binary) for oid, binary in _JSON_ELEMENT_BINARY.items()}
+)
 
 _cache: dict[tuple[int, int], tuple[Converter, Converter]] = {}
 
