@@ -62,6 +62,7 @@ Transaction fields, on every line that belongs to a transaction:
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, BinaryIO
@@ -498,6 +499,18 @@ def int64(number: int) -> int:
     raise OverflowError(f"integer {number} does not fit 64 bits")
 
 
+# U+0080..U+009F in UTF-8: JSON lets them stand raw in a string, where a terminal may act
+# on them (CSI, the 8-bit escape) or a reader take U+0085 for a line break
+_C1 = re.compile(rb"\xc2([\x80-\x9f])")
+
+
+def c1_escaped(lines: bytes) -> bytes:
+    """JSON text with its C1 control characters escaped (``\\u0085``). Valid JSON has
+    them only inside strings, where the escape means the same; and in UTF-8 the bytes
+    C2 80..9F are nothing else."""
+    return _C1.sub(lambda m: b"\\u%04x" % m.group(1)[0], lines)
+
+
 def _columns(table: Table) -> list[dict[str, Any]]:
     return [
         {"name": c.name, "type": c.type_name, "type_oid": c.type_oid, "key": c.is_key}
@@ -777,13 +790,15 @@ class JsonLinesRenderer:
                 line = self.change_line(event)  # type: ignore[arg-type]
             except UNWRITABLE as exc:
                 raise unwritable_value(event, exc, _dump_value, "JSON") from None  # type: ignore[arg-type]
-            self._out.write(line)
+            self._out.write(line if b"\xc2" not in line else c1_escaped(line))
             return
         if cls is EncodedRows:
-            self._out.write(self.encoded_lines(event))  # type: ignore[arg-type]
+            lines = self.encoded_lines(event)  # type: ignore[arg-type]
+            self._out.write(lines if b"\xc2" not in lines else c1_escaped(lines))
             return
         if cls is SnapshotRows:
-            self._out.write(self.snapshot_lines(event))  # type: ignore[arg-type]
+            lines = self.snapshot_lines(event)  # type: ignore[arg-type]
+            self._out.write(lines if b"\xc2" not in lines else c1_escaped(lines))
             return
         if cls is SnapshotBegin or cls is SnapshotEnd:
             return  # a table's copy is its rows
@@ -793,7 +808,8 @@ class JsonLinesRenderer:
             return
         record = self.record(event)
         if record is not None:
-            self._out.write(dumps(record) + b"\n")
+            line = dumps(record) + b"\n"
+            self._out.write(line if b"\xc2" not in line else c1_escaped(line))
 
     def close(self) -> None:
         pass
