@@ -92,7 +92,7 @@ from pgtail.changes import (
 )
 from pgtail.changes.schema import describe
 from pgtail.lsn import MAX_LSN, format_lsn
-from pgtail.render.jsonl_rows import rows_encoder
+from pgtail.render.jsonl_rows import int64, one_json_each, rows_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
@@ -418,8 +418,7 @@ def _loop_encoders(
             elif kind == "string":
                 out.append(value)
             elif kind == "raw":
-                if value.translate(JSON_SHAPE) not in json_shapes:
-                    learn_json_shape(value)
+                one_json_each((value,))
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))
@@ -456,8 +455,7 @@ def _loop_encoders(
                 else:
                     out.append(write(value))
             elif kind == "raw":
-                if value.translate(JSON_SHAPE) not in json_shapes:
-                    learn_json_shape(value)
+                one_json_each((value,))
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))
@@ -488,15 +486,6 @@ def _loop_encoders(
         full_delete=(encoder("full_delete_plain", False), encoder("full_delete_with_nulls", True)),
         key_delete=encoder("key_delete", True, key_only=True),
     )
-
-
-def int64(number: int) -> int:
-    """``number``, when JSON readers take it (orjson: -2**63 to 2**64 - 1, what the
-    general path writes); OverflowError for any other -- no bigint holds it, and the
-    general path then names the column (`pgtail.errors.DecodeError`)."""
-    if -(2**63) <= number < 2**64:
-        return number
-    raise OverflowError(f"integer {number} does not fit 64 bits")
 
 
 # U+0080..U+009F in UTF-8: JSON lets them stand raw in a string, where a terminal may act
