@@ -62,7 +62,6 @@ Transaction fields, on every line that belongs to a transaction:
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, BinaryIO
@@ -92,6 +91,7 @@ from pgtail.changes import (
 )
 from pgtail.changes.schema import describe
 from pgtail.lsn import MAX_LSN, format_lsn
+from pgtail.render.escape import c1_escaped
 from pgtail.render.jsonl_rows import int64, one_json_each, rows_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
@@ -486,18 +486,6 @@ def _loop_encoders(
         full_delete=(encoder("full_delete_plain", False), encoder("full_delete_with_nulls", True)),
         key_delete=encoder("key_delete", True, key_only=True),
     )
-
-
-# U+0080..U+009F in UTF-8: JSON lets them stand raw in a string, where a terminal may act
-# on them (CSI, the 8-bit escape) or a reader take U+0085 for a line break
-_C1 = re.compile(rb"\xc2([\x80-\x9f])")
-
-
-def c1_escaped(lines: bytes) -> bytes:
-    """JSON text with its C1 control characters escaped (``\\u0085``). Valid JSON has
-    them only inside strings, where the escape means the same; and in UTF-8 the bytes
-    C2 80..9F are nothing else."""
-    return _C1.sub(lambda m: b"\\u%04x" % m.group(1)[0], lines)
 
 
 def _columns(table: Table) -> list[dict[str, Any]]:
