@@ -465,3 +465,44 @@ def test_traceback_through_generated_encoder_shows_its_line(
     text = "".join(traceback.format_exception(caught.value))
     assert '"<pgtail JSON lines of s.t #' in text
     assert "    j0 = int(v0)\n" in text
+
+
+def test_c1_control_characters_are_escaped_on_every_path() -> None:
+    """U+0080..U+009F were written raw (orjson does): escaped like the C0 ones, in text
+    written by the fast path (with and without NULLs), the general path (an update with
+    its old key), a jsonb document's strings, a table's name, and a snapshot's rows."""
+    from pgtail.changes import Assembler, EncodedRows, SnapshotRows, TableCopy
+    from pgtail.render.jsonl import insert_encoder
+    from tests import pgbytes as pb
+
+    c1 = "a\x85b\x9b[31m\x80\x9f é©"
+    text = c1.encode()
+    doc = orjson.dumps({"k": c1})
+    payloads = [
+        pb.relation(7, "s\x9c", "t", [("id", 23, True), ("v", 25, False), ("d", 3802, False)]),
+        pb.begin(100, T0, 9),
+        pb.insert(7, [b"1", text, doc]),
+        pb.insert(7, [b"2", text, None]),
+        pb.update(7, [b"3", text, doc], old=[b"4", None, None]),
+        pb.commit(100, 140, T0),
+    ]
+    out = io.BytesIO()
+    renderer = JsonLinesRenderer(out)
+    asm = Assembler(1, encoder=insert_encoder)
+    events = [e for p in payloads for e in asm.feed(p)]
+    table = next(e.table for e in events if isinstance(e, EncodedRows))
+    copy = TableCopy(table, 0x100, 0, 1, 1)
+    row = {"id": 5, "v": c1, "d": orjson.Fragment(doc)}
+    events.append(SnapshotRows(copy, 0, 1, rows=(row,)))
+    for event in events:
+        renderer.render(event)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4
+    for raw in lines:
+        assert not any(0x80 <= ord(ch) <= 0x9F for ch in raw.decode()), raw
+        assert b"\\u0085" in raw and b"\\u009f" in raw and "é©".encode() in raw
+        record = orjson.loads(raw)
+        assert record["schema"] == "s\x9c"
+        assert record["new"]["v"] == c1
+        if record["new"]["d"] is not None:
+            assert record["new"]["d"] == {"k": c1}

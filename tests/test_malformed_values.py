@@ -163,3 +163,117 @@ def test_an_integer_no_json_reader_takes_is_named_too() -> None:
     change = pb.update(16384, [b"1", b"99999999999999999999999"], old=[b"2", None])
     with pytest.raises(DecodeError, match=r"column 'v' \(bigint\) as JSON"):
         _render("json", [_relation(INT8), *_tx(change)])
+
+
+def _grammar_valid(text: bytes) -> bool:
+    """One JSON value by the grammar (the json module's, without NaN and Infinity)."""
+    import json
+
+    def no_constant(name: str) -> None:
+        raise ValueError(name)
+
+    try:
+        json.loads(text, parse_constant=no_constant)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def test_texts_of_one_json_shape_are_json_alike() -> None:
+    """The shape the JSON fast path remembers (`JSON_SHAPE`): any two texts of one shape
+    are both one JSON value or both not -- random texts, valid and not, each against
+    random texts of its shape."""
+    import json
+    import random
+
+    from pgtail.values.jsontypes import JSON_SHAPE
+
+    rng = random.Random(29)
+    classes: dict[int, list[int]] = {}
+    for byte in range(128):
+        classes.setdefault(JSON_SHAPE[byte], []).append(byte)
+    assert len(classes[ord("1")]) == 9 and len(classes[ord("g")]) == 54
+    alphabet = "0123456789abcdefgxyzEGNZtrulsn+-.:,[]{}\"\\/ !#'~\x01é"
+
+    def value(depth: int) -> object:
+        pick = rng.randrange(7 if depth < 3 else 4)
+        if pick == 0:
+            return rng.choice([0, 7, -30, 1.5e10, 10**30, 0.25, True, False, None])
+        if pick in (1, 2, 3):
+            return "".join(rng.choice(alphabet) for _ in range(rng.randrange(6)))
+        if pick in (4, 5):
+            return [value(depth + 1) for _ in range(rng.randrange(3))]
+        return {str(value(depth + 1)): value(depth + 1) for _ in range(rng.randrange(3))}
+
+    texts = []
+    for _ in range(400):
+        text = json.dumps(value(0), ensure_ascii=rng.random() < 0.5).encode()
+        texts.append(text)
+        cut = rng.randrange(len(text) + 1)  # and broken ones: cut, doubled, a byte replaced
+        texts += [text[:cut], text[:cut] + text, text[:cut] + rng.choice(alphabet).encode()]
+    valid = 0
+    for text in texts:
+        expected = _grammar_valid(text)
+        valid += expected
+        for _ in range(5):
+            twin = bytes(rng.choice(classes.get(JSON_SHAPE[b], [b])) for b in text)
+            assert twin.translate(JSON_SHAPE) == text.translate(JSON_SHAPE)
+            assert _grammar_valid(twin) == expected, (text, twin)
+    assert 300 < valid < len(texts) - 300
+
+
+@pytest.mark.parametrize("fmt", ["json", None])
+def test_a_known_json_shape_does_not_let_a_malformed_value_through(fmt: str | None) -> None:
+    """Values of a shape seen before skip the parse; others, malformed, still raise."""
+    good = [b'{"k": 1, "tag": "x"}', b'{"k": 2, "tag": "y"}', b"[1, 2]", b'"x"']
+    _render(fmt, [_relation(JSONB), *_tx(*(pb.insert(16384, [b"1", v]) for v in good))])
+    for bad in (b'{"k": 1, "tag": "x"', b'{"k": 1, "tag": "x"}}', b"[1, 2],3", b'"x'):
+        with pytest.raises(DecodeError, match=r"column 'v' \(jsonb\) of public\.items"):
+            _render(fmt, [_relation(JSONB), *_tx(pb.insert(16384, [b"1", bad]))])
+
+
+@pytest.mark.parametrize("nulls", [False, True], ids=["plain", "with-nulls"])
+@pytest.mark.parametrize("value", [b"99999999999999999999999", b"-9223372036854775809"])
+def test_a_bigint_past_64_bits_is_named_by_the_json_fast_path_too(
+    nulls: bool, value: bytes
+) -> None:
+    """Inserts, updates and deletes the JSON fast path writes: it wrote the number as it
+    is, which no JSON reader of 64-bit integers takes (the general path names it)."""
+    key = None if nulls else b"1"
+    for change in (
+        pb.insert(16384, [key, value]),
+        pb.update(16384, [key, value]),
+        pb.delete(16384, [key, value], old_kind="O"),
+    ):
+        with pytest.raises(DecodeError, match=r"column 'v' \(bigint\)"):
+            _render("json", [_relation(INT8), *_tx(change)])
+    # the edges of 64 bits (what orjson writes) and overlong texts of small numbers pass
+    for fits in (b"-9223372036854775808", b"18446744073709551615", b"+00000000000000000000042"):
+        line = _render("json", [_relation(INT8), *_tx(pb.insert(16384, [key, fits]))])
+        assert orjson.loads(line)["new"]["v"] == int(fits)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    ("type_oid", "value"),
+    [
+        (JSONB, b"\x01" + b'1,"op":"delete"'),
+        (JSONB, b"\x01{"),
+        (JSONB, b"\x01"),
+        (JSONB, b"\x02{}"),  # another format version
+        (JSONB, b""),
+        (JSON, b'1,"op":"delete"'),
+        (JSON, b"{"),
+    ],
+)
+def test_a_binary_json_value_that_is_not_one_json_value(
+    fmt: str | None, type_oid: int, value: bytes
+) -> None:
+    """It became a hex string: the value of another type, silently."""
+    row = [("b", b"\0\0\0\1"), ("b", value)]
+    with pytest.raises(DecodeError, match=r"binary value for column 'v' \(jsonb?\) of public"):
+        _render(fmt, [_relation(type_oid), *_tx(pb.insert(16384, row))], True)
+    good = b"\x01" + b'{"a": 1}' if type_oid == JSONB else b'{"a": 1}'
+    insert = pb.insert(16384, [row[0], ("b", good)])
+    out = _render("json", [_relation(type_oid), *_tx(insert)], True)
+    assert orjson.loads(out.splitlines()[0])["new"]["v"] == {"a": 1}

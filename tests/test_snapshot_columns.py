@@ -117,7 +117,7 @@ def test_dumps_each_with_a_newline_in_a_fragment() -> None:
 
 # (name, type OID, texts a server sends, and a few it does not)
 _COLUMNS: list[tuple[str, int, list[bytes]]] = [
-    ("id", 20, [b"1", b"-42", b"9223372036854775807", b"007", b"x"]),
+    ("id", 20, [b"1", b"-42", b"9223372036854775807", b"007", b"x", b"99999999999999999999999"]),
     ("name", 25, [b"name 1", b"", b'q"', b"a\tb", "é".encode(), b"\\", b"a\x01", b"\xff"]),
     ("qty", 23, [b"0", b"-1", b"1000"]),
     ("price", 1700, [b"0.01", b"NaN", b"-12.50", b"Infinity"]),
@@ -135,7 +135,7 @@ _COLUMNS: list[tuple[str, int, list[bytes]]] = [
         ],
     ),
     ("flag", 16, [b"t", b"f", b"x"]),
-    ("meta", 3802, [b'{"k": 1, "tag": "x"}', b"{}", b'"a\\tb"', b"[1, 2]"]),
+    ("meta", 3802, [b'{"k": 1, "tag": "x"}', b"{}", b'"a\\tb"', b"[1, 2]", b'1,"op":"x"', b"{"]),
     (
         "tags",
         1009,
@@ -279,3 +279,23 @@ def test_text_json_column_is_dumps_of_each(arrays: list[bytes], floats: list[byt
     assert text_json_column(converters(1009)[0], [b"{a,b}", b"{c}"]) == [b'["a","b"]', b'["c"]']
     assert text_json_column(converters(701)[0], [b"1.5", b"2"]) == [b"1.5", b"2.0"]
     assert text_json_column(converters(25)[0], [b"a"]) is None
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [(("id", 20), b"99999999999999999999999"), (("meta", 3802), b'1,"op":"delete"')],
+)
+def test_snapshot_rows_of_values_no_json_reader_takes_are_not_written(
+    codegen: Callable[[bool], None], column: tuple[str, int], value: bytes
+) -> None:
+    """A bigint past 64 bits, a jsonb value that is not one JSON value: the column path
+    wrote them as they are (a number no reader takes, a line with another "op")."""
+    relation = _relation([("k", 23, []), (*column, [])])
+    data = copy_text([[b"1", value], [b"2", value]])
+    for enabled in (True, False):
+        codegen(enabled)
+        rows = TableRows(relation, encoder=insert_encoder("json"))
+        assert rows._encoders is not None and rows._encoders.rows is not None
+        with pytest.raises((ValueError, OverflowError)):
+            rows._encoders.rows(0, copy_columns(data, 2))
+        assert _rendered(relation, data, True) == "raised"

@@ -595,16 +595,17 @@ def test_unknown_types_fall_back(db: Any) -> None:
 def test_malformed_values_raise_only_where_they_must() -> None:
     """Most converters fall back (to the text, or hex) on bytes no server sends; those
     that cannot give a value of their type raise, and the assembler reports the column
-    (tests/test_malformed_values.py): bool and integers, and an array that names another
-    element type than its column's."""
+    (tests/test_malformed_values.py): bool and integers, json and jsonb, and an array that
+    names another element type than its column's."""
     binary_ints = (values.INT2, values.INT4, values.INT8, values.OID, values.XID, values.CID)
+    binary_raising = (values.BOOL, values.XID8, values.JSON, values.JSONB, *binary_ints)
     for oid in list(BUILTIN_TYPES) + list(BUILTIN_ARRAYS):
         from_text, from_binary = converters(oid)
         for garbage in (b"", b"\x00", b'\xff\xfe{"', b"\x00\x00\x00\x05abc", b"9" * 40):
             try:
                 from_binary(garbage)
             except (KeyError, ValueError, struct.error) as error:
-                assert oid in (values.BOOL, values.XID8, *binary_ints) or (
+                assert oid in binary_raising or (
                     oid in BUILTIN_ARRAYS and "an array of type" in str(error)
                 ), (oid, garbage, error)
             try:
@@ -740,6 +741,19 @@ def test_binary_converters_survive_arbitrary_bytes(oid: int, raw: bytes) -> None
         with pytest.raises(ValueError, match="an array of type"):
             from_binary(raw)
         return
+    if oid in (values.JSON, values.JSONB):  # not one JSON value (jsonb: after its version 1)
+        from pgtail.values.jsontypes import one_json_value
+
+        text = raw[1:] if oid == values.JSONB and raw[:1] == b"\x01" else raw
+        try:
+            one_json_value(text)
+            json_ok = oid == values.JSON or raw[:1] == b"\x01"
+        except ValueError:
+            json_ok = False
+        if not json_ok:
+            with pytest.raises(ValueError):
+                from_binary(raw)
+            return
     assert _json_ready(from_binary(raw))
 
 

@@ -105,24 +105,37 @@ class SchemaTracker:
         return SchemaChange(table, known, tx)
 
 
-def with_schema_events(render: Callable[[Any], None]) -> Callable[[Any], None]:
-    """``render`` that first renders a `SchemaChange` when an event's table changed."""
+def with_schema_events(render: Callable[[Any], None]) -> Callable[[list[Any]], None]:
+    """A function that renders a list of events with ``render``, each after the
+    `SchemaChange` its table's changed definition calls for, if any. One call per batch,
+    the check inline: a per-event wrapper cost a call for every event rendered."""
     tracker = SchemaTracker()
     check = tracker.check
     known = tracker._known  # the per-row case inlined: this runs once per rendered event
 
-    def render_checked(event: Any) -> None:
-        cls = type(event)
-        if cls is Change or cls is EncodedRows:
-            table = event.table
-            if known.get(table.relation_id) is not table:
+    def render_all(events: list[Any]) -> None:
+        for event in events:
+            cls = type(event)
+            if cls is Change or cls is EncodedRows:
+                table = event.table
+                if known.get(table.relation_id) is not table:
+                    change = check(event)
+                    if change is not None:
+                        render(change)
+            elif cls is not TxBegin and cls is not TxCommit:
                 change = check(event)
                 if change is not None:
                     render(change)
-        elif cls is not TxBegin and cls is not TxCommit:
-            change = check(event)
-            if change is not None:
-                render(change)
-        render(event)
+            render(event)
 
-    return render_checked
+    return render_all
+
+
+def each(render: Callable[[Any], None]) -> Callable[[list[Any]], None]:
+    """A function that renders a list of events with ``render`` (no schema events)."""
+
+    def render_all(events: list[Any]) -> None:
+        for event in events:
+            render(event)
+
+    return render_all

@@ -91,10 +91,12 @@ from pgtail.changes import (
 )
 from pgtail.changes.schema import describe
 from pgtail.lsn import MAX_LSN, format_lsn
-from pgtail.render.jsonl_rows import rows_encoder
+from pgtail.render.escape import c1_escaped
+from pgtail.render.jsonl_rows import int64, one_json_each, rows_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
+from pgtail.values.jsontypes import JSON_SHAPE, json_shapes, learn_json_shape
 
 
 def _dump_value(_name: str, value: Any) -> bytes:
@@ -214,93 +216,42 @@ def row_encoders(
     columns = table.columns
     if not columns or len(columns) > _ENCODE_MAX_COLUMNS or len(text_converters) != len(columns):
         return None
-    namespace: dict[str, Any] = {"escapes": _JSON_ESCAPES.search}
-    args = "".join(f", v{i}" for i in range(len(columns)))
+    namespace: dict[str, Any] = {
+        "escapes": _JSON_ESCAPES.search,
+        "_dumps": orjson.dumps,
+        "_shape": JSON_SHAPE,
+        "_shapes": json_shapes,
+        "_learn": learn_json_shape,
+        "_default": json_default,
+        "_int64": int64,
+    }
     plain: list[str] = []  # no NULLs: ints and strings formatted by the template
     nullable: list[str] = []  # every value a JSON text of its own
     plain_pieces: dict[str, bytes] = {}  # column name -> its "name":<format> piece
     strings: list[int] = []  # the columns of kind "string", checked together in plain
     checked: list[int] = []  # timestamps written from their bytes, checked with them
+    kinds = [text_json(convert) for convert in text_converters]
     for i, column in enumerate(columns):
-        kind, writer = text_json(text_converters[i])
-        name = _percent(dumps(column.name))
+        kind, writer = kinds[i]
         namespace[f"w{i}"] = writer
-        value = f"v{i}"
-        nullable += [f"    j{i} = v{i}", f"    if j{i} is None:", f"        j{i} = b'null'"]
-        if kind == "int":
-            plain.append(f"    j{i} = int({value})")
-            plain_pieces[column.name] = name + b":%d"
-            # the server's text of an integer is its JSON, unless it is not canonical
-            nullable += [
-                f"    elif not j{i}.isdigit() or (j{i}[0] == 48 and len(j{i}) > 1):",
-                f"        j{i} = b'%d' % int(j{i})",
-            ]
-        elif kind == "string":
-            plain.append(f"    j{i} = {value}")
+        if kind in ("convert", "utc_timestamp"):
+            namespace[f"c{i}"] = writer
+        if kind == "string":
             strings.append(i)
-            plain_pieces[column.name] = name + b':"%b"'
-            nullable += [
-                f"    elif j{i}.isascii() and escapes(j{i}) is None:",
-                f"        j{i} = b'\"' + j{i} + b'\"'",
-                "    else:",
-                f"        j{i} = w{i}(j{i})",
-            ]
-        elif kind == "raw":
-            # embedded as it is once orjson reads it as one JSON value (else the general
-            # path decides: what orjson refuses and PostgreSQL takes, or a DecodeError)
-            plain += [f"    _loads({value})", f"    j{i} = {value}"]
-            plain_pieces[column.name] = name + b":%b"
-            nullable += ["    else:", f"        _loads(j{i})"]
-        elif kind == "convert":
-            namespace[f"c{i}"] = writer
-            plain.append(f"    j{i} = _dumps(c{i}({value}), default=_default)")
-            plain_pieces[column.name] = name + b":%b"
-            nullable += ["    else:", f"        j{i} = _dumps(c{i}(j{i}), default=_default)"]
         elif kind == "utc_timestamp":
-            # "D T+00" -> "DTT+00:00"; in plain its bytes are checked with the strings below
-            namespace[f"c{i}"] = writer
-            utc = "b'\"' + {x}[:-3].replace(b' ', b'T', 1) + b'+00:00\"'"
-            convert = "_dumps(c{i}({x}), default=_default)"
-            plain += [
-                f"    j{i} = {utc.format(x=value)} if {value}[-3:] == b'+00'"
-                f" else {convert.format(i=i, x=value)}",
-            ]
             checked.append(i)
-            plain_pieces[column.name] = name + b":%b"
-            nullable += [
-                f"    elif j{i}[-3:] == b'+00' and j{i}.isascii() and escapes(j{i}) is None:",
-                f"        j{i} = {utc.format(x=f'j{i}')}",
-                f"    else:\n        j{i} = {convert.format(i=i, x=f'j{i}')}",
-            ]
-        else:
-            plain.append(f"    j{i} = w{i}({value})")
-            plain_pieces[column.name] = name + b":%b"
-            nullable += ["    else:", f"        j{i} = w{i}(j{i})"]
-    if strings or checked:
-        # one check of all string (and shortcut timestamp) values at once; per value only
-        # when it finds something JSON escapes (or non-ASCII, whose escaping orjson decides)
-        indent = "    "
-        if len(strings) + len(checked) > 1:
-            plain += [
-                "    s = " + " + ".join(f"v{i}" for i in [*strings, *checked]),
-                "    if not s.isascii() or escapes(s) is not None:",
-            ]
-            indent += "    "
-        for i in strings:
-            plain += [
-                f"{indent}if not v{i}.isascii() or escapes(v{i}) is not None:",
-                f"{indent}    j{i} = w{i}(v{i})[1:-1]",
-            ]
-        for i in checked:  # the converter decides
-            plain.append(f"{indent}j{i} = _dumps(c{i}(v{i}), default=_default)")
-    namespace["_dumps"] = orjson.dumps
-    namespace["_loads"] = orjson.loads
-    namespace["_default"] = json_default
+        lines, nullable_lines, template = _column_code(i, kind)
+        plain += lines
+        nullable += [f"    j{i} = v{i}", f"    if j{i} is None:", f"        j{i} = b'null'"]
+        nullable += nullable_lines
+        plain_pieces[column.name] = _percent(dumps(column.name)) + template
+    plain += _string_checks(strings, checked)
     keys = table.key_columns
     position = {c.name: i for i, c in enumerate(columns)}
     key_values = [f"j{position[k]}" for k in keys]
     all_values = [f"j{i}" for i in range(len(columns))]
     nullable_pieces = {c.name: _percent(dumps(c.name)) + b":%b" for c in columns}
+    names = [c.name for c in columns]
 
     def obj(pieces: dict[str, bytes], names: Sequence[str]) -> bytes:
         return b"{" + b",".join(pieces[n] for n in names) + b"}"
@@ -308,7 +259,6 @@ def row_encoders(
     def line(pieces: dict[str, bytes], old: bytes, old_kind: bytes, new: bytes) -> bytes:
         return layout(obj(pieces, keys) if keys else b"null", old, old_kind, new)
 
-    names = [c.name for c in columns]
     functions = []  # (name, body, template, the values after seq and the key)
     for variant, body, pieces in (
         ("plain", plain, plain_pieces),
@@ -323,7 +273,6 @@ def row_encoders(
     # a delete with the old key (the other columns sent as NULL)
     old_key = line(nullable_pieces, obj(nullable_pieces, keys), b'"key"', b"null")
     functions.append(("key_delete", nullable, old_key, key_values))
-    kinds = [text_json(convert) for convert in text_converters]
     # a snapshot's rows, column by column: plain code, the same with or without codegen
     many = rows_encoder(
         kinds,
@@ -334,6 +283,7 @@ def row_encoders(
     if not _codegen.enabled():
         templates = {fname: template for fname, _, template, _ in functions}
         return _loop_encoders(kinds, templates, [position[k] for k in keys])._replace(rows=many)
+    args = "".join(f", v{i}" for i in range(len(columns)))
     source = []
     for fname, body, template, values in functions:
         namespace[f"{fname}_line"] = template
@@ -355,6 +305,97 @@ def row_encoders(
     )
 
 
+def _column_code(i: int, kind: JsonKind) -> tuple[list[str], list[str], bytes]:
+    """`row_encoders`' source for column ``i`` of ``kind``: the lines that make ``j{i}``
+    from ``v{i}`` in the plain encoder, those after the NULL test in the nullable one,
+    and the column's format in the plain template."""
+    value = f"v{i}"
+    if kind == "int":
+        # the server's text of an integer is its JSON, unless it is not canonical; one
+        # of more than 19 characters may not fit 64 bits (no JSON reader takes it)
+        return (
+            [f"    j{i} = int({value})", f"    if len({value}) > 19:", f"        _int64(j{i})"],
+            [
+                f"    elif len(j{i}) > 19:",
+                f"        j{i} = b'%d' % _int64(int(j{i}))",
+                f"    elif not j{i}.isdigit() or (j{i}[0] == 48 and len(j{i}) > 1):",
+                f"        j{i} = b'%d' % int(j{i})",
+            ],
+            b":%d",
+        )
+    if kind == "string":
+        return (
+            [f"    j{i} = {value}"],
+            [
+                f"    elif j{i}.isascii() and escapes(j{i}) is None:",
+                f"        j{i} = b'\"' + j{i} + b'\"'",
+                "    else:",
+                f"        j{i} = w{i}(j{i})",
+            ],
+            b':"%b"',
+        )
+    if kind == "raw":
+        # embedded as it is once orjson reads it as one JSON value (else the general
+        # path decides: what orjson refuses and PostgreSQL takes, or a DecodeError)
+        # (a shape orjson took before is not parsed again: see `JSON_SHAPE`)
+        return (
+            [
+                f"    if {value}.translate(_shape) not in _shapes:",
+                f"        _learn({value})",
+                f"    j{i} = {value}",
+            ],
+            [f"    elif j{i}.translate(_shape) not in _shapes:", f"        _learn(j{i})"],
+            b":%b",
+        )
+    if kind == "convert":
+        return (
+            [f"    j{i} = _dumps(c{i}({value}), default=_default)"],
+            ["    else:", f"        j{i} = _dumps(c{i}(j{i}), default=_default)"],
+            b":%b",
+        )
+    if kind == "utc_timestamp":
+        # "D T+00" -> "DTT+00:00"; in plain its bytes are checked with the strings
+        utc = "b'\"' + {x}[:-3].replace(b' ', b'T', 1) + b'+00:00\"'"
+        convert = "_dumps(c{i}({x}), default=_default)"
+        return (
+            [
+                f"    j{i} = {utc.format(x=value)} if {value}[-3:] == b'+00'"
+                f" else {convert.format(i=i, x=value)}",
+            ],
+            [
+                f"    elif j{i}[-3:] == b'+00' and j{i}.isascii() and escapes(j{i}) is None:",
+                f"        j{i} = {utc.format(x=f'j{i}')}",
+                f"    else:\n        j{i} = {convert.format(i=i, x=f'j{i}')}",
+            ],
+            b":%b",
+        )
+    return [f"    j{i} = w{i}({value})"], ["    else:", f"        j{i} = w{i}(j{i})"], b":%b"
+
+
+def _string_checks(strings: list[int], checked: list[int]) -> list[str]:
+    """The plain encoder's one check of all string (and shortcut timestamp) values at
+    once; per value only when it finds something JSON escapes (or non-ASCII, whose
+    escaping orjson decides)."""
+    if not strings and not checked:
+        return []
+    lines = []
+    indent = "    "
+    if len(strings) + len(checked) > 1:
+        lines += [
+            "    s = " + " + ".join(f"v{i}" for i in [*strings, *checked]),
+            "    if not s.isascii() or escapes(s) is not None:",
+        ]
+        indent += "    "
+    for i in strings:
+        lines += [
+            f"{indent}if not v{i}.isascii() or escapes(v{i}) is not None:",
+            f"{indent}    j{i} = w{i}(v{i})[1:-1]",
+        ]
+    for i in checked:  # the converter decides
+        lines.append(f"{indent}j{i} = _dumps(c{i}(v{i}), default=_default)")
+    return lines
+
+
 def _loop_encoders(
     kinds: list[tuple[JsonKind, Callable[[bytes], Any]]],
     templates: dict[str, bytes],
@@ -373,11 +414,11 @@ def _loop_encoders(
         out: list[Any] = []
         for (kind, write), value in zip(kinds, values, strict=True):
             if kind == "int":
-                out.append(int(value))
+                out.append(int(value) if len(value) <= 19 else int64(int(value)))
             elif kind == "string":
                 out.append(value)
             elif kind == "raw":
-                orjson.loads(value)
+                one_json_each((value,))
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))
@@ -402,7 +443,9 @@ def _loop_encoders(
             if value is None:
                 out.append(b"null")
             elif kind == "int":
-                if not value.isdigit() or (value[0] == 48 and len(value) > 1):
+                if len(value) > 19:
+                    out.append(b"%d" % int64(int(value)))
+                elif not value.isdigit() or (value[0] == 48 and len(value) > 1):
                     out.append(b"%d" % int(value))
                 else:  # the server's text of an integer is its JSON
                     out.append(value)
@@ -412,7 +455,7 @@ def _loop_encoders(
                 else:
                     out.append(write(value))
             elif kind == "raw":
-                orjson.loads(value)
+                one_json_each((value,))
                 out.append(value)
             elif kind == "convert":
                 out.append(orjson.dumps(write(value), default=json_default))
@@ -724,13 +767,15 @@ class JsonLinesRenderer:
                 line = self.change_line(event)  # type: ignore[arg-type]
             except UNWRITABLE as exc:
                 raise unwritable_value(event, exc, _dump_value, "JSON") from None  # type: ignore[arg-type]
-            self._out.write(line)
+            self._out.write(line if b"\xc2" not in line else c1_escaped(line))
             return
         if cls is EncodedRows:
-            self._out.write(self.encoded_lines(event))  # type: ignore[arg-type]
+            lines = self.encoded_lines(event)  # type: ignore[arg-type]
+            self._out.write(lines if b"\xc2" not in lines else c1_escaped(lines))
             return
         if cls is SnapshotRows:
-            self._out.write(self.snapshot_lines(event))  # type: ignore[arg-type]
+            lines = self.snapshot_lines(event)  # type: ignore[arg-type]
+            self._out.write(lines if b"\xc2" not in lines else c1_escaped(lines))
             return
         if cls is SnapshotBegin or cls is SnapshotEnd:
             return  # a table's copy is its rows
@@ -740,7 +785,8 @@ class JsonLinesRenderer:
             return
         record = self.record(event)
         if record is not None:
-            self._out.write(dumps(record) + b"\n")
+            line = dumps(record) + b"\n"
+            self._out.write(line if b"\xc2" not in line else c1_escaped(line))
 
     def close(self) -> None:
         pass

@@ -22,6 +22,7 @@ import orjson
 
 from pgtail.changes import RowsEncoder
 from pgtail.values import JSON_ESCAPES, JsonKind, json_default, text_json_column
+from pgtail.values.jsontypes import JSON_SHAPE, json_shapes, learn_json_shape
 
 _escapes = JSON_ESCAPES.search
 _dumps = functools.partial(orjson.dumps, default=json_default)
@@ -35,11 +36,31 @@ _CANONICAL_INTS = re.compile(rb"(?:-?[1-9][0-9]*|0)(?:\n(?:-?[1-9][0-9]*|0))*")
 ColumnJson = tuple[bytes, Sequence[Any]]
 
 
+def int64(number: int) -> int:
+    """``number``, when JSON readers take it (orjson: -2**63 to 2**64 - 1, what the
+    general path writes); OverflowError for any other -- no bigint holds it, and the
+    general path then names the column (`pgtail.errors.DecodeError`)."""
+    if -(2**63) <= number < 2**64:
+        return number
+    raise OverflowError(f"integer {number} does not fit 64 bits")
+
+
+def one_json_each(values: Sequence[bytes]) -> None:
+    """ValueError unless each of ``values`` is one JSON value (orjson's check, once per
+    shape: see `pgtail.values.jsontypes.JSON_SHAPE`)."""
+    shapes = json_shapes
+    for value in values:
+        if value.translate(JSON_SHAPE) not in shapes:
+            learn_json_shape(value)
+
+
 def value_json(kind: JsonKind, write: Callable[[bytes], Any], value: bytes | None) -> bytes:
     """One value's JSON text, as the generated ``with_nulls`` encoder writes it."""
     if value is None:
         return b"null"
     if kind == "int":
+        if len(value) > 19:
+            return b"%d" % int64(int(value))
         if not value.isdigit() or (value[0] == 48 and len(value) > 1):
             return b"%d" % int(value)
         return value  # the server's text of an integer is its JSON
@@ -49,6 +70,7 @@ def value_json(kind: JsonKind, write: Callable[[bytes], Any], value: bytes | Non
         result: bytes = write(value)
         return result
     if kind == "raw":
+        one_json_each((value,))
         return value
     if kind == "convert":
         return _dumps(write(value))
@@ -85,10 +107,14 @@ def column_json(
         return b"%b", [value_json(kind, write, value) for value in column]
     values: list[bytes] = column  # type: ignore[assignment]  # no None in it
     if kind == "int":
+        if max(map(len, values)) > 19:  # (a chunk has a row)
+            for value in values:
+                int64(int(value))
         if _CANONICAL_INTS.fullmatch(b"\n".join(values)) is not None:
             return b"%b", values  # the server's text of an integer is its JSON
         return b"%d", list(map(int, values))
     if kind == "raw":
+        one_json_each(values)
         return b"%b", values
     if kind == "call":
         return b"%b", list(map(write, values))

@@ -63,7 +63,7 @@ from pgtail.catalog import (
     primary_message,
     resolve_dsn,
 )
-from pgtail.changes.schema import with_schema_events
+from pgtail.changes.schema import each, with_schema_events
 from pgtail.errors import (
     ConfigurationError,
     PgtailError,
@@ -138,6 +138,7 @@ class Session:
         self.pipe_fd = out.fileno() if self.pipe is not None else None
         self.buffer = io.BytesIO()
         self.render: Callable[[Any], None] = no_log
+        self.render_all: Callable[[list[Any]], None] = each(no_log)  # a batch's items
         self.close_renderer: Callable[[], None] = lambda: None
         self.renderer_closed = False
         self.position = 0  # stream position of the last batch handed to the writer
@@ -241,9 +242,7 @@ class Session:
         writer = self.writer
         assert writer is not None
         if batch.items:
-            render = self.render
-            for item in batch.items:
-                render(item)
+            self.render_all(batch.items)
             batch.items = []
         buffer = self.buffer
         if buffer.tell():
@@ -572,7 +571,9 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
     config = stream.config
     stream.render, stream.close_renderer = _make_render(config, stream.buffer)
     if config.format != "raw":
-        stream.render = with_schema_events(stream.render)
+        stream.render_all = with_schema_events(stream.render)
+    else:
+        stream.render_all = each(stream.render)
     writer = Writer(
         out,
         stream.feedback,

@@ -24,6 +24,7 @@ from pgtail.values.base import (
     identity_str,
 )
 from pgtail.values.datetimes import TYPES as _DATETIME_TYPES
+from pgtail.values.jsontypes import ELEMENT_BINARY as _JSON_ELEMENT_BINARY
 from pgtail.values.jsontypes import TYPES as _JSON_TYPES
 from pgtail.values.misc import TYPES as _MISC_TYPES
 from pgtail.values.network import TYPES as _NETWORK_TYPES
@@ -46,6 +47,12 @@ BUILTIN_ARRAYS: dict[int, int] = {
     t.array_oid: oid for oid, t in BUILTIN_TYPES.items() if t.array_oid
 }
 _register_arrays(BUILTIN_TYPES)
+_register_arrays(  # (their elements fall back to hex)
+    {
+        oid: BUILTIN_TYPES[oid]._replace(binary=binary)
+        for oid, binary in _JSON_ELEMENT_BINARY.items()
+    }
+)
 
 _cache: dict[tuple[int, int], tuple[Converter, Converter]] = {}
 
