@@ -16,10 +16,10 @@ from pgtail.stream.connection import lost
 from pgtail.stream.writer import Batch
 
 if TYPE_CHECKING:
-    from pgtail.stream.session import Session
+    from pgtail.stream.host import RawHost
 
 
-def stream_raw(session: Session) -> None:
+def stream_raw(session: RawHost) -> None:
     """``--format raw``: every message, decoded field by field, as a trace.
 
     What this run wrote is skipped when the server sends it again after a reconnect

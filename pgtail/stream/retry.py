@@ -19,10 +19,12 @@ from pgtail.stream.change_stream import Stop
 from pgtail.stream.connection import ConnectionLost
 
 if TYPE_CHECKING:
-    from pgtail.stream.session import Session
+    from pgtail.stream.host import RetryHost
 
 
-def retry_start(session: Session, step: Callable[[], None], *, first_contact: bool = False) -> None:
+def retry_start(
+    session: RetryHost, step: Callable[[], None], *, first_contact: bool = False
+) -> None:
     """Run a start-up step; while the server is away for now (`ServerUnavailable`:
     starting up, shutting down, recovering, refusing connections), try it again
     with the reconnect backoff, one line on stderr per attempt.
@@ -69,7 +71,7 @@ def retry_start(session: Session, step: Callable[[], None], *, first_contact: bo
                 raise Stop("signal") from None
 
 
-def reconnect(stream: Session, lost: ConnectionLost, attempt: int) -> int:
+def reconnect(stream: RetryHost, lost: ConnectionLost, attempt: int) -> int:
     """The replication connection was lost: reconnect with the backoff (the facts that
     will not heal checked first) and return the attempts used so far; raise when a
     temporary slot went with the connection, or the attempts run out."""
@@ -126,7 +128,7 @@ def reconnect(stream: Session, lost: ConnectionLost, attempt: int) -> int:
     return attempt
 
 
-def sleep_unless_signalled(stream: Session, delay: float) -> bool:
+def sleep_unless_signalled(stream: RetryHost, delay: float) -> bool:
     deadline = time.monotonic() + delay
     while True:
         if stream.signals.received is not None:

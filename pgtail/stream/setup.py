@@ -27,10 +27,10 @@ from pgtail.stream.publications import stream_publications, warn_unmatched_filte
 from pgtail.stream.snapshot import preflight as snapshot_preflight
 
 if TYPE_CHECKING:
-    from pgtail.stream.session import Session
+    from pgtail.stream.host import SetupHost
 
 
-def preflight(session: Session) -> None:
+def preflight(session: SetupHost) -> None:
     conn = catalog.open_connection(session.dsn)
     try:
         server = catalog.server_info(conn)
@@ -77,7 +77,7 @@ def preflight(session: Session) -> None:
         conn.close()
 
 
-def check_facts(session: Session) -> None:
+def check_facts(session: SetupHost) -> None:
     """Before reconnecting: raise the error of a condition that will not heal -- the
     slot dropped or invalidated, a publication dropped, the role's REPLICATION
     attribute revoked, the database or role gone, the password changed -- on a plain
@@ -107,7 +107,7 @@ def check_facts(session: Session) -> None:
 
 
 def create_slot(
-    session: Session, cur: Any, *, temporary: bool, if_missing: bool = False, export: bool = False
+    session: SetupHost, cur: Any, *, temporary: bool, if_missing: bool = False, export: bool = False
 ) -> bool:
     """CREATE_REPLICATION_SLOT; with ``export``, keeps the exported snapshot's name
     and consistent point in ``session.exported`` (valid until the next command)."""
