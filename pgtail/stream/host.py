@@ -1,12 +1,12 @@
-"""What the session's helpers (``setup.py``, ``retry.py``, ``raw_loop.py``) need of the
-running session: `typing.Protocol` classes, so they depend on this description rather
+"""What the session's helpers (``setup.py``, ``retry.py``) need of the running
+session: `typing.Protocol` classes, so they depend on this description rather
 than on ``session.py`` (which imports them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from pgtail import catalog
@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from pgtail.stream.policy import StreamPolicy
     from pgtail.stream.publications import HeldPublication
     from pgtail.stream.signals import Signals
-    from pgtail.stream.writer import Batch
     from pgtail.values import UserType
 
 
@@ -60,17 +59,3 @@ class RetryHost(Protocol):
 
     def connect(self, first: bool) -> None: ...
 
-
-class RawHost(Protocol):
-    """What the ``--format raw`` loop uses of the session."""
-
-    proto_version: int
-    policy: StreamPolicy
-    signals: Signals
-    cursor: Any
-    last_data: float
-    received_since_connect: bool
-
-    def enqueue(self, batch: Batch) -> None: ...
-
-    def _idle_tick(self, open_tx: bool) -> None: ...

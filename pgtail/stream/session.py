@@ -72,8 +72,8 @@ from pgtail.errors import (
 )
 from pgtail.feedback import Feedback
 from pgtail.render import insert_encoder, make_renderer
-from pgtail.stream import raw_loop, retry, setup
-from pgtail.stream.change_stream import ChangeStream
+from pgtail.stream import retry, setup
+from pgtail.stream.change_stream import ChangeStream, RawChangeStream
 from pgtail.stream.change_stream import Stop as _Stop
 from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
 from pgtail.stream.connection import ConnectionLost, ServerError, lost, open_replication
@@ -290,14 +290,20 @@ class Session:
             except psycopg2.Error as exc:
                 raise lost(exc) from None
 
-    def stream_events(self) -> None:
-        """Read payloads and feed them to the change stream until told to stop; it hands
-        its batches to the writer (`enqueue`)."""
+    def change_stream(self) -> ChangeStream | RawChangeStream:
+        """A change stream for one connection, handing its batches to the writer."""
         cfg = self.config
+        if cfg.format == "raw":
+            return RawChangeStream(self.proto_version, self.policy, self.enqueue)
         # the renderer's fast path for text rows (not with --redact: it needs values)
         encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
         assembler = ch.Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
-        changes = ChangeStream(assembler, self.policy, self.enqueue, self.event_filter())
+        return ChangeStream(assembler, self.policy, self.enqueue, self.event_filter())
+
+    def stream_events(self) -> None:
+        """Read payloads and feed them to the change stream until told to stop; it hands
+        its batches to the writer (`enqueue`)."""
+        changes = self.change_stream()
         # bound once: this loop runs once per message (a connection lost ends it)
         signals = self.signals
         read_message = self.cursor.read_message
@@ -322,14 +328,11 @@ class Session:
                 if not in_burst:
                     in_burst = True
                     self.received_since_connect = True
-                wanted = feed(msg.payload)
+                wanted = feed(msg.payload, msg.data_start)
                 if wanted:  # a Relation: look up the user types it uses first
                     changes.add_user_types(self.lookup_types(wanted), wanted)
         finally:
             changes.close()
-
-    def stream_raw(self) -> None:
-        raw_loop.stream_raw(self)
 
     def _idle_tick(self, open_tx: bool) -> None:
         """Nothing to read right now: confirm progress, check exit conditions, then wait."""
@@ -594,10 +597,7 @@ def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
             stream.copy_snapshot()
         while True:
             try:
-                if config.format == "raw":
-                    stream.stream_raw()
-                else:
-                    stream.stream_events()
+                stream.stream_events()
             except ConnectionLost as loss:
                 attempt = retry.reconnect(stream, loss, attempt)
     except _Stop as stop:
