@@ -295,8 +295,8 @@ class Session:
         cfg = self.config
         if cfg.format == "raw":
             return RawChangeStream(self.proto_version, self.policy, self.enqueue)
-        # the renderer's fast path for text rows (not with --redact: it needs values)
-        encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
+        # the renderer's fast path for text rows (it has none with --redact)
+        encoder = insert_encoder(cfg.format, redact=bool(cfg.filter.redact))
         assembler = ch.Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
         return ChangeStream(assembler, self.policy, self.enqueue, self.event_filter())
 

@@ -248,7 +248,7 @@ class SnapshotCopy:
             number=number,
             tables=len(self.tables),
             user_types=user_types,
-            encoder=None if flt.redact else insert_encoder(config.format),
+            encoder=insert_encoder(config.format, redact=bool(flt.redact)),
         )
         if flt.redact:
             masked = flt.masked_columns(rows.table)
