@@ -11,7 +11,7 @@ import pytest
 
 from pgtail import changes as ch
 from pgtail.render import insert_encoder
-from pgtail.stream.change_stream import ChangeStream, Stop
+from pgtail.stream.change_stream import ChangeStream, RawChangeStream, Stop
 from pgtail.stream.policy import StreamPolicy
 from pgtail.stream.writer import Batch
 from tests import pgbytes as pb
@@ -156,3 +156,95 @@ def test_signal_hands_over_what_was_taken() -> None:
     assert stop.value.reason == "signal"
     assert batches[0].confirm_lsn == 1008
 
+
+# --------------------------------------------------------------------------- slot peek's rules
+
+
+def peek_stream(max_changes: int | None) -> tuple[ChangeStream, list[Batch]]:
+    batches: list[Batch] = []
+    stream = ChangeStream(
+        ch.Assembler(1),
+        StreamPolicy(max_changes=max_changes),
+        batches.append,
+        stop_before_more=True,
+        keep_empty=True,
+    )
+    assert stream.feed(REL) is None
+    return stream, batches
+
+
+def test_stop_before_more_shows_the_commit_and_stops_before_the_next_begin() -> None:
+    """``slot peek --max-changes 2``: transaction 1 whole, commit included; transaction 2's
+    Begin is taken back with the change past the limit, and `Stop` says more came."""
+    stream, batches = peek_stream(2)
+    with pytest.raises(Stop) as stop:
+        feed_all(stream, tx(1, rows=2) + tx(2))
+    assert stop.value.reason == "max_changes"
+    assert [k for b in batches for k in kinds(b)] == ["TxBegin", "Change", "Change", "TxCommit"]
+
+
+def test_stop_before_more_does_not_stop_when_nothing_more_comes() -> None:
+    stream, batches = peek_stream(2)
+    feed_all(stream, tx(1, rows=2))
+    stream.drained()
+    assert [k for b in batches for k in kinds(b)] == ["TxBegin", "Change", "Change", "TxCommit"]
+    assert stream.policy.changes == 2
+
+
+def test_keep_empty_shows_a_transaction_with_no_change() -> None:
+    """A transaction that changed no published table: peek shows its begin and commit,
+    `pgtail stream` shows nothing of it."""
+    empty = [pb.begin(1000, WHEN, 7), pb.commit(1000, 1008, WHEN)]
+    stream, batches = peek_stream(None)
+    feed_all(stream, empty)
+    stream.drained()
+    assert [k for b in batches for k in kinds(b)] == ["TxBegin", "TxCommit"]
+    streamed, streamed_batches = make(StreamPolicy())
+    feed_all(streamed, empty)
+    streamed.drained()
+    assert [k for b in streamed_batches for k in kinds(b)] == []
+
+
+def test_raw_mode_traces_messages_with_their_lsn_and_stops_at_max_changes() -> None:
+    batches: list[Batch] = []
+    raw = RawChangeStream(1, StreamPolicy(max_changes=2), batches.append)
+    payloads = [REL, *tx(1, rows=3)]
+    with pytest.raises(Stop) as stop:
+        for lsn, payload in enumerate(payloads, start=100):
+            raw.feed(payload, lsn)
+    assert stop.value.reason == "max_changes"
+    (batch,) = batches
+    assert [(type(m).__name__, lsn) for m, lsn in batch.items] == [
+        ("Relation", 100),
+        ("Begin", 101),
+        ("Insert", 102),
+        ("Insert", 103),
+    ]
+    assert raw.open_transactions()  # its commit was not read
+
+
+def test_raw_mode_stop_before_more_shows_the_rest_of_the_transaction() -> None:
+    """``slot peek --format raw --max-changes 1``: the rest of the last transaction after
+    its first change is shown up to the next change; then `Stop`."""
+    batches: list[Batch] = []
+    raw = RawChangeStream(1, StreamPolicy(max_changes=1), batches.append, stop_before_more=True)
+    rel2 = pb.relation(2, "public", "u", [("id", 23, True)])
+    with pytest.raises(Stop):
+        for payload in [
+            REL,
+            pb.begin(1000, WHEN, 7),
+            pb.insert(1, [b"1", b"x"]),
+            rel2,
+            pb.insert(2, [b"2"]),
+            pb.commit(1000, 1008, WHEN),
+        ]:
+            raw.feed(payload)
+    names = [type(m).__name__ for b in batches for m, _ in b.items]
+    assert names == ["Relation", "Begin", "Insert", "Relation"]
+
+
+def test_no_fast_path_with_redact() -> None:
+    """--redact masks decoded values: the renderer offers no encoder then."""
+    assert insert_encoder("json") is not None
+    assert insert_encoder("json", redact=True) is None
+    assert insert_encoder("sql", redact=True) is None

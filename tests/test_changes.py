@@ -28,6 +28,7 @@ from pgtail.changes import (
     Truncate,
     TxBegin,
     TxCommit,
+    fastpath,
 )
 from pgtail.changes import assembler as assembler_module
 from pgtail.changes.held import SpilledRun
@@ -1209,7 +1210,7 @@ def test_small_transactions_at_once_give_the_events_of_the_general_way(
     fmt: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A small transaction held raw is made into events at its commit in one go
-    (`Assembler._quick_events`); the events are those of the general way, whatever it
+    (`changes.fastpath.quick_events`); the events are those of the general way, whatever it
     holds: inserts of two tables in turn, NULLs, unchanged TOAST, updates, deletes, a
     truncate, a Relation in the middle, more rows than the quick way takes, a bad row."""
     from pgtail.render import insert_encoder
@@ -1239,7 +1240,7 @@ def test_small_transactions_at_once_give_the_events_of_the_general_way(
         payloads += [pb.begin(lsn, T0, xid), *body, pb.commit(lsn, lsn + 0x10, T1)]
 
     def events_of(quick_rows: int) -> list[Any]:
-        monkeypatch.setattr(assembler_module, "_QUICK_ROWS", quick_rows)
+        monkeypatch.setattr(fastpath, "QUICK_ROWS", quick_rows)
         asm = Assembler(1, encoder=encoder)
         out: list[Any] = []
         for payload in payloads:

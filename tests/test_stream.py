@@ -876,24 +876,18 @@ def test_a_failed_type_lookup_is_a_warning() -> None:
     """pg_type out of reach: the stream goes on with those columns as text, and says so."""
     import socket
 
-    from pgtail.stream.session import Session
-    from pgtail.stream.signals import Signals
+    from pgtail.stream.session import TypeLookup
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         unused_tcp_port = probe.getsockname()[1]
 
     logged: list[str] = []
-    signals = Signals(install=False)
+    dsn = f"host=127.0.0.1 port={unused_tcp_port} password=sekrit"
+    lookup_types = TypeLookup(dsn, logged.append)
     try:
-        stream = Session(
-            StreamConfig(dsn=f"host=127.0.0.1 port={unused_tcp_port} password=sekrit"),
-            io.BytesIO(),
-            logged.append,
-            signals,
-        )
-        assert stream.lookup_types([16_384]) == {}
+        assert lookup_types([16_384]) == {}
     finally:
-        signals.close()
+        lookup_types.close()
     assert len(logged) == 1 and "could not look up column types [16384]" in logged[0]
     assert "sekrit" not in logged[0]

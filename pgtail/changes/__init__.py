@@ -5,6 +5,8 @@
 - `pgtail.changes.tables`: the relation cache's entries (column names, key columns,
   converters, the per-table row functions);
 - `pgtail.changes.held`: holding a transaction until its commit, spilling a large one;
+- `pgtail.changes.fastpath`: the renderer's fast path for rows that arrive as text (the
+  encoder interface wired into the relation cache, the wire offsets, `EncodedRows`' lines);
 - `pgtail.changes.assembler`: the `Assembler`, messages in, whole transactions out.
 
 Pure: no psycopg2, no I/O. Types that are not built in are looked up by the caller and

@@ -10,7 +10,8 @@ memory bound; past it the rest of the transaction is held as raw payloads, spill
 to a temporary file, and decoded at the commit (see `pgtail.changes.held`). Given a
 renderer's ``encoder``, inserts whose values all arrived as text (or NULL), and the
 updates and deletes it has lines for, skip the events altogether: the renderer's own
-bytes for them arrive as `EncodedRows`.
+bytes for them arrive as `EncodedRows` (the fast path's contract, wire offsets
+included, is `pgtail.changes.fastpath`).
 
 No I/O: types that are not built in are looked up by the caller before the Relation
 that uses them is fed (`Assembler.user_types_wanted`, `Assembler.add_user_types`).
@@ -21,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from pgtail import pgoutput as po
@@ -31,16 +32,25 @@ from pgtail.changes.events import (
     CommitPrepared,
     EncodedRows,
     Event,
-    InsertEncoders,
     Message,
     OldKind,
-    Op,
     RollbackPrepared,
     Table,
     Transaction,
     Truncate,
     TxBegin,
     TxCommit,
+)
+from pgtail.changes.fastpath import (
+    HEADER,
+    OP_OF_BYTE,
+    ROW_CHANGES,
+    STREAM_HEADER,
+    EncoderFactory,
+    fast_row,
+    install_encoders,
+    quick_events,
+    unpack_relation_id,
 )
 from pgtail.changes.held import (
     LINE_OVERHEAD,
@@ -53,7 +63,6 @@ from pgtail.changes.held import (
 from pgtail.changes.tables import (
     COLUMN_COST,
     ROW_OVERHEAD,
-    VALUE_ERRORS,
     TableInfo,
     new_change,
     unknown_type_oids,
@@ -70,27 +79,20 @@ _TRUNCATE = po.MSG_TRUNCATE
 _MESSAGE = po.MSG_MESSAGE
 _RELATION = po.MSG_RELATION
 _TYPE = po.MSG_TYPE
-_ROW_CHANGES = frozenset((_INSERT, _UPDATE, _DELETE))
+_ROW_CHANGES = ROW_CHANGES
 _HELD_AT_ONCE = _ROW_CHANGES | {_TRUNCATE}  # held without decoding
 
 _NAME_OF_BYTE = {_INSERT: "Insert", _UPDATE: "Update", _DELETE: "Delete", _TRUNCATE: "Truncate"}
 
 _XID = struct.Struct("!I")
-_NEW_TUPLE = ord("N")
-_OLD_TUPLE = ord("O")  # a Delete's / Update's whole old row (replica identity full)
-_KEY_TUPLE = ord("K")  # its old key, the other columns sent as NULL
-_OP_OF_BYTE: dict[int, Op] = {_INSERT: "insert", _UPDATE: "update", _DELETE: "delete"}
+_OP_OF_BYTE = OP_OF_BYTE
 # A plain transaction is converted on arrival only once it has this many changes. A
 # smaller one takes the server a few milliseconds to send, so converting early gains
 # nothing, while its converted rows, held until the commit, would cost the cyclic
 # garbage collector work (they are container objects) that raw payloads do not.
 _DEFERRED_ROWS = 4096
 _INFO_CACHE_SIZE = 4096  # distinct relation schemas kept for reuse
-# A raw transaction of at most this many row changes is made into events at its commit
-# at once, in a list (see Assembler._quick_events): below _RUN_LINES, one run per table.
-_QUICK_ROWS = 64
 _EMPTY: Iterator[Any] = iter(())  # exhausted for good: safe to hand out again and again
-_decode_tuple = po.decode_tuple
 _TX_FIELDS = tuple(f.name for f in dataclasses.fields(Transaction))
 
 
@@ -112,7 +114,7 @@ class Assembler:
         *,
         binary: bool = False,
         spill_bytes: int = DEFAULT_SPILL_BYTES,
-        encoder: Callable[[Table, Sequence[values.Converter]], InsertEncoders | None] | None = None,
+        encoder: EncoderFactory | None = None,
         user_types: values.UserTypes | None = None,
     ) -> None:
         self.protocol_version = protocol_version
@@ -208,10 +210,10 @@ class Assembler:
                 try:
                     event: Any = None
                     if first != _TRUNCATE:  # an Insert, Update or Delete: the hot path
-                        header = 5 if in_stream else 1
-                        info = tables.get(_XID.unpack_from(payload, header)[0])
+                        header = STREAM_HEADER if in_stream else HEADER
+                        info = tables.get(unpack_relation_id(payload, header)[0])
                         if info is not None:
-                            fast = _fast_path(info, first, payload, header, target.tx, seq)
+                            fast = fast_row(info, first, payload, header, target.tx, seq)
                             if type(fast) is bytes:
                                 line = fast
                                 table = info.table
@@ -552,19 +554,7 @@ class Assembler:
                 else None
             )
             if encoders is not None:
-                info.text_encoder = po.text_tuple_encoder(
-                    len(info.names), encoders.plain, encoders.with_nulls
-                )
-                natts = len(info.names)
-                by_change = info.change_encoders
-                if encoders.updates:  # an Update without an old row: an insert's line
-                    by_change[_UPDATE, _NEW_TUPLE] = info.text_encoder
-                if encoders.full_delete is not None:
-                    full = encoders.full_delete
-                    by_change[_DELETE, _OLD_TUPLE] = po.text_tuple_encoder(natts, *full)
-                if encoders.key_delete is not None:
-                    old_key = encoders.key_delete
-                    by_change[_DELETE, _KEY_TUPLE] = po.text_tuple_encoder(natts, old_key, old_key)
+                install_encoders(info, encoders)
             if len(self._infos) >= _INFO_CACHE_SIZE:
                 self._infos.clear()
             self._infos[key] = info
@@ -576,7 +566,7 @@ class Assembler:
             # shares state.tx yet, so the commit's own Transaction serves as it is
             state.tx = tx
             if not in_stream:
-                quick = self._quick_events(state, tx)
+                quick = quick_events(state.held, state.raw_tables, tx)
                 if quick is not None:
                     state.held.records = []  # in memory only (no file to close): let go
                     return iter(quick)
@@ -605,7 +595,7 @@ class Assembler:
     ) -> Change | Truncate | Message:
         """One Insert / Update / Delete / Truncate / Message payload -> its event, the
         general way (the full parser, which raises the precise error of a malformed one)."""
-        if first == _INSERT:  # what _fast_path leaves: NULLs and TOAST come by it too
+        if first == _INSERT:  # what fast_row leaves: NULLs and TOAST come by it too
             ins: po.Insert = po.PARSERS[_INSERT](payload, in_stream)  # type: ignore[assignment]
             info = tables.get(ins.relation_id)
             if info is None:
@@ -667,59 +657,6 @@ class Assembler:
             )
         raise DecodeError(f"unexpected held message {bytes([first])!r}")  # pragma: no cover
 
-    def _quick_events(self, state: OpenTx, tx: Transaction) -> list[Event] | None:
-        """A small transaction held raw in memory, of row changes only: its events, made
-        now, in a list -- what `_events` yields, without its per-transaction generators.
-        None when it holds anything else (a Relation, a Truncate, ...), a change
-        `_fast_path` leaves to `_convert`, or anything fails: `_events` then does it all
-        (and raises there, when the events are taken, as for any transaction)."""
-        held = state.held
-        records = held.records
-        if held.file is not None or len(records) > _QUICK_ROWS:
-            return None
-        tables = state.raw_tables
-        unpack_uint32 = _XID.unpack_from
-        events: list[Event] = [TxBegin(tx)]
-        lines: list[bytes] = []  # a run of encoded lines of one table and op (see RowRun)
-        table: Table | None = None
-        op: Op = "insert"
-        first_seq = 0
-        try:
-            for seq, payload in enumerate(records):
-                first = payload[0]
-                if first not in _ROW_CHANGES:
-                    return None
-                info = tables.get(unpack_uint32(payload, 1)[0])
-                if info is None:
-                    return None
-                fast = _fast_path(info, first, payload, 1, tx, seq)
-                if type(fast) is bytes:
-                    line_op = _OP_OF_BYTE[first]
-                    if info.table is not table or line_op is not op:
-                        if lines:
-                            events.append(
-                                EncodedRows(table, tx, first_seq, len(lines), b"".join(lines), op)  # type: ignore[arg-type]
-                            )
-                            lines = []
-                        table, op, first_seq = info.table, line_op, seq
-                    lines.append(fast)
-                elif fast is None:
-                    return None
-                else:
-                    if lines:
-                        events.append(
-                            EncodedRows(table, tx, first_seq, len(lines), b"".join(lines), op)  # type: ignore[arg-type]
-                        )
-                        lines = []
-                    table = None
-                    events.append(fast)  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001 - _events raises it, in its place
-            return None
-        if lines:
-            events.append(EncodedRows(table, tx, first_seq, len(lines), b"".join(lines), op))  # type: ignore[arg-type]
-        events.append(TxCommit(tx))
-        return events
-
     def _events(self, state: OpenTx, tx: Transaction, in_stream: bool) -> Iterator[Event]:
         """The rows converted on arrival (spilled lines read back), then the raw part
         decoded now."""
@@ -742,9 +679,9 @@ class Assembler:
         tables_copied = types_copied = False
         parsers = po.PARSERS
         convert = self._convert
-        fast_path = _fast_path
-        unpack_uint32 = _XID.unpack_from
-        header = 5 if in_stream else 1  # offset of the relation id (after the xid in a stream)
+        fast_path = fast_row
+        unpack_uint32 = unpack_relation_id
+        header = STREAM_HEADER if in_stream else HEADER  # (see fastpath)
         run = RowRun()  # encoded lines not yet yielded
         for payload in state.held:
             first = payload[0]
@@ -791,48 +728,6 @@ class Assembler:
         done = run.take(tx)
         if done is not None:
             yield done
-
-
-def _fast_path(
-    info: TableInfo, first: int, payload: bytes, header: int, tx: Transaction, seq: int
-) -> bytes | Change | None:
-    """An Insert, Update or Delete of a known table, the fast way: the renderer's line for
-    it (bytes) when it has one, else for an Insert its `Change`; None leaves the message
-    to `Assembler._convert` (which raises the precise error of a malformed one).
-
-    The one copy of the hot path, for a change converted on arrival (`Assembler.feed`) and
-    at the commit (`Assembler._raw_events`); ``header`` is the offset of the relation id.
-    """
-    try:
-        flag = payload[header + 4]
-        if first != _INSERT:
-            encoders = info.change_encoders
-            if not encoders:
-                return None
-            encode = encoders.get((first, flag))
-            return None if encode is None else encode(payload, header + 5, seq)
-        if flag != _NEW_TUPLE:
-            return None
-        encode = info.text_encoder
-        if encode is not None:
-            line = encode(payload, header + 5, seq)
-            if line is not None:
-                return line
-        tup, end = _decode_tuple(payload, header + 5, "Insert.new_tuple")
-        if end != len(payload):
-            return None
-    except (struct.error, IndexError, DecodeError):
-        return None
-    kinds = tup.kinds
-    try:
-        if kinds == info.all_text:
-            return info.text_insert(tup.values, tx, seq)
-        if kinds == info.all_binary:
-            return info.binary_insert(tup.values, tx, seq)
-    except VALUE_ERRORS as exc:
-        raise info.value_error(tup, "Insert.new", exc) from None
-    new_row, toast = info.row(tup, "Insert.new")  # NULLs, unchanged TOAST
-    return new_change("insert", info.table, tx, seq, new_row, None, None, toast)
 
 
 def _event_cost(event: Change | EncodedRows | Truncate | Message) -> int:

@@ -544,35 +544,9 @@ def _render_peeked(
     """Assemble, filter and render ``rows``, stopping after ``max_changes`` changes.
 
     Returns how many changes it rendered and whether ``rows`` hold more."""
-    from pgtail import catalog
-    from pgtail.changes import Assembler, Change, Message, Truncate, TxBegin
+    from pgtail.stream.peek import peek_events
 
-    assembler = Assembler(1)
-    keep_all = flt.is_noop
-    changes = 0
-    begin: TxBegin | None = None
-    for row in rows:
-        wanted = assembler.user_types_wanted(row.data)
-        if wanted:  # a Relation using types that are not built in: ask pg_type first
-            assembler.add_user_types(catalog.lookup_user_types(dsn, wanted), wanted)
-        for event in assembler.feed(row.data):
-            if not keep_all:
-                kept = flt.apply(event)
-                if kept is None:
-                    continue
-                event = kept
-            if isinstance(event, TxBegin):
-                begin = event  # shown with the transaction's first change
-                continue
-            is_change = isinstance(event, Change | Truncate | Message)
-            if is_change and max_changes is not None and changes >= max_changes:
-                return changes, True
-            if begin is not None:
-                render(begin)
-                begin = None
-            render(event)
-            changes += is_change
-    return changes, False
+    return peek_events(dsn, rows, render, max_changes, flt)
 
 
 def _print_raw(
@@ -580,21 +554,12 @@ def _print_raw(
 ) -> tuple[int, bool]:
     """``--format raw``: the protocol trace of the peeked messages, up to ``max_changes``
     changes (the filters do not apply: raw shows the protocol as it is)."""
-    from pgtail.pgoutput import Decoder
     from pgtail.render.raw import RawRenderer
+    from pgtail.stream.peek import peek_raw
 
-    decoder = Decoder(1)
     renderer = RawRenderer(out)
-    changes = 0
     try:
-        for row in rows:
-            kind = row.data[:1]
-            is_change = kind != b"" and kind[0] in _CHANGE_TYPES
-            if (is_change or kind == b"B") and max_changes is not None and changes >= max_changes:
-                return changes, True  # the rest of the last transaction is shown
-            renderer.render_message(decoder.decode(row.data), row.lsn)
-            changes += is_change
+        return peek_raw(rows, renderer.render_message, max_changes)
     finally:
         renderer.close()
         out.flush()
-    return changes, False

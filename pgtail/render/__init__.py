@@ -8,12 +8,11 @@ it has handed a whole transaction to the renderer. They import no psycopg2.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import BinaryIO
 
-from pgtail.changes import InsertEncoders, Table
+from pgtail.changes.fastpath import EncoderFactory
 from pgtail.render.options import Renderer, RenderOptions, terminal_style
-from pgtail.values import Converter
 
 RendererFactory = Callable[[BinaryIO, RenderOptions], Renderer]
 
@@ -48,12 +47,17 @@ def make_renderer(fmt: str, out: BinaryIO, options: RenderOptions | None = None)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-InsertEncoderFactory = Callable[[Table, Sequence[Converter]], InsertEncoders | None]
+InsertEncoderFactory = EncoderFactory
 
 
-def insert_encoder(fmt: str) -> InsertEncoderFactory | None:
+def insert_encoder(fmt: str, *, redact: bool = False) -> InsertEncoderFactory | None:
     """The ``encoder`` an `Assembler` takes for ``--format fmt``: the renderer's fast path
-    for changes that arrive as text (see `pgtail.changes.EncodedRows`), or None."""
+    for changes that arrive as text (see `pgtail.changes.fastpath`), or None.
+
+    None with ``redact``: ``--redact`` masks values of the decoded rows, which a line
+    written on arrival never has."""
+    if redact:
+        return None
     if fmt == "json":
         from pgtail.render import jsonl
 

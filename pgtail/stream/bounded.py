@@ -27,7 +27,7 @@ import select
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,10 @@ import psycopg2.extras
 from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
+from pgtail.stream.change_stream import ChangeStream
 from pgtail.stream.connection import open_replication
+from pgtail.stream.policy import StreamPolicy
+from pgtail.stream.writer import Batch
 from pgtail.values import Converter
 
 # Begin: byte 'B', then the LSN of the commit record (int64)
@@ -186,37 +189,52 @@ class _Reader:
     def events(
         self, start: int, end: int
     ) -> Iterator[ch.Change | ch.EncodedRows | ch.Truncate | ch.Message]:
+        """Drive a change stream (`ChangeStream`, which asks for the user types a Relation
+        uses) over the payloads, keeping what belongs to ``[start, end)``."""
         assembler = ch.Assembler(
             self.read.proto_version, binary=self.read.binary, encoder=self.read.encoder
         )
-        feed = assembler.feed
-        relation, begin = po.MSG_RELATION, po.MSG_BEGIN
-        Change, Encoded, Truncate, Message = ch.Change, ch.EncodedRows, ch.Truncate, ch.Message
+        batches: list[Batch] = []
+        stream = ChangeStream(assembler, StreamPolicy(), batches.append, keep_empty=True)
+        begin = po.MSG_BEGIN
         for payload in self.messages(end):
-            kind = payload[0]
-            if kind == begin and _BEGIN_FINAL_LSN(payload, 1)[0] >= end:
-                return  # commits from here on belong to later ranges
-            if kind == relation:  # look up the types it uses first
-                wanted = assembler.user_types_wanted(payload)
-                if wanted:
-                    assembler.add_user_types(self._user_types(wanted), wanted)
-            for event in feed(payload):
-                cls = type(event)
-                if cls is Change or cls is Encoded or cls is Truncate:
-                    yield event  # type: ignore[misc]
-                elif cls is Message:
-                    message: ch.Message = event  # type: ignore[assignment]
-                    if message.tx is not None:
+            if payload[0] == begin and _BEGIN_FINAL_LSN(payload, 1)[0] >= end:
+                break  # commits from here on belong to later ranges
+            wanted = stream.feed(payload)
+            if wanted:  # a Relation: look up the types it uses first
+                stream.add_user_types(self._user_types(wanted), wanted)
+            stream.drained()
+            if batches and (yield from self._in_range(batches, start, end)):
+                return
+        stream.drained()
+        yield from self._in_range(batches, start, end)
+
+    def _in_range(
+        self, batches: list[Batch], start: int, end: int
+    ) -> Generator[ch.Change | ch.EncodedRows | ch.Truncate | ch.Message, None, bool]:
+        """The changes of ``batches`` (emptied) that belong to the range; True once the
+        range is over."""
+        Change, Encoded, Truncate, Message = ch.Change, ch.EncodedRows, ch.Truncate, ch.Message
+        items = [item for batch in batches for item in batch.items]
+        batches.clear()
+        for event in items:
+            cls = type(event)
+            if cls is Change or cls is Encoded or cls is Truncate:
+                yield event
+            elif cls is Message:
+                message: ch.Message = event
+                if message.tx is not None:
+                    yield message
+                elif message.lsn <= end:
+                    if message.lsn > start:
                         yield message
-                    elif message.lsn <= end:
-                        if message.lsn > start:
-                            yield message
-                    else:
-                        if _starts_before(self.dsn, self.slot, self.read, end, message.lsn):
-                            yield message
-                        return
-                elif isinstance(event, ch.TxBegin) and event.tx.commit_lsn >= end:
-                    return  # a streamed transaction committing past the end
+                else:
+                    if _starts_before(self.dsn, self.slot, self.read, end, message.lsn):
+                        yield message
+                    return True
+            elif cls is ch.TxBegin and event.tx.commit_lsn >= end:
+                return True  # a streamed transaction committing past the end
+        return False
 
 
 def _starts_before(dsn: str, slot: str, read: RangeRead, end: int, message_end: int) -> bool:

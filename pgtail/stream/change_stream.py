@@ -77,6 +77,8 @@ class ChangeStream:
         "whole_changes",
         "skipping",
         "held",
+        "stop_before_more",
+        "keep_empty",
     )
 
     def __init__(
@@ -85,6 +87,9 @@ class ChangeStream:
         policy: StreamPolicy,
         hand_off: Callable[[Batch], None],
         event_filter: Any = None,
+        *,
+        stop_before_more: bool = False,
+        keep_empty: bool = False,
     ) -> None:
         self.assembler = assembler
         self.assembler_feed = assembler.feed  # bound once: called for every payload
@@ -92,9 +97,13 @@ class ChangeStream:
         self.policy = policy
         self.hand_off = hand_off
         self.batch_size = policy.batch_size
+        # ``slot peek``: stop at the first change past --max-changes (not at the last one
+        # it allows), so what follows the last one is shown and `Stop` says more came
+        self.stop_before_more = stop_before_more and policy.max_changes is not None
+        self.keep_empty = keep_empty  # ``slot peek``: show transactions with nothing shown
         # changes that may still be taken: the batch's count is checked against it, and
         # the policy hears of the batch's changes when the batch is handed over
-        self.room = policy.room()
+        self.room = self._room()
         # the batch being filled; ``whole``/``whole_changes``: items and changes up to the
         # end of the last transaction completed in it, which ``confirm``/``position`` name
         self.items: list[Any] = []
@@ -156,10 +165,14 @@ class ChangeStream:
         policy = self.policy
         for batch in batches:
             policy.took(batch.changes)
-        self.room = policy.room()
+        self.room = self._room()
         hand_off = self.hand_off
         for batch in batches:
             hand_off(batch)
+
+    def _room(self) -> int:
+        # (stopping before more: one change past the limit is seen, then taken back)
+        return self.policy.room() + 1 if self.stop_before_more else self.policy.room()
 
     def _end(self, reason: StopReason) -> NoReturn:
         self._flush()
@@ -174,6 +187,15 @@ class ChangeStream:
         starts after it. Otherwise it was only partly written: confirming it would lose its
         other changes, so it is not confirmed and the next run writes it again, whole.
         """
+        if self.stop_before_more:  # take the change past the limit back, and its Begin
+            items = self.items
+            items.pop()
+            self.nchanges -= 1
+            if items and type(items[-1]) is _TxBegin:
+                items.pop()
+            self.whole = min(self.whole, len(items))
+            self.whole_changes = min(self.whole_changes, self.nchanges)
+            self._end("max_changes")
         flt = self.filter
         if complete:
             for event in events:
@@ -189,8 +211,9 @@ class ChangeStream:
                     break  # more of it would be written: partly written
         self._end("max_changes")
 
-    def feed(self, payload: bytes) -> list[int] | None:
-        """Take one pgoutput payload: skip, stop, filter and batch the events it completes.
+    def feed(self, payload: bytes, lsn: int = 0) -> list[int] | None:
+        """Take one pgoutput payload: skip, stop, filter and batch the events it completes
+        (``lsn``, where its message starts, is for the raw mode's trace).
 
         Returns None, or -- for a Relation using types not looked up yet -- their OIDs:
         the payload is held until `add_user_types` (one loop, inline: it runs for every
@@ -228,6 +251,7 @@ class ChangeStream:
                         type(last) is _TxBegin
                         and last.tx.xid == event.tx.xid
                         and not event.tx.prepared
+                        and not self.keep_empty
                     ):
                         # nothing of it to show (all filtered out, or, before PostgreSQL
                         # 15, a transaction that changed no published table): no empty
@@ -312,6 +336,145 @@ class ChangeStream:
             self.items.append(kept)
             self.nchanges += 1
         self.whole, self.whole_changes = len(self.items), self.nchanges
+        if self.nchanges >= self.room:
+            self._stop_at_limit(iter(()), True)
         self._flush()
-        if policy.limit_reached:
-            raise Stop("max_changes")
+
+
+class RawChangeStream:
+    """``--format raw``: the change stream's raw mode -- payloads in, batches of
+    ``(message, lsn)`` items out, every message decoded field by field (no assembler, no
+    filter), under the same `StreamPolicy` and with the same caller's side as
+    `ChangeStream` (`feed`, `drained`, `stop`, `open_transactions`, `close`).
+
+    What was written is skipped when the server sends it again after a reconnect (a
+    crash rewinds the slot): transactions by their commit, prepared ones by their
+    PREPARE, non-transactional messages by their LSN. The chunks of a streamed
+    (in-progress) transaction come before its commit says where it ends: those are
+    shown again.
+
+    ``stop_before_more`` (``slot peek``): with ``--max-changes``, the stream stops at the
+    first change or Begin once the limit is taken -- what follows the last change (the
+    rest of its transaction) is still shown -- and `Stop` then says more were there.
+    """
+
+    __slots__ = (
+        "decode",
+        "policy",
+        "hand_off",
+        "stop_before_more",
+        "items",
+        "confirm",
+        "position",
+        "txs",
+        "in_tx",
+        "skipping",
+        "streamed",
+    )
+
+    def __init__(
+        self,
+        proto_version: int,
+        policy: StreamPolicy,
+        hand_off: Callable[[Batch], None],
+        *,
+        stop_before_more: bool = False,
+    ) -> None:
+        self.decode = po.Decoder(proto_version).decode
+        self.policy = policy
+        self.hand_off = hand_off
+        self.stop_before_more = stop_before_more and policy.max_changes is not None
+        self.items: list[Any] = []
+        self.confirm = 0
+        self.position = 0
+        self.txs = 0
+        self.in_tx = False
+        self.skipping = False  # inside a transaction this run wrote already
+        self.streamed: set[int] = set()
+
+    def add_user_types(self, found: UserTypes, asked: list[int]) -> None:
+        """Never asked for: the raw trace shows type OIDs as they are."""
+
+    def drained(self) -> None:
+        """Nothing more to read for now: hand over the batch being filled."""
+        self._flush()
+
+    def stop(self, reason: StopReason) -> NoReturn:
+        self._end(reason)
+
+    def open_transactions(self) -> bool:
+        return self.in_tx or bool(self.streamed)
+
+    def close(self) -> None:
+        """(Every change is counted as it is taken.)"""
+
+    def _flush(self) -> None:
+        items = self.items
+        if items:
+            confirm = self.confirm
+            self.hand_off(Batch(items, confirm, max(confirm, self.position), self.txs, len(items)))
+            self.items, self.confirm, self.position, self.txs = [], 0, 0, 0
+
+    def _end(self, reason: StopReason) -> NoReturn:
+        self._flush()
+        raise Stop(reason)
+
+    def feed(self, payload: bytes, lsn: int = 0) -> None:
+        """Take one payload (its message starts at ``lsn``): skip, stop or batch it."""
+        message = self.decode(payload)
+        if self.skipping:
+            if isinstance(message, po.Commit | po.Prepare):
+                self.skipping = False
+            return
+        policy = self.policy
+        written = policy.written
+        if isinstance(message, po.Begin | po.BeginPrepare):
+            if policy.past_end(getattr(message, "final_lsn", 0)):
+                self._end("end")
+            # a commit record before a written position ends before it too
+            if written(message.final_lsn + 1 if isinstance(message, po.Begin) else message.end_lsn):
+                self.skipping = True
+                return
+            if self.stop_before_more and policy.limit_reached:
+                self._end("max_changes")
+            self.in_tx = True
+        elif isinstance(message, po.CommitPrepared | po.RollbackPrepared):
+            if written(
+                message.end_lsn
+                if isinstance(message, po.CommitPrepared)
+                else message.rollback_end_lsn
+            ):
+                return
+        elif isinstance(message, po.LogicalMessage) and not message.transactional:
+            if written(message.lsn + 1):
+                return
+            self.position = max(self.position, message.lsn + 1)
+        elif isinstance(message, po.StreamStart):
+            self.streamed.add(message.xid)
+        elif isinstance(message, po.StreamAbort) and message.xid == message.subxid:
+            self.streamed.discard(message.xid)
+        is_change = policy.max_changes is not None and isinstance(
+            message, po.Insert | po.Update | po.Delete | po.Truncate | po.LogicalMessage
+        )
+        if is_change and self.stop_before_more and policy.limit_reached:
+            self._end("max_changes")
+        items = self.items
+        items.append((message, lsn))
+        done: int | None = None
+        if isinstance(message, po.Commit | po.Prepare | po.CommitPrepared):
+            done = message.end_lsn
+            self.in_tx = False
+        elif isinstance(message, po.StreamCommit | po.StreamPrepare):
+            done = message.end_lsn
+            self.streamed.discard(message.xid)
+        elif isinstance(message, po.RollbackPrepared):
+            done = message.rollback_end_lsn
+        if done is not None:
+            self.confirm = max(self.confirm, done)
+            self.txs += 1
+        if len(items) >= policy.batch_size:
+            self._flush()
+        if is_change:
+            policy.took(1)
+            if policy.limit_reached and not self.stop_before_more:
+                self._end("max_changes")

@@ -2,7 +2,7 @@
 a lost replication connection, with the reconnect policy's bounded backoff; a sleep
 that a signal ends early.
 
-Functions of the running `Session` (``session.py``), which calls them.
+``session.py`` calls them; `reconnect` takes the running `Session` (as `RetryHost`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import contextlib
 import select
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pgtail.errors import ReplicationError, ServerUnavailable, ServerUnreachable
 from pgtail.lsn import format_lsn
@@ -19,10 +19,43 @@ from pgtail.stream.change_stream import Stop
 from pgtail.stream.connection import ConnectionLost
 
 if TYPE_CHECKING:
-    from pgtail.stream.session import Session
+    from pgtail.feedback import Feedback
+    from pgtail.stream.config import Logger, ReconnectPolicy, StreamConfig
+    from pgtail.stream.policy import StreamPolicy
+    from pgtail.stream.signals import Signals
 
 
-def retry_start(session: Session, step: Callable[[], None], *, first_contact: bool = False) -> None:
+class RetryHost(Protocol):
+    """What reconnecting uses of the running `Session` (a Protocol: ``session.py``
+    imports this module)."""
+
+    config: StreamConfig
+    signals: Signals
+    temporary: bool
+    feedback: Feedback
+    policy: StreamPolicy
+    position: int
+    received_since_connect: bool
+    reconnects: int
+
+    def log(self, message: str) -> None: ...
+
+    def close_connection(self) -> None: ...
+
+    def check_facts(self) -> None: ...
+
+    def connect(self, first: bool) -> None: ...
+
+
+def retry_start(
+    step: Callable[[], None],
+    policy: ReconnectPolicy,
+    log: Logger,
+    signals: Signals,
+    close: Callable[[], None],
+    *,
+    first_contact: bool = False,
+) -> None:
     """Run a start-up step; while the server is away for now (`ServerUnavailable`:
     starting up, shutting down, recovering, refusing connections), try it again
     with the reconnect backoff, one line on stderr per attempt.
@@ -30,8 +63,8 @@ def retry_start(session: Session, step: Callable[[], None], *, first_contact: bo
     ``first_contact``: the run has not reached the server yet. Then a server that
     does not answer at all (`ServerUnreachable`: a wrong port as likely as a restart)
     is tried only for the policy's ``first_contact_wait``, unless it has answered
-    in between (it is starting up: worth the whole backoff)."""
-    policy = session.config.reconnect
+    in between (it is starting up: worth the whole backoff). ``close`` closes what a
+    failed attempt left open."""
     attempt = 0
     began = time.monotonic()
     answered = False  # the server said it is starting up, shutting down, ...
@@ -40,7 +73,7 @@ def retry_start(session: Session, step: Callable[[], None], *, first_contact: bo
             step()
             return
         except ServerUnavailable as exc:
-            session.close_connection()
+            close()
             attempt += 1
             if attempt > policy.attempts:
                 if policy.attempts:
@@ -61,15 +94,15 @@ def retry_start(session: Session, step: Callable[[], None], *, first_contact: bo
                         " accepts TCP connections there; --reconnect-attempts N waits longer",
                     ) from None
                 if attempt == 1:  # one line for the short wait, then the error
-                    session.log(f"pgtail: {exc.message}; trying again for {wait:g}s")
+                    log(f"pgtail: {exc.message}; trying again for {wait:g}s")
                 delay = min(delay, left)
             else:
-                session.log(f"pgtail: {exc.message}; retrying in {delay:.1f}s (attempt {attempt})")
-            if sleep_unless_signalled(session, delay):
+                log(f"pgtail: {exc.message}; retrying in {delay:.1f}s (attempt {attempt})")
+            if sleep_unless_signalled(signals, delay):
                 raise Stop("signal") from None
 
 
-def reconnect(stream: Session, lost: ConnectionLost, attempt: int) -> int:
+def reconnect(stream: RetryHost, lost: ConnectionLost, attempt: int) -> int:
     """The replication connection was lost: reconnect with the backoff (the facts that
     will not heal checked first) and return the attempts used so far; raise when a
     temporary slot went with the connection, or the attempts run out."""
@@ -102,7 +135,7 @@ def reconnect(stream: Session, lost: ConnectionLost, attempt: int) -> int:
             )
         # the first wait is silent: what will not heal (the slot dropped with
         # --force, ...) then ends the run with its one line
-        if sleep_unless_signalled(stream, delay):
+        if sleep_unless_signalled(stream.signals, delay):
             raise Stop("signal") from None
         try:
             stream.check_facts()
@@ -126,14 +159,14 @@ def reconnect(stream: Session, lost: ConnectionLost, attempt: int) -> int:
     return attempt
 
 
-def sleep_unless_signalled(stream: Session, delay: float) -> bool:
+def sleep_unless_signalled(signals: Signals, delay: float) -> bool:
     deadline = time.monotonic() + delay
     while True:
-        if stream.signals.received is not None:
+        if signals.received is not None:
             return True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
         with contextlib.suppress(InterruptedError):
-            select.select([stream.signals.fd], [], [], remaining)
-        stream.signals.drain()
+            select.select([signals.fd], [], [], remaining)
+        signals.drain()

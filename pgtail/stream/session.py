@@ -42,14 +42,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import queue
 import select
 import signal
-import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import psycopg2
@@ -61,7 +59,6 @@ from pgtail import catalog
 from pgtail import changes as ch
 from pgtail.catalog import (
     primary_message,
-    resolve_dsn,
 )
 from pgtail.changes.schema import each, with_schema_events
 from pgtail.errors import (
@@ -70,19 +67,17 @@ from pgtail.errors import (
     ReplicationError,
     ServerUnavailable,
 )
-from pgtail.feedback import Feedback
 from pgtail.render import insert_encoder, make_renderer
-from pgtail.stream import raw_loop, retry, setup
-from pgtail.stream.change_stream import ChangeStream
+from pgtail.stream import retry, setup
+from pgtail.stream.change_stream import ChangeStream, RawChangeStream
 from pgtail.stream.change_stream import Stop as _Stop
 from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
 from pgtail.stream.connection import ConnectionLost, ServerError, lost, open_replication
 from pgtail.stream.gc_tuning import fewer_collections
-from pgtail.stream.policy import StreamPolicy
 from pgtail.stream.publications import (
-    HeldPublication,
     drop_run_publication,
 )
+from pgtail.stream.setup import Start
 from pgtail.stream.signals import Signals
 from pgtail.stream.snapshot import SnapshotCopy, check_config
 from pgtail.stream.writer import (
@@ -98,82 +93,117 @@ from pgtail.stream.writer import (
 from pgtail.values import UserType
 
 
-class Session:
-    """One run of the stream: its configuration, the replication connection (and the
-    reconnects), the feedback and policy objects the loops consult, and the hand-off of
-    rendered batches to the writer thread."""
+class TypeLookup:
+    """pg_type rows for the types pgoutput names by OID (enums, domains, arrays of them),
+    on a plain connection opened for it and kept for the next ones."""
 
-    def __init__(self, config: StreamConfig, out: BinaryIO, log: Logger, signals: Signals):
-        # ---- what was asked, and what preflight found out
-        self.config = config
+    def __init__(self, dsn: str, log: Logger) -> None:
+        self.dsn = dsn
         self.log = log
-        self.signals = signals
-        self.dsn = resolve_dsn(config.dsn)
-        self.slot = config.slot or f"pgtail_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-        self.temporary = config.slot is None
-        self.server: catalog.ServerInfo | None = None
-        self.publications: tuple[str, ...] = ()
-        self.held_publication: HeldPublication | None = None  # dropped when the run ends
-        self.proto_version = 1
-        self.exported: tuple[str, int] | None = None  # (snapshot name, consistent point)
-        self.options: dict[str, str] = {}  # START_REPLICATION options
+        self.conn: PgConnection | None = None
+
+    def __call__(self, type_oids: Sequence[int]) -> dict[int, UserType]:
+        """A failure is a warning: the columns of those types then come as their text
+        (hex in binary mode)."""
+        try:
+            if self.conn is None or self.conn.closed:
+                self.conn = catalog.open_connection(self.dsn)
+            return catalog.user_types(self.conn, type_oids)
+        except (psycopg2.Error, PgtailError) as exc:
+            self.close()
+            self.log(
+                f"pgtail: warning: could not look up column types {list(type_oids)}"
+                f" ({primary_message(exc)}); their values stay text (hex with --binary)"
+            )
+            return {}
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.conn is not None:
+                self.conn.close()
+        self.conn = None
+
+
+class Session:
+    """One run of the stream once preflight is done and the output is open: the
+    replication connection (and the reconnects), the feedback and policy objects the
+    loop consults, and the hand-off of rendered batches to the writer thread."""
+
+    def __init__(
+        self,
+        start: Start,
+        writer: Writer,
+        buffer: io.BytesIO,
+        render_all: Callable[[list[Any]], None],
+        close_renderer: Callable[[], None],
+        pipe_fd: int | None,
+    ) -> None:
+        if start.server is None:
+            raise ValueError("a Session starts after preflight")
+        # ---- what was asked, and what preflight found out
+        self.config = start.config
+        self.log = start.log
+        self.signals = start.signals
+        self.dsn = start.dsn
+        self.slot = start.slot
+        self.temporary = start.temporary
+        self.server: catalog.ServerInfo = start.server
+        self.publications = start.publications
+        self.proto_version = start.proto_version
+        self.options = start.options  # START_REPLICATION options
+        # ---- the rules: what is safe to confirm (shared with the writer, under lock),
+        # and where to stop, what to skip, how to batch (the reader's alone)
+        self.lock = start.lock
+        self.feedback = start.feedback
+        self.policy = start.policy
         # ---- the replication connection
         self.conn: Any = None
         self.cursor: Any = None
-        self.types_conn: PgConnection | None = None  # see lookup_types
+        self.lookup_types = TypeLookup(self.dsn, self.log)
         self.reconnects = 0
         self.received_since_connect = False
         self.last_data = time.monotonic()  # when data last came (for --idle-exit)
-        # ---- the rules: what is safe to confirm (shared with the writer, under lock),
-        # and where to stop, what to skip, how to batch (the reader's alone)
-        self.lock = threading.Lock()
-        self.feedback = Feedback(status_interval=config.status_interval)
-        self.policy = StreamPolicy(end_lsn=config.end_lsn, max_changes=config.max_changes)
-        # ---- the hand-off to the writer: the renderer writes into ``buffer`` (in the
-        # reader thread); each batch's bytes go to the writer thread
-        self.writer: Writer | None = None
-        self.state: OutputState | None = None  # with --output
-        # stdout into a pipe or socket: confirmed only once its reader used it
-        self.pipe = pipe_kind(out) if config.output is None else None
-        self.pipe_fd = out.fileno() if self.pipe is not None else None
-        self.buffer = io.BytesIO()
-        self.render: Callable[[Any], None] = no_log
-        self.render_all: Callable[[list[Any]], None] = each(no_log)  # a batch's items
-        self.close_renderer: Callable[[], None] = lambda: None
-        self.renderer_closed = False
-        self.position = 0  # stream position of the last batch handed to the writer
+        self.exported: tuple[str, int] | None = None  # (snapshot name, consistent point)
         # --snapshot: the copy imported at connect, run before the first message is read
         self.snapshot: SnapshotCopy | None = None
         self.created_slot = False  # this run created the (non-temporary) slot
+        # ---- the hand-off to the writer: the renderer writes into ``buffer`` (in the
+        # reader thread); each batch's bytes go to the writer thread
+        self.writer = writer
+        # stdout into a pipe or socket: confirmed only once its reader used it
+        self.pipe_fd = pipe_fd
+        self.buffer = buffer
+        self.render_all = render_all  # a batch's items
+        self.close_renderer = close_renderer
+        self.renderer_closed = False
+        self.position = 0  # stream position of the last batch handed to the writer
 
-    # ----------------------------------------------------------------- setup
-
-    def preflight(self) -> None:
-        setup.preflight(self)
+    # ----------------------------------------------------------------- connect
 
     def check_facts(self) -> None:
-        setup.check_facts(self)
-
-    def retry_start(self, step: Callable[[], None], *, first_contact: bool = False) -> None:
-        retry.retry_start(self, step, first_contact=first_contact)
+        setup.check_facts(self.dsn, self.slot, self.publications)
 
     def connect(self, first: bool) -> None:
         conn = open_replication(self.dsn, self.config.application_name)
         self.conn = conn
         cur = conn.cursor()
         self.cursor = cur
-        assert self.server is not None
         export = first and self.config.snapshot
+        major, two_phase = self.server.major, self.config.two_phase
         self.exported = None  # (a retried start-up must not take an earlier attempt's)
         if self.temporary:
-            setup.create_slot(self, cur, temporary=True, export=export)
+            _, self.exported = setup.create_slot(
+                cur, self.slot, major, two_phase, temporary=True, export=export
+            )
             if first:
                 self.log(
                     f"pgtail: no --slot: streaming temporary slot {self.slot!r}; it goes away"
                     " with the connection and cannot be resumed (use --slot NAME --create-slot)"
                 )
         elif first and self.config.create_slot:
-            created = setup.create_slot(self, cur, temporary=False, if_missing=True, export=export)
+            created, self.exported = setup.create_slot(
+                cur, self.slot, major, two_phase, temporary=False, if_missing=True, export=export
+            )
             if created:
                 self.created_slot = True
                 self.log(f"pgtail: created replication slot {self.slot!r}")
@@ -228,7 +258,6 @@ class Session:
         """Everything read is written (into a pipe: consumed and confirmable) and no
         transaction is open: follow the server's WAL end."""
         writer = self.writer
-        assert writer is not None
         if assembler_open or not writer.idle():
             return
         wal_end = int(self.cursor.wal_end or 0)
@@ -240,7 +269,6 @@ class Session:
 
     def enqueue(self, batch: Batch) -> None:
         writer = self.writer
-        assert writer is not None
         if batch.items:
             self.render_all(batch.items)
             batch.items = []
@@ -271,9 +299,7 @@ class Session:
     def reopen_output(self) -> None:
         """SIGHUP with ``--output``: have the writer reopen the file (it was rotated)."""
         self.signals.reopen_pending = False
-        writer = self.writer
-        assert writer is not None
-        writer.request_reopen()
+        self.writer.request_reopen()
         self.log(f"pgtail: SIGHUP: reopening {self.config.output}")
 
     def _keepalive(self) -> None:
@@ -289,14 +315,20 @@ class Session:
             except psycopg2.Error as exc:
                 raise lost(exc) from None
 
+    def change_stream(self) -> ChangeStream | RawChangeStream:
+        """A change stream for one connection, handing its batches to the writer."""
+        cfg = self.config
+        if cfg.format == "raw":
+            return RawChangeStream(self.proto_version, self.policy, self.enqueue)
+        # the renderer's fast path for text rows (it has none with --redact)
+        encoder = insert_encoder(cfg.format, redact=bool(cfg.filter.redact))
+        assembler = ch.Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
+        return ChangeStream(assembler, self.policy, self.enqueue, self.event_filter())
+
     def stream_events(self) -> None:
         """Read payloads and feed them to the change stream until told to stop; it hands
         its batches to the writer (`enqueue`)."""
-        cfg = self.config
-        # the renderer's fast path for text rows (not with --redact: it needs values)
-        encoder = None if cfg.filter.redact else insert_encoder(cfg.format)
-        assembler = ch.Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
-        changes = ChangeStream(assembler, self.policy, self.enqueue, self.event_filter())
+        changes = self.change_stream()
         # bound once: this loop runs once per message (a connection lost ends it)
         signals = self.signals
         read_message = self.cursor.read_message
@@ -321,14 +353,11 @@ class Session:
                 if not in_burst:
                     in_burst = True
                     self.received_since_connect = True
-                wanted = feed(msg.payload)
+                wanted = feed(msg.payload, msg.data_start)
                 if wanted:  # a Relation: look up the user types it uses first
                     changes.add_user_types(self.lookup_types(wanted), wanted)
         finally:
             changes.close()
-
-    def stream_raw(self) -> None:
-        raw_loop.stream_raw(self)
 
     def _idle_tick(self, open_tx: bool) -> None:
         """Nothing to read right now: confirm progress, check exit conditions, then wait."""
@@ -338,7 +367,6 @@ class Session:
         except psycopg2.Error as exc:
             raise lost(exc) from None
         writer = self.writer
-        assert writer is not None
         if writer.failed:
             raise _Stop("closed" if writer.closed else "error")
         if self.pipe_fd is not None and reader_gone(self.pipe_fd):
@@ -377,31 +405,7 @@ class Session:
                 self.conn.close()
         self.conn = None
         self.cursor = None
-        with contextlib.suppress(Exception):
-            if self.types_conn is not None:
-                self.types_conn.close()
-        self.types_conn = None
-
-    def lookup_types(self, type_oids: Sequence[int]) -> dict[int, UserType]:
-        """pg_type rows for the types pgoutput names by OID (enums, domains, arrays of
-        them), on a plain connection opened for it. A failure is a warning: the columns
-        of those types then come as their text (hex in binary mode)."""
-        from pgtail import catalog
-
-        try:
-            if self.types_conn is None or self.types_conn.closed:
-                self.types_conn = catalog.open_connection(self.dsn)
-            return catalog.user_types(self.types_conn, type_oids)
-        except (psycopg2.Error, PgtailError) as exc:
-            with contextlib.suppress(Exception):
-                if self.types_conn is not None:
-                    self.types_conn.close()
-            self.types_conn = None
-            self.log(
-                f"pgtail: warning: could not look up column types {list(type_oids)}"
-                f" ({primary_message(exc)}); their values stay text (hex with --binary)"
-            )
-            return {}
+        self.lookup_types.close()
 
     def event_filter(self) -> Any:
         """The filter events go through (None: none): the user's, and after the snapshot
@@ -409,10 +413,8 @@ class Session:
         flt = None if self.config.filter.is_noop else self.config.filter
         return flt if self.snapshot is None else self.snapshot.event_filter(flt)
 
-    def copy_snapshot(self) -> None:
+    def copy_snapshot(self, snapshot: SnapshotCopy) -> None:
         """--snapshot: every table's rows, before the first change is read."""
-        snapshot = self.snapshot
-        assert snapshot is not None
         try:
             if not snapshot.run(self.enqueue, lambda: self.signals.received is not None):
                 raise _Stop("signal")
@@ -447,7 +449,6 @@ class Session:
     def wait_for_writer(self) -> None:
         """Let the writer finish what was read, keeping the connection alive meanwhile."""
         writer = self.writer
-        assert writer is not None
         if not writer.failed and not self.renderer_closed:
             self.renderer_closed = True
             try:
@@ -498,11 +499,18 @@ def run(
             raise ConfigurationError("--end is before --start")
     check_config(config)
     signals = Signals(install_signal_handlers, reopen_on_hup=config.output is not None)
-    stream = Session(config, out, logger, signals)
+    start = Start(config, logger, signals)
     output_file: BinaryIO | None = None
     try:
         try:
-            stream.retry_start(stream.preflight, first_contact=True)
+            retry.retry_start(
+                start.preflight,
+                config.reconnect,
+                logger,
+                signals,
+                start.close_connection,
+                first_contact=True,
+            )
         except _Stop:
             return StreamResult(
                 reason="signal",
@@ -510,15 +518,18 @@ def run(
                 changes=0,
                 transactions=0,
                 confirmed_lsn=0,
-                slot=stream.slot,
-                publications=stream.publications,
+                slot=start.slot,
+                publications=start.publications,
                 reconnects=0,
             )
         target = out
+        state: OutputState | None = None
+        # stdout into a pipe or socket: confirmed only once its reader used it
+        pipe = pipe_kind(out) if config.output is None else None
         if config.output is not None:
             state = (
-                OutputState(config.output, stream.slot)
-                if not stream.temporary and config.format != "raw"
+                OutputState(config.output, start.slot)
+                if not start.temporary and config.format != "raw"
                 else None
             )
             try:
@@ -533,23 +544,23 @@ def run(
                     f"cannot write --output {config.output}: {exc.strerror or exc}"
                 ) from None
             if state is not None:
-                stream.policy.resume_after(state.position)
+                start.policy.resume_after(state.position)
                 # the file holds (fsync'd) everything up to there: safe to confirm
-                stream.feedback.written(state.position)
-            stream.state = state
+                start.feedback.written(state.position)
             target = output_file
-        if stream.state is None and stream.pipe is None:
+        if state is None and pipe is None:
             # no state file to cut an unconfirmed tail by (``>> FILE``, or --output with a
             # temporary slot): a torn last line is cut or ended before we append
             mend_torn_tail(target, LINE_STARTS.get(config.format, ()), logger)
         with fewer_collections():
-            return _run(stream, target, output_file is not None)
+            pipe_fd = out.fileno() if pipe is not None else None
+            return _run(start, _Output(target, output_file is not None, state, pipe, pipe_fd))
     finally:
         if output_file is not None:
             with contextlib.suppress(OSError):
                 output_file.close()
-        if stream.held_publication is not None:
-            drop_run_publication(stream.held_publication, logger)
+        if start.held_publication is not None:
+            drop_run_publication(start.held_publication, logger)
         signals.close()
 
 
@@ -567,38 +578,51 @@ def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], N
     return renderer.render, renderer.close
 
 
-def _run(stream: Session, out: BinaryIO, fsync: bool) -> StreamResult:
-    config = stream.config
-    stream.render, stream.close_renderer = _make_render(config, stream.buffer)
-    if config.format != "raw":
-        stream.render_all = with_schema_events(stream.render)
-    else:
-        stream.render_all = each(stream.render)
+@dataclass(frozen=True, slots=True)
+class _Output:
+    """Where the run writes: the target, whether it is ``--output`` (fsync'd), its state
+    file, and for stdout into a pipe or socket, its kind and descriptor."""
+
+    target: BinaryIO
+    fsync: bool
+    state: OutputState | None
+    pipe: Any
+    pipe_fd: int | None
+
+
+def _run(start: Start, output: _Output) -> StreamResult:
+    config = start.config
+    buffer = io.BytesIO()
+    render, close_renderer = _make_render(config, buffer)
+    render_all = with_schema_events(render) if config.format != "raw" else each(render)
     writer = Writer(
-        out,
-        stream.feedback,
-        stream.lock,
-        stream.signals.wake,
-        fsync,
-        stream.state,
-        pipe=stream.pipe,
+        output.target,
+        start.feedback,
+        start.lock,
+        start.signals.wake,
+        output.fsync,
+        output.state,
+        pipe=output.pipe,
         reopen_path=config.output,
     )
-    stream.writer = writer
+    stream = Session(start, writer, buffer, render_all, close_renderer, output.pipe_fd)
     reason: StopReason = "error"
     error: BaseException | None = None
     attempt = 0
     try:
-        stream.retry_start(lambda: stream.connect(first=True))
+        retry.retry_start(
+            lambda: stream.connect(first=True),
+            config.reconnect,
+            stream.log,
+            stream.signals,
+            stream.close_connection,
+        )
         writer.start()
         if stream.snapshot is not None:
-            stream.copy_snapshot()
+            stream.copy_snapshot(stream.snapshot)
         while True:
             try:
-                if config.format == "raw":
-                    stream.stream_raw()
-                else:
-                    stream.stream_events()
+                stream.stream_events()
             except ConnectionLost as loss:
                 attempt = retry.reconnect(stream, loss, attempt)
     except _Stop as stop:

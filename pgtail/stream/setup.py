@@ -1,14 +1,18 @@
 """Before the stream starts: preflight (server, publications, slot, options) on a plain
-connection, the facts checked before each reconnect, and CREATE_REPLICATION_SLOT.
+connection into a `Start`, the facts checked before each reconnect, and
+CREATE_REPLICATION_SLOT.
 
-Functions of the running `Session` (``session.py``), which calls them.
+``session.py`` builds its `Session` from a `Start` that preflight has filled in.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 import time
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import Any
 
 import psycopg2
 import psycopg2.errors
@@ -21,32 +25,69 @@ from pgtail.errors import (
     ServerUnavailable,
     SlotError,
 )
+from pgtail.feedback import Feedback
 from pgtail.lsn import format_lsn, parse_lsn
+from pgtail.stream.config import Logger, StreamConfig
 from pgtail.stream.options import replication_options
-from pgtail.stream.publications import stream_publications, warn_unmatched_filters
+from pgtail.stream.policy import StreamPolicy
+from pgtail.stream.publications import (
+    HeldPublication,
+    stream_publications,
+    warn_unmatched_filters,
+)
+from pgtail.stream.signals import Signals
 from pgtail.stream.snapshot import preflight as snapshot_preflight
 
-if TYPE_CHECKING:
-    from pgtail.stream.session import Session
+
+class Start:
+    """One run before its replication connection: what was asked, the rules (what is
+    safe to confirm, where to stop, what to skip), and what preflight finds out
+    (``server`` and after it), filled in by `preflight` -- a retried preflight fills
+    them in again."""
+
+    def __init__(self, config: StreamConfig, log: Logger, signals: Signals) -> None:
+        self.config = config
+        self.log = log
+        self.signals = signals
+        self.dsn = catalog.resolve_dsn(config.dsn)
+        self.slot = config.slot or f"pgtail_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        self.temporary = config.slot is None
+        # what is safe to confirm (shared with the writer, under lock), and where to
+        # stop, what to skip, how to batch (the reader's alone)
+        self.lock = threading.Lock()
+        self.feedback = Feedback(status_interval=config.status_interval)
+        self.policy = StreamPolicy(end_lsn=config.end_lsn, max_changes=config.max_changes)
+        # ---- found out by preflight
+        self.server: catalog.ServerInfo | None = None
+        self.publications: tuple[str, ...] = ()
+        self.held_publication: HeldPublication | None = None  # dropped when the run ends
+        self.proto_version = 1
+        self.options: dict[str, str] = {}  # START_REPLICATION options
+
+    def close_connection(self) -> None:
+        """(No replication connection yet: for `retry.retry_start`.)"""
+
+    def preflight(self) -> None:
+        preflight(self)
 
 
-def preflight(session: Session) -> None:
-    conn = catalog.open_connection(session.dsn)
+def preflight(start: Start) -> None:
+    conn = catalog.open_connection(start.dsn)
     try:
         server = catalog.server_info(conn)
         catalog.require_streaming(server)
-        session.server = server
-        session.publications, session.held_publication = stream_publications(
-            conn, session.dsn, session.config, server, session.log
+        start.server = server
+        start.publications, start.held_publication = stream_publications(
+            conn, start.dsn, start.config, server, start.log
         )
-        warn_unmatched_filters(conn, session.config, session.publications, session.log)
-        if session.config.snapshot:
-            snapshot_preflight(conn, session)
-        session.proto_version, session.options = replication_options(
-            session.config, server, session.publications
+        warn_unmatched_filters(conn, start.config, start.publications, start.log)
+        if start.config.snapshot:
+            snapshot_preflight(conn, start)
+        start.proto_version, start.options = replication_options(
+            start.config, server, start.publications
         )
-        if not session.temporary:
-            slot = catalog.slot_info(conn, session.slot)
+        if not start.temporary:
+            slot = catalog.slot_info(conn, start.slot)
             # a consumer that just disconnected (a restart of pgtail itself) leaves its
             # walsender exiting for a moment: give it a second before calling it busy
             deadline = time.monotonic() + 1.0
@@ -54,48 +95,48 @@ def preflight(session: Session) -> None:
                 if time.monotonic() >= deadline:
                     break
                 time.sleep(0.05)
-                slot = catalog.slot_info(conn, session.slot)
-            if slot is None and not session.config.create_slot:
+                slot = catalog.slot_info(conn, start.slot)
+            if slot is None and not start.config.create_slot:
                 raise SlotError(
-                    f"replication slot {session.slot!r} does not exist",
-                    hint="add --create-slot, or: pgtail slot create " + session.slot,
+                    f"replication slot {start.slot!r} does not exist",
+                    hint="add --create-slot, or: pgtail slot create " + start.slot,
                 )
             if slot is not None:
                 catalog.check_slot_usable(slot, server.database, idle=True)
                 confirmed = slot.confirmed_flush_lsn
                 if confirmed:
-                    session.feedback.start_lsn = confirmed
-                start = session.config.start_lsn
-                if start and confirmed and start < confirmed:
+                    start.feedback.start_lsn = confirmed
+                asked = start.config.start_lsn
+                if asked and confirmed and asked < confirmed:
                     # the server silently starts at the slot's position instead
-                    session.log(
-                        f"pgtail: --start {format_lsn(start)} is before slot"
-                        f" {session.slot!r}'s confirmed position {format_lsn(confirmed)}:"
+                    start.log(
+                        f"pgtail: --start {format_lsn(asked)} is before slot"
+                        f" {start.slot!r}'s confirmed position {format_lsn(confirmed)}:"
                         " streaming from there (a slot cannot go back)"
                     )
     finally:
         conn.close()
 
 
-def check_facts(session: Session) -> None:
+def check_facts(dsn: str, slot_name: str, publications: tuple[str, ...]) -> None:
     """Before reconnecting: raise the error of a condition that will not heal -- the
     slot dropped or invalidated, a publication dropped, the role's REPLICATION
     attribute revoked, the database or role gone, the password changed -- on a plain
     connection. `ServerUnavailable` when the server cannot be asked right now."""
-    conn = catalog.open_connection(session.dsn)
+    conn = catalog.open_connection(dsn)
     try:
         server = catalog.server_info(conn)
         catalog.require_streaming(server)
-        slot = catalog.slot_info(conn, session.slot)
+        slot = catalog.slot_info(conn, slot_name)
         if slot is None:
-            raise catalog.slot_dropped(session.slot)
+            raise catalog.slot_dropped(slot_name)
         catalog.check_slot_usable(slot, server.database)
         names = catalog.publication_names(conn)
-        for name in session.publications:
+        for name in publications:
             if name not in names:
                 raise PublicationError(
                     f"publication {name!r} was dropped while pgtail was streaming it",
-                    hint=publication_dropped_hint(server.major, session.slot),
+                    hint=publication_dropped_hint(server.major, slot_name),
                 )
     except psycopg2.Error as exc:
         if catalog.is_transient(exc):
@@ -107,23 +148,28 @@ def check_facts(session: Session) -> None:
 
 
 def create_slot(
-    session: Session, cur: Any, *, temporary: bool, if_missing: bool = False, export: bool = False
-) -> bool:
-    """CREATE_REPLICATION_SLOT; with ``export``, keeps the exported snapshot's name
-    and consistent point in ``session.exported`` (valid until the next command)."""
-    assert session.server is not None
-    major = session.server.major
-    parts = [sql.SQL("CREATE_REPLICATION_SLOT {}").format(sql.Identifier(session.slot))]
+    cur: Any,
+    slot_name: str,
+    major: int,
+    two_phase: bool,
+    *,
+    temporary: bool,
+    if_missing: bool = False,
+    export: bool = False,
+) -> tuple[bool, tuple[str, int] | None]:
+    """CREATE_REPLICATION_SLOT; whether it was created, and with ``export`` the exported
+    snapshot's name and consistent point (valid until the next command)."""
+    parts = [sql.SQL("CREATE_REPLICATION_SLOT {}").format(sql.Identifier(slot_name))]
     if temporary:
         parts.append(sql.SQL("TEMPORARY"))
     parts.append(sql.SQL("LOGICAL pgoutput"))
     if major >= 15:
         opts = [sql.SQL("SNAPSHOT 'export'" if export else "SNAPSHOT 'nothing'")]
-        if session.config.two_phase:
+        if two_phase:
             opts.append(sql.SQL("TWO_PHASE true"))
         parts.append(sql.SQL("(") + sql.SQL(", ").join(opts) + sql.SQL(")"))
     else:
-        if session.config.two_phase:
+        if two_phase:
             raise ServerCapabilityError(
                 f"--two-phase needs PostgreSQL 15 or later (server is {major})"
             )
@@ -132,15 +178,15 @@ def create_slot(
         cur.execute(sql.SQL(" ").join(parts))
     except psycopg2.errors.DuplicateObject:
         if if_missing:
-            return False
-        raise SlotError(f"replication slot {session.slot!r} already exists") from None
+            return False, None
+        raise SlotError(f"replication slot {slot_name!r} already exists") from None
     except psycopg2.Error as exc:
-        raise catalog.translate_create_slot_error(exc, session.slot) from None
+        raise catalog.translate_create_slot_error(exc, slot_name) from None
     if export:
         # slot_name, consistent_point, snapshot_name, output_plugin
         row = cur.fetchone()
-        session.exported = (str(row[2]), parse_lsn(str(row[1])))
-    return True
+        return True, (str(row[2]), parse_lsn(str(row[1])))
+    return True, None
 
 
 def publication_dropped_hint(major: int, slot: str) -> str:

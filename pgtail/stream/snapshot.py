@@ -60,15 +60,22 @@ if TYPE_CHECKING:
     from pgtail.stream.config import StreamConfig
 
 
-class Session(Protocol):
+class Planned(Protocol):
+    """What the snapshot's preflight needs of the run (`pgtail.stream.setup.Start`)."""
+
+    config: StreamConfig
+    publications: tuple[str, ...]
+
+    def log(self, message: str) -> None: ...
+
+
+class Session(Planned, Protocol):
     """What the snapshot needs of the stream's session (`pgtail.stream.session`)."""
 
     dsn: str
-    config: StreamConfig
-    publications: tuple[str, ...]
-    server: catalog.ServerInfo | None
 
-    def log(self, message: str) -> None: ...
+    @property
+    def server(self) -> catalog.ServerInfo | None: ...
 
     def lookup_types(self, type_oids: Sequence[int]) -> dict[int, UserType]: ...
 
@@ -108,7 +115,7 @@ def selector(config: StreamConfig) -> Callable[[str, str], bool]:
     return selected
 
 
-def preflight(conn: PgConnection, session: Session) -> None:
+def preflight(conn: PgConnection, session: Planned) -> None:
     """Before any slot is made: what would be copied, and may it be read?"""
     config = session.config
     tables = catalog.snapshot_tables(conn, session.publications, selector(config))
@@ -259,7 +266,7 @@ class SnapshotCopy:
             number=number,
             tables=len(self.tables),
             user_types=user_types,
-            encoder=None if flt.redact else insert_encoder(config.format),
+            encoder=insert_encoder(config.format, redact=bool(flt.redact)),
         )
         if flt.redact:
             masked = flt.masked_columns(rows.table)

@@ -1,0 +1,175 @@
+"""The JSON (and SQL) fast path's contract, in one place: how a row change that arrives
+as text skips the events and becomes the renderer's own bytes.
+
+- A renderer offers encoders per table (`EncoderFactory`: a table and its text
+  converters in, `InsertEncoders` or None out; ``pgtail.render.insert_encoder`` picks the
+  format's). `install_encoders` wires them into the relation cache's `TableInfo`, by
+  (message byte, tuple flag).
+- The wire offsets of an Insert / Update / Delete: the relation id at ``header``
+  (`HEADER`, or `STREAM_HEADER` inside a streamed block, where the xid comes first),
+  the tuple flag (``N``, ``O``, ``K``) at ``header + FLAG``, the tuple at
+  ``header + TUPLE``.
+- `fast_row` turns one such payload into the renderer's line (bytes), or an Insert's
+  `Change`, or None (the general path then decodes it); `quick_events` does a small
+  transaction's row changes at once. Consecutive lines of one table and op travel as
+  `pgtail.changes.EncodedRows` (gathered by ``held.RowRun``), which only the renderer
+  that supplied the encoders can render.
+
+The assembler calls these; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+
+from pgtail import pgoutput as po
+from pgtail.changes.events import (
+    Change,
+    EncodedRows,
+    Event,
+    InsertEncoders,
+    Op,
+    Table,
+    Transaction,
+    TxBegin,
+    TxCommit,
+)
+from pgtail.changes.held import Held
+from pgtail.changes.tables import VALUE_ERRORS, Converter, TableInfo, new_change
+from pgtail.errors import DecodeError
+
+# What a renderer gives the assembler: a table's encoders for changes whose values
+# arrived as text, or None (no fast path for that table)
+EncoderFactory = Callable[[Table, Sequence[Converter]], InsertEncoders | None]
+
+# Where things are in an Insert / Update / Delete payload
+HEADER = 1  # the relation id: after the message byte
+STREAM_HEADER = 5  # ... and, inside a streamed block, after the xid
+FLAG = 4  # the tuple's flag (N, O, K), after the relation id
+TUPLE = 5  # the tuple itself
+unpack_relation_id = struct.Struct("!I").unpack_from
+
+# A raw transaction of at most this many row changes is made into events at its commit
+# at once, in a list (see quick_events): below held's run length, one run per table.
+QUICK_ROWS = 64
+
+_INSERT = po.MSG_INSERT
+_UPDATE = po.MSG_UPDATE
+_DELETE = po.MSG_DELETE
+ROW_CHANGES = frozenset((_INSERT, _UPDATE, _DELETE))
+OP_OF_BYTE: dict[int, Op] = {_INSERT: "insert", _UPDATE: "update", _DELETE: "delete"}
+_NEW_TUPLE = ord("N")
+_OLD_TUPLE = ord("O")  # a Delete's / Update's whole old row (replica identity full)
+_KEY_TUPLE = ord("K")  # its old key, the other columns sent as NULL
+_decode_tuple = po.decode_tuple
+
+
+def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
+    """Wire a renderer's encoders for ``info``'s table into it, by (message, flag)."""
+    natts = len(info.names)
+    info.text_encoder = po.text_tuple_encoder(natts, encoders.plain, encoders.with_nulls)
+    by_change = info.change_encoders
+    if encoders.updates:  # an Update without an old row: an insert's line
+        by_change[_UPDATE, _NEW_TUPLE] = info.text_encoder
+    if encoders.full_delete is not None:
+        full = encoders.full_delete
+        by_change[_DELETE, _OLD_TUPLE] = po.text_tuple_encoder(natts, *full)
+    if encoders.key_delete is not None:
+        old_key = encoders.key_delete
+        by_change[_DELETE, _KEY_TUPLE] = po.text_tuple_encoder(natts, old_key, old_key)
+
+
+def fast_row(
+    info: TableInfo, first: int, payload: bytes, header: int, tx: Transaction, seq: int
+) -> bytes | Change | None:
+    """An Insert, Update or Delete of a known table, the fast way: the renderer's line for
+    it (bytes) when it has one, else for an Insert its `Change`; None leaves the message
+    to `Assembler._convert` (which raises the precise error of a malformed one).
+
+    The one copy of the hot path, for a change converted on arrival (`Assembler.feed`) and
+    at the commit (`Assembler._raw_events`); ``header`` is the offset of the relation id.
+    """
+    try:
+        flag = payload[header + FLAG]
+        if first != _INSERT:
+            encoders = info.change_encoders
+            if not encoders:
+                return None
+            encode = encoders.get((first, flag))
+            return None if encode is None else encode(payload, header + TUPLE, seq)
+        if flag != _NEW_TUPLE:
+            return None
+        encode = info.text_encoder
+        if encode is not None:
+            line = encode(payload, header + TUPLE, seq)
+            if line is not None:
+                return line
+        tup, end = _decode_tuple(payload, header + TUPLE, "Insert.new_tuple")
+        if end != len(payload):
+            return None
+    except (struct.error, IndexError, DecodeError):
+        return None
+    kinds = tup.kinds
+    try:
+        if kinds == info.all_text:
+            return info.text_insert(tup.values, tx, seq)
+        if kinds == info.all_binary:
+            return info.binary_insert(tup.values, tx, seq)
+    except VALUE_ERRORS as exc:
+        raise info.value_error(tup, "Insert.new", exc) from None
+    new_row, toast = info.row(tup, "Insert.new")  # NULLs, unchanged TOAST
+    return new_change("insert", info.table, tx, seq, new_row, None, None, toast)
+
+
+def quick_events(held: Held, tables: dict[int, TableInfo], tx: Transaction) -> list[Event] | None:
+    """A small transaction held raw in memory, of row changes only: its events, made
+    now, in a list -- what `Assembler._events` yields, without its per-transaction generators.
+    None when it holds anything else (a Relation, a Truncate, ...), a change
+    `fast_row` leaves to `Assembler._convert`, or anything fails: `Assembler._events` then does it
+    all
+    (and raises there, when the events are taken, as for any transaction)."""
+    records = held.records
+    if held.file is not None or len(records) > QUICK_ROWS:
+        return None
+    unpack_uint32 = unpack_relation_id
+    events: list[Event] = [TxBegin(tx)]
+    lines: list[bytes] = []  # a run of encoded lines of one table and op (see RowRun)
+    table: Table | None = None
+    op: Op = "insert"
+    first_seq = 0
+    try:
+        for seq, payload in enumerate(records):
+            first = payload[0]
+            if first not in ROW_CHANGES:
+                return None
+            info = tables.get(unpack_uint32(payload, 1)[0])
+            if info is None:
+                return None
+            fast = fast_row(info, first, payload, HEADER, tx, seq)
+            if type(fast) is bytes:
+                line_op = OP_OF_BYTE[first]
+                if info.table is not table or line_op is not op:
+                    if lines:
+                        events.append(
+                            EncodedRows(table, tx, first_seq, len(lines), b"".join(lines), op)  # type: ignore[arg-type]
+                        )
+                        lines = []
+                    table, op, first_seq = info.table, line_op, seq
+                lines.append(fast)
+            elif fast is None:
+                return None
+            else:
+                if lines:
+                    events.append(
+                        EncodedRows(table, tx, first_seq, len(lines), b"".join(lines), op)  # type: ignore[arg-type]
+                    )
+                    lines = []
+                table = None
+                events.append(fast)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - _events raises it, in its place
+        return None
+    if lines:
+        events.append(EncodedRows(table, tx, first_seq, len(lines), b"".join(lines), op))  # type: ignore[arg-type]
+    events.append(TxCommit(tx))
+    return events
