@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from pgtail import pgoutput as po
 from pgtail.changes.snapshot import TableRows, copy_columns, copy_fields
 from pgtail.render import insert_encoder, make_renderer
-from pgtail.render.jsonl_rows import _dumps_each, int_texts, interleave, template_literals
+from pgtail.render.jsonl_rows import (
+    _dumps_each,
+    escapes_nothing,
+    int_texts,
+    interleave,
+    template_literals,
+)
+from pgtail.values import JSON_ESCAPES
 
 # COPY TO's text format (CopyAttributeOutText): these bytes escaped, NULL as \N
 _COPY_ESCAPES = {
@@ -331,3 +338,11 @@ def test_interleave_and_template_literals() -> None:
     with pytest.raises(ValueError):
         interleave(literals, [[b"1", b"2"], [b"x"]], 2)
     assert int_texts(range(-1, 2)) == [b"-1", b"0", b"1"] and int_texts([]) == []
+
+
+@given(st.binary(max_size=40))
+def test_escapes_nothing_is_the_regex(text: bytes) -> None:
+    assert escapes_nothing(text) == (JSON_ESCAPES.search(text) is None)
+    for byte in range(256):
+        one = bytes([byte]) + text
+        assert escapes_nothing(one) == (JSON_ESCAPES.search(one) is None)

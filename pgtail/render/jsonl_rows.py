@@ -28,6 +28,7 @@ from pgtail.values.jsontypes import JSON_SHAPE, json_shapes, learn_json_shape
 _escapes = JSON_ESCAPES.search
 _dumps = functools.partial(orjson.dumps, default=json_default)
 _NEWLINE = orjson.Fragment(b"\n")
+_JSON_ESCAPED = bytes(range(0x20)) + b'"\\'  # the bytes JSON_ESCAPES matches
 # integers as ``b"%d" % int(text)`` writes them, one a line
 _CANONICAL_INTS = re.compile(rb"(?:-?[1-9][0-9]*|0)(?:\n(?:-?[1-9][0-9]*|0))*")
 
@@ -35,6 +36,12 @@ _CANONICAL_INTS = re.compile(rb"(?:-?[1-9][0-9]*|0)(?:\n(?:-?[1-9][0-9]*|0))*")
 # text with nothing JSON escapes, written as it is), '"%b:00"' (UTC timestamps with their
 # first space made a T), "%b" (each value's JSON text).
 ColumnJson = tuple[bytes, Sequence[bytes]]
+
+
+def escapes_nothing(text: bytes) -> bool:
+    """``JSON_ESCAPES.search(text) is None``, several times faster on a whole column: one
+    C pass deleting those bytes, then the lengths compared."""
+    return len(text.translate(None, _JSON_ESCAPED)) == len(text)
 
 
 def int64(number: int) -> int:
@@ -125,7 +132,7 @@ def column_json(
             return b"%b", at_once
         return b"%b", _dumps_each(list(map(write, values)))
     joined = b"".join(values)
-    clean = joined.isascii() and _escapes(joined) is None
+    clean = joined.isascii() and escapes_nothing(joined)
     if kind == "string" and clean:
         return b'"%b"', values
     if kind == "utc_timestamp" and clean and all(map(bytes.endswith, values, repeat(b"+00"))):
