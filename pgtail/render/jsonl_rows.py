@@ -111,14 +111,16 @@ def column_json(
     kind: JsonKind, write: Callable[[bytes], Any], column: list[bytes | None]
 ) -> ColumnJson:
     """One column of a chunk -> its template part and values (see `ColumnJson`)."""
-    if None in column:
+    try:  # a join raises on a NULL (None), and costs less than ``None in column``
+        joined = (b"\n" if kind == "int" else b"").join(column)  # type: ignore[arg-type]
+    except TypeError:
         return b"%b", [value_json(kind, write, value) for value in column]
     values: list[bytes] = column  # type: ignore[assignment]  # no None in it
     if kind == "int":
         if max(map(len, values)) > 19:  # (a chunk has a row)
             for value in values:
                 int64(int(value))
-        if _CANONICAL_INTS.fullmatch(b"\n".join(values)) is not None:
+        if _CANONICAL_INTS.fullmatch(joined) is not None:
             return b"%b", values  # the server's text of an integer is its JSON
         return b"%b", int_texts(list(map(int, values)))
     if kind == "raw":
@@ -131,7 +133,6 @@ def column_json(
         if at_once is not None:
             return b"%b", at_once
         return b"%b", _dumps_each(list(map(write, values)))
-    joined = b"".join(values)
     clean = joined.isascii() and escapes_nothing(joined)
     if kind == "string" and clean:
         return b'"%b"', values
