@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from pgtail import pgoutput as po
 from pgtail.changes.snapshot import TableRows, copy_columns, copy_fields
 from pgtail.render import insert_encoder, make_renderer
-from pgtail.render.jsonl_rows import _dumps_each
+from pgtail.render.jsonl_rows import (
+    _dumps_each,
+    escapes_nothing,
+    int_texts,
+    interleave,
+    template_literals,
+)
+from pgtail.values import JSON_ESCAPES
 
 # COPY TO's text format (CopyAttributeOutText): these bytes escaped, NULL as \N
 _COPY_ESCAPES = {
@@ -299,3 +306,43 @@ def test_snapshot_rows_of_values_no_json_reader_takes_are_not_written(
         with pytest.raises((ValueError, OverflowError)):
             rows._encoders.rows(0, copy_columns(data, 2))
         assert _rendered(relation, data, True) == "raised"
+
+
+def test_rows_encoder_with_percent_signs_in_names(codegen: Callable[[bool], None]) -> None:
+    """Column names holding ``%b``, ``%d`` and ``%%`` stay text in the lines laid out
+    column by column (`interleave` of the template's literals), as row by row writes
+    them; a column of integers the server would not write (``007``) included."""
+    names = ["%b", "a%%d", "100%", "%d"]
+    columns = [(name, oid, []) for name, oid in zip(names, (20, 25, 23, 1700), strict=True)]
+    relation = _relation(columns)
+    data = copy_text([[b"007", b"x%by", b"-0", b"1.5"], [b"8", b"%d", b"12", b"NaN"]])
+    for enabled in (True, False):
+        codegen(enabled)
+        rendered = _rendered(relation, data, True)
+        assert rendered == _rendered(relation, data, False)
+        assert isinstance(rendered, bytes)
+        first = orjson.loads(rendered.split(b"\n")[0])
+        assert first["new"] == {"%b": 7, "a%%d": "x%by", "100%": 0, "%d": "1.5"}
+        table = TableRows(relation)
+        encoders = insert_encoder("json")(table.table, table.info.text_converters)
+        assert encoders is not None and encoders.rows is not None
+        assert encoders.rows(0, copy_columns(data, 4)).count(b"\n") == 2  # does not raise
+
+
+def test_interleave_and_template_literals() -> None:
+    literals = template_literals(b'{"seq":%d,"a%%b":"%b:00"}\n')
+    assert literals == [b'{"seq":', b',"a%b":"', b':00"}\n']
+    lines = interleave(literals, [[b"1", b"2"], [b"x", b"y"]], 2)
+    assert lines == b'{"seq":1,"a%b":"x:00"}\n{"seq":2,"a%b":"y:00"}\n'
+    assert interleave(literals, [[], []], 0) == b""
+    with pytest.raises(ValueError):
+        interleave(literals, [[b"1", b"2"], [b"x"]], 2)
+    assert int_texts(range(-1, 2)) == [b"-1", b"0", b"1"] and int_texts([]) == []
+
+
+@given(st.binary(max_size=40))
+def test_escapes_nothing_is_the_regex(text: bytes) -> None:
+    assert escapes_nothing(text) == (JSON_ESCAPES.search(text) is None)
+    for byte in range(256):
+        one = bytes([byte]) + text
+        assert escapes_nothing(one) == (JSON_ESCAPES.search(one) is None)
