@@ -299,15 +299,15 @@ def start_standby(primary: LocalServer, settings: dict[str, str]) -> LocalServer
     import tempfile
     from pathlib import Path
 
-    from pgtail.server import _run_as, free_port
+    from pgtail.server import free_port, run_as_user
 
     basedir = Path(tempfile.mkdtemp(prefix="pgtail-standby-"))
     standby = LocalServer(bindir=primary.bindir, basedir=basedir, port=free_port(), settings={})
-    standby._system_user = _run_as()
+    standby.system_user = run_as_user()
     standby.major = primary.major
     standby.socket_dir.mkdir()
-    if standby._system_user is not None:
-        entry = pwd.getpwnam(standby._system_user)
+    if standby.system_user is not None:
+        entry = pwd.getpwnam(standby.system_user)
         for path in (basedir, standby.socket_dir):
             os.chown(path, entry.pw_uid, entry.pw_gid)
     try:
