@@ -18,8 +18,8 @@ from pgtail.pgoutput import (
     Delete,
     Insert,
     LogicalMessage,
-    Message,
     Origin,
+    PgoutputMessage,
     Prepare,
     Relation,
     RelationColumn,
@@ -80,9 +80,9 @@ COLUMNS_EXPECTED = (
 )
 
 
-def _cases() -> list[tuple[str, bytes, bool, Message]]:
+def _cases() -> list[tuple[str, bytes, bool, PgoutputMessage]]:
     """(id, payload, in_stream, expected message) for every message type and variant."""
-    cases: list[tuple[str, bytes, bool, Message]] = [
+    cases: list[tuple[str, bytes, bool, PgoutputMessage]] = [
         ("begin", pb.begin(LSN_A, T1_US, XID), False, Begin(LSN_A, T1, XID)),
         (
             "begin-max-lsn",

@@ -22,8 +22,8 @@ from pgtail.pgoutput import (
     Delete,
     Insert,
     LogicalMessage,
-    Message,
     Origin,
+    PgoutputMessage,
     Prepare,
     Relation,
     RollbackPrepared,
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 @pytest.mark.parametrize(
     ("payload", "in_stream", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
-def test_parse_every_message(payload: bytes, in_stream: bool, expected: Message) -> None:
+def test_parse_every_message(payload: bytes, in_stream: bool, expected: PgoutputMessage) -> None:
     assert parse(payload, in_stream=in_stream) == expected
     # bytearray and memoryview payloads decode the same (values come back as bytes)
     assert parse(bytearray(payload), in_stream=in_stream) == expected
@@ -626,7 +626,7 @@ def _streamed_workload(db: Database) -> None:
         conn.close()
 
 
-def _check_streamed(messages: list[Message]) -> StreamAbort:
+def _check_streamed(messages: list[PgoutputMessage]) -> StreamAbort:
     starts = [m for m in messages if isinstance(m, StreamStart)]
     assert starts, "the transaction was not streamed"
     top_xid = starts[0].xid
@@ -890,7 +890,7 @@ def _decoder_outcomes() -> list[tuple[object, ...]]:
     """Every message of the decoder tests, truncated too; tuples of every width and kind,
     cut anywhere; the text tuple encoders on whole, odd and broken tuples."""
 
-    def parse_in(payload: bytes, in_stream: bool) -> Message:
+    def parse_in(payload: bytes, in_stream: bool) -> PgoutputMessage:
         return parse(payload, in_stream=in_stream)
 
     outcomes = []

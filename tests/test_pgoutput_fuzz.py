@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pgtail.errors import DecodeError
-from pgtail.pgoutput import Decoder, Insert, Message, Update, _fastrows, decode_tuple, parse
+from pgtail.pgoutput import Decoder, Insert, PgoutputMessage, Update, _fastrows, decode_tuple, parse
 from tests import pgbytes as pb
 from tests.pgoutput_corpus import VALID_MESSAGES, expected_tuple
 
-MESSAGE_CLASSES = typing.get_args(Message)
+MESSAGE_CLASSES = typing.get_args(PgoutputMessage)
 
 # the mode fixture below runs once per test, not per example, which is what it is for
 _ONCE_PER_TEST = HealthCheck.function_scoped_fixture

@@ -63,8 +63,8 @@ from pgtail.pgoutput.messages import (
     Delete,
     Insert,
     LogicalMessage,
-    Message,
     Origin,
+    PgoutputMessage,
     Prepare,
     Relation,
     RelationColumn,
@@ -125,7 +125,7 @@ __all__ = [
     "Delete",
     "Insert",
     "LogicalMessage",
-    "Message",
+    "PgoutputMessage",
     "MessageSpec",
     "Origin",
     "Prepare",
@@ -451,7 +451,7 @@ def _stream_prepare(buf: bytes, in_stream: bool) -> StreamPrepare:
     )
 
 
-Parser = Callable[[bytes, bool], Message]
+Parser = Callable[[bytes, bool], PgoutputMessage]
 """``parse(payload, in_stream) -> message``: the whole payload, type byte first."""
 
 
@@ -503,7 +503,7 @@ def _unknown(kind: int) -> DecodeError:
     return DecodeError(f"unknown pgoutput message type {shown}")
 
 
-def parse(payload: bytes | bytearray | memoryview, *, in_stream: bool = False) -> Message:
+def parse(payload: bytes | bytearray | memoryview, *, in_stream: bool = False) -> PgoutputMessage:
     """Decode one pgoutput message; pure (no state, any protocol version 1-4).
 
     ``in_stream``: the message arrived between Stream Start and Stream Stop, so
@@ -550,7 +550,7 @@ class Decoder:
             parsers[MSG_STREAM_ABORT] = _stream_abort_v2
         self._parsers = parsers
 
-    def decode(self, payload: bytes | bytearray | memoryview) -> Message:
+    def decode(self, payload: bytes | bytearray | memoryview) -> PgoutputMessage:
         """Decode one message and update the relation/type caches and stream state."""
         buf = payload if type(payload) is bytes else bytes(payload)
         if not buf:

@@ -220,7 +220,7 @@ class StreamPrepare:
     gid: str
 
 
-Message = (
+PgoutputMessage = (
     Begin
     | Commit
     | Origin

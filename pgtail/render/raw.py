@@ -21,7 +21,7 @@ from pgtail.pgoutput import (
     KIND_NULL,
     KIND_TEXT,
     KIND_UNCHANGED_TOAST,
-    Message,
+    PgoutputMessage,
     RelationColumn,
     TupleData,
 )
@@ -81,7 +81,7 @@ def format_value(name: str, value: Any) -> str:
     return repr(value)
 
 
-def format_message(message: Message, data_start: int) -> str:
+def format_message(message: PgoutputMessage, data_start: int) -> str:
     """One trace line (without the newline)."""
     fields = " ".join(
         f"{f.name}={format_value(f.name, getattr(message, f.name))}"
@@ -97,7 +97,7 @@ class RawRenderer:
     def __init__(self, out: BinaryIO) -> None:
         self._out = out
 
-    def render_message(self, message: Message, data_start: int) -> None:
+    def render_message(self, message: PgoutputMessage, data_start: int) -> None:
         self._out.write(format_message(message, data_start).encode("utf-8", "replace") + b"\n")
 
     def close(self) -> None:
