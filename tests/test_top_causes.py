@@ -1,4 +1,4 @@
-"""Root causes of slots (`pgtail.doctor.slots`), the top view model and its 80-column
+"""Root causes of slots (`pgtail.doctor.slot_causes`), the top view model and its 80-column
 rendering, the column fitting of `slot list` / `publication list`, and the change counter
 of `top --publication`: pure, on constructed facts."""
 
@@ -25,7 +25,7 @@ from pgtail.catalog.facts import (
 )
 from pgtail.cli.printing import fitted_table
 from pgtail.columns import fit_columns
-from pgtail.doctor.slots import SlotTrend, cause_checks, slot_cause, slot_trend
+from pgtail.doctor.slot_causes import SlotTrend, cause_checks, slot_cause, slot_trend
 from pgtail.top.changes import ChangeCounter
 from pgtail.top.model import build_view, version_notes
 from pgtail.top.render import render

@@ -165,7 +165,7 @@ _LIST_IMPORTANCE = {
 
 
 def _seconds(value: float | None, estimated: bool = False) -> str:
-    from pgtail.doctor.slots import human_seconds
+    from pgtail.doctor.slot_causes import human_seconds
 
     return "-" if value is None else ("~" if estimated else "") + human_seconds(value)
 

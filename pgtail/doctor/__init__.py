@@ -42,7 +42,7 @@ from pgtail.doctor.publication_checks import (
 )
 from pgtail.doctor.role import role_checks
 from pgtail.doctor.server_checks import server_checks, slot_checks
-from pgtail.doctor.slots import cause_checks
+from pgtail.doctor.slot_causes import cause_checks
 from pgtail.doctor.table_checks import (
     Identity,
     UnchangedToast,

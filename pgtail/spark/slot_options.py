@@ -47,10 +47,10 @@ def replication_options(
     streaming: bool,
 ) -> tuple[int, dict[str, str]]:
     """The protocol version and START_REPLICATION options an executor reads with: those
-    ``pgtail stream`` would choose (`pgtail.stream.options.replication_options`) -- the
+    ``pgtail stream`` would choose (`pgtail.stream.protocol_options.replication_options`) -- the
     highest protocol version, messages and streaming of large transactions from 14 on."""
     from pgtail.stream.config import StreamConfig
-    from pgtail.stream.options import replication_options as stream_options
+    from pgtail.stream.protocol_options import replication_options as stream_options
 
     if binary and server.major < 14:
         raise ServerCapabilityError(

@@ -26,8 +26,8 @@ from pgtail.stream.config import (
     Streaming,
     StreamResult,
 )
-from pgtail.stream.options import max_proto_version
 from pgtail.stream.policy import StreamPolicy
+from pgtail.stream.protocol_options import max_proto_version
 from pgtail.stream.session import run
 from pgtail.stream.writer import OutputState
 

@@ -51,7 +51,7 @@ _ASK_EVERY = 0.5
 
 @dataclass(frozen=True)
 class RangeRead:
-    """How to read a range: the START_REPLICATION options (`pgtail.stream.options`
+    """How to read a range: the START_REPLICATION options (`pgtail.stream.protocol_options`
     chooses them as for ``pgtail stream``) and the connection's manners."""
 
     proto_version: int

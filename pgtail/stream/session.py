@@ -74,7 +74,7 @@ from pgtail.stream.change_stream import Stop as _Stop
 from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
 from pgtail.stream.connection import ConnectionLost, ServerError, lost, open_replication
 from pgtail.stream.gc_tuning import fewer_collections
-from pgtail.stream.publications import (
+from pgtail.stream.publication_choice import (
     drop_run_publication,
 )
 from pgtail.stream.setup import Start

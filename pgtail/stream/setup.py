@@ -28,9 +28,9 @@ from pgtail.errors import (
 from pgtail.feedback import Feedback
 from pgtail.lsn import format_lsn, parse_lsn
 from pgtail.stream.config import Logger, StreamConfig
-from pgtail.stream.options import replication_options
 from pgtail.stream.policy import StreamPolicy
-from pgtail.stream.publications import (
+from pgtail.stream.protocol_options import replication_options
+from pgtail.stream.publication_choice import (
     HeldPublication,
     stream_publications,
     warn_unmatched_filters,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pgtail.doctor.slots import SlotCause, SlotTrend, human_seconds, slot_cause, slot_trend
+from pgtail.doctor.slot_causes import SlotCause, SlotTrend, human_seconds, slot_cause, slot_trend
 from pgtail.lsn import format_lsn
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from pgtail.columns import fit_columns
 from pgtail.doctor.findings import human_bytes
-from pgtail.doctor.slots import human_seconds
+from pgtail.doctor.slot_causes import human_seconds
 from pgtail.lsn import format_lsn
 from pgtail.render.escape import escape_text
 
