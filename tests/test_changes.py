@@ -1180,10 +1180,12 @@ def test_small_transaction_stays_raw_until_its_commit(monkeypatch: pytest.Monkey
     expected = run(Assembler(1), [ITEMS, *tx_block(9, body)])
     asm = Assembler(1)
     run(asm, [ITEMS, *tx_block(9, body[:4])[:-1]])
-    held = asm._current
-    assert held is not None and held.raw and held.deferred and not held.rows
+    # held as they came, in the quick lane (below the deferred bound: it stays below it)
+    assert asm._current is None and asm._quick == body[:4]
     run(asm, body[4:5])  # the fifth change: converted from here on
-    assert not held.raw and not held.deferred and len(held.rows) == 5
+    held = asm._current
+    assert held is not None and not held.raw and not held.deferred and len(held.rows) == 5
+    assert asm._quick is None
     run(asm, body[5:])
     assert len(held.rows) == 8
     assert run(asm, [pb.commit(0x1000, 0x1010, T0)]) == expected
@@ -1203,6 +1205,66 @@ def test_catch_up_at_any_point_gives_the_same_events(spill_bytes: int) -> None:
 # --- small transactions made at their commit at once ----------------------------------
 
 OTHER = pb.relation(16390, "public", "other", [("k", INT4, True), ("v", TEXT, False)])
+
+
+@pytest.mark.parametrize("fmt", ["json", None])
+def test_the_quick_lane_gives_what_the_general_way_gives(
+    fmt: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction that comes as a Begin, row changes and a Commit is held as its
+    payloads and made into events at the Commit (the assembler's quick lane). Whatever
+    else comes inside it sends it down the general way first; events and errors are the
+    same as with the lane closed."""
+    from pgtail.render import insert_encoder
+
+    encoder = insert_encoder(fmt) if fmt else None
+    row = pb.insert(16384, [b"1", b"a", b"b"])
+    big = pb.insert(16384, [b"2", b"a", b"x" * 5000])  # past the lane's bytes (spill 10 kB)
+    cases: list[list[bytes]] = [
+        [],  # an empty transaction (before PostgreSQL 15: it changed no published table)
+        [row, pb.origin(0x99, "upstream"), row],  # an Origin inside it
+        [row, pb.message("p", b"hi", 0x77), row],
+        [row, ITEMS, row],  # a Relation inside it
+        [row, pb.type_(70000, "public", "mood"), row],
+        [row] * 12,  # more rows than the lane holds (the deferred bound below: 10)
+        [row, big, row],
+        [row, pb.truncate([16384])],
+        [pb.insert(16999, [b"1"])],  # a relation never described: an error at the Commit
+        [row, pb.begin(0x5000, T0, 1)],  # a second Begin: an error
+    ]
+    payloads: list[bytes] = [ITEMS]
+    for xid, body in enumerate(cases, start=800):
+        lsn = 0x1000 * xid
+        payloads += [pb.begin(lsn, T0, xid), *body, pb.commit(lsn, lsn + 0x10, T1)]
+    payloads += [pb.begin(0x900000, T0, 900), row, pb.commit(0x900000, 0x900010, T1)[:-1]]
+    monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
+
+    def events_of(lane_open: bool) -> tuple[list[Any], list[bool]]:
+        with pytest.MonkeyPatch.context() as patch:
+            if not lane_open:  # no Begin is of the length the lane takes
+                patch.setattr(assembler_module, "BEGIN_LENGTH", -1)
+            asm = Assembler(1, encoder=encoder, spill_bytes=80_000)
+            out: list[Any] = []
+            open_after: list[bool] = []
+            for payload in payloads:
+                try:
+                    out.extend(asm.feed(payload))
+                except DecodeError as exc:
+                    out.append(("error", str(exc)))
+                    asm.reset()
+                open_after.append(asm.open_transactions())
+            return out, open_after
+
+    quick, quick_open = events_of(True)
+    general, general_open = events_of(False)
+    assert quick == general
+    assert quick_open == general_open  # an open transaction in the lane is one too
+    assert sum(type(e) is TxCommit for e in quick) == len(cases) - 2
+    assert [e for e in quick if type(e) is tuple] == [
+        ("error", general[i][1]) for i, e in enumerate(general) if type(e) is tuple
+    ]
+    # an unknown relation; a second Begin, then its Commit without one; a cut Commit
+    assert len([e for e in quick if type(e) is tuple]) == 4
 
 
 @pytest.mark.parametrize("fmt", ["json", "sql", None])

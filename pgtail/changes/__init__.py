@@ -13,7 +13,7 @@ Pure: no psycopg2, no I/O. Types that are not built in are looked up by the call
 handed down as data (`Assembler.user_types_wanted`, `Assembler.add_user_types`).
 """
 
-from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, Assembler
+from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, NO_EVENTS, Assembler
 from pgtail.changes.events import (
     Change,
     Column,
@@ -42,6 +42,7 @@ from pgtail.changes.events import (
 from pgtail.changes.tables import Converter, unknown_type_oids
 
 __all__ = [
+    "NO_EVENTS",
     "DEFAULT_SPILL_BYTES",
     "Assembler",
     "Change",

@@ -33,7 +33,6 @@ from pgtail.changes.events import (
     EncodedRows,
     Event,
     Message,
-    OldKind,
     RollbackPrepared,
     Table,
     Transaction,
@@ -42,13 +41,17 @@ from pgtail.changes.events import (
     TxCommit,
 )
 from pgtail.changes.fastpath import (
+    BEGIN_LENGTH,
     HEADER,
     OP_OF_BYTE,
+    QUICK_BYTES,
+    QUICK_ROWS,
     ROW_CHANGES,
     STREAM_HEADER,
     EncoderFactory,
     fast_row,
     install_encoders,
+    quick_commit,
     quick_events,
     unpack_relation_id,
 )
@@ -59,14 +62,15 @@ from pgtail.changes.held import (
     OpenTx,
     RowRun,
     changes_in,
+    raw_limit,
 )
 from pgtail.changes.tables import (
     COLUMN_COST,
     ROW_OVERHEAD,
     TableInfo,
-    new_change,
     unknown_type_oids,
 )
+from pgtail.changes.tables import convert_payload as _convert_payload
 from pgtail.errors import DecodeError
 
 DEFAULT_SPILL_BYTES = 64 * 1024 * 1024
@@ -79,6 +83,8 @@ _TRUNCATE = po.MSG_TRUNCATE
 _MESSAGE = po.MSG_MESSAGE
 _RELATION = po.MSG_RELATION
 _TYPE = po.MSG_TYPE
+_BEGIN = po.MSG_BEGIN
+_COMMIT = po.MSG_COMMIT
 _ROW_CHANGES = ROW_CHANGES
 _HELD_AT_ONCE = _ROW_CHANGES | {_TRUNCATE}  # held without decoding
 
@@ -92,7 +98,10 @@ _OP_OF_BYTE = OP_OF_BYTE
 # garbage collector work (they are container objects) that raw payloads do not.
 _DEFERRED_ROWS = 4096
 _INFO_CACHE_SIZE = 4096  # distinct relation schemas kept for reuse
-_EMPTY: Iterator[Any] = iter(())  # exhausted for good: safe to hand out again and again
+# exhausted for good: safe to hand out again and again; `feed` returns this very object
+# when the payload completes nothing (most do), so a caller may test for it with ``is``
+NO_EVENTS: Iterator[Any] = iter(())
+_EMPTY = NO_EVENTS
 _TX_FIELDS = tuple(f.name for f in dataclasses.fields(Transaction))
 
 
@@ -138,12 +147,23 @@ class Assembler:
         self._streams: dict[int, OpenTx] = {}  # streamed transactions by top-level xid
         self._target: OpenTx | None = None  # where held payloads go now
         self._in_stream = False
+        # _QUICK: a transaction that so far came as a Begin and row changes only, held
+        # as its payloads (None: none is), for `quick_commit` to make its events at the
+        # Commit; anything else in it (a Relation, an Origin, too many or too large
+        # changes) sends it down the general way first (`_leave_quick`).
+        self._quick: list[bytes] | None = None
+        self._quick_begin = b""
+        self._quick_bytes = 0
+        # Bounds under which the general way, fed what the lane holds, would only hold
+        # it (no conversion on arrival, no spill): leaving the lane then does just that.
+        self._quick_rows = min(QUICK_ROWS, _DEFERRED_ROWS - 1)
+        self._quick_limit = min(QUICK_BYTES, raw_limit(spill_bytes))
 
     # -- public ---------------------------------------------------------------
 
     def open_transactions(self) -> bool:
         """True while a transaction or a streamed xid is held (not yet committed/aborted)."""
-        return self._current is not None or bool(self._streams)
+        return self._current is not None or self._quick is not None or bool(self._streams)
 
     def tables(self) -> dict[int, Table]:
         """The Table of every relation seen so far, by relation id."""
@@ -154,6 +174,7 @@ class Assembler:
         for state in self._all_open():
             state.close()
         self._current = None
+        self._quick = None
         self._streams.clear()
         self._target = None
         self._in_stream = False
@@ -189,6 +210,30 @@ class Assembler:
         if not payload:
             raise DecodeError("empty pgoutput message")
         first = payload[0]
+        quick = self._quick
+        if quick is not None:  # the quick lane: Begin, row changes, Commit (see _QUICK)
+            if first in _ROW_CHANGES and len(quick) < self._quick_rows:
+                size = self._quick_bytes + len(payload) + RECORD_OVERHEAD
+                if size <= self._quick_limit:
+                    quick.append(payload)
+                    self._quick_bytes = size
+                    return _EMPTY
+            elif first == _COMMIT:
+                events = quick_commit(self._quick_begin, quick, payload, self._tables)
+                if events is not None:
+                    self._quick = None
+                    return iter(events)
+            self._leave_quick()
+        elif (
+            first == _BEGIN
+            and len(payload) == BEGIN_LENGTH
+            and self._current is None
+            and not self._in_stream
+        ):
+            self._quick_begin = payload
+            self._quick = []
+            self._quick_bytes = 0
+            return _EMPTY
         if first in _HELD_AT_ONCE:
             target = self._target
             if target is None:
@@ -221,7 +266,7 @@ class Assembler:
                                 event = fast
                                 cost = info.row_cost
                     if event is None and line is None:
-                        event = self._convert(payload, first, in_stream, tables, target.tx, seq)
+                        event = _convert_payload(payload, first, in_stream, tables, target.tx, seq)
                         cost = _event_cost(event)
                 except Exception:  # noqa: BLE001 - the commit-time decode raises it, if at all
                     # decided at the commit, as before: the change may yet be dropped with
@@ -250,6 +295,18 @@ class Assembler:
         if handler is None:  # pragma: no cover - the decoder returns only known types
             raise DecodeError(f"unexpected message {type(message).__name__}")
         return handler(self, message, payload)
+
+    def _leave_quick(self) -> None:
+        """The transaction in the quick lane holds something else: feed what it holds
+        the general way (as a Begin and changes of a deferred transaction, that only
+        holds them), as if it had never been in the lane."""
+        quick, self._quick = self._quick, None
+        assert quick is not None
+        begin = self._quick_begin
+        self._on_begin(self.decoder.decode(begin), begin)  # type: ignore[arg-type]
+        for payload in quick:
+            for _ in self.feed(payload):  # pragma: no cover - held: they complete nothing
+                raise AssertionError("a held change completed events")
 
     # -- message handlers (arrival) ---------------------------------------------
 
@@ -565,8 +622,8 @@ class Assembler:
             # nothing converted on arrival (a small transaction, held raw): no event
             # shares state.tx yet, so the commit's own Transaction serves as it is
             state.tx = tx
-            if not in_stream:
-                quick = quick_events(state.held, state.raw_tables, tx)
+            if not in_stream and state.held.file is None:
+                quick = quick_events(state.held.records, state.raw_tables, tx)
                 if quick is not None:
                     state.held.records = []  # in memory only (no file to close): let go
                     return iter(quick)
@@ -583,79 +640,6 @@ class Assembler:
             state.close()
             return itertools.chain((TxBegin(settled),), rows, (TxCommit(settled),))
         return self._events(state, settled, in_stream)
-
-    def _convert(
-        self,
-        payload: bytes,
-        first: int,
-        in_stream: bool,
-        tables: dict[int, TableInfo],
-        tx: Transaction,
-        seq: int,
-    ) -> Change | Truncate | Message:
-        """One Insert / Update / Delete / Truncate / Message payload -> its event, the
-        general way (the full parser, which raises the precise error of a malformed one)."""
-        if first == _INSERT:  # what fast_row leaves: NULLs and TOAST come by it too
-            ins: po.Insert = po.PARSERS[_INSERT](payload, in_stream)  # type: ignore[assignment]
-            info = tables.get(ins.relation_id)
-            if info is None:
-                raise _unknown_relation("Insert", ins.relation_id)
-            new_row, toast = info.row(ins.new, "Insert.new")
-            return new_change("insert", info.table, tx, seq, new_row, None, None, toast)
-        if first == _UPDATE:
-            upd: po.Update = po.PARSERS[_UPDATE](payload, in_stream)  # type: ignore[assignment]
-            info = tables.get(upd.relation_id)
-            if info is None:
-                raise _unknown_relation("Update", upd.relation_id)
-            new_row, toast = info.row(upd.new, "Update.new")
-            old_row: dict[str, Any] | None = None
-            old_kind: OldKind | None = None
-            if upd.old is not None:
-                if upd.old_kind == "K":
-                    old_row, _ = info.key_row(upd.old, "Update.old")
-                    old_kind = "key"
-                else:
-                    old_row, _ = info.row(upd.old, "Update.old")
-                    old_kind = "full"
-            return new_change("update", info.table, tx, seq, new_row, old_row, old_kind, toast)
-        if first == _DELETE:
-            dele: po.Delete = po.PARSERS[_DELETE](payload, in_stream)  # type: ignore[assignment]
-            info = tables.get(dele.relation_id)
-            if info is None:
-                raise _unknown_relation("Delete", dele.relation_id)
-            if dele.old_kind == "K":
-                old_row, toast = info.key_row(dele.old, "Delete.old")
-                old_kind = "key"
-            else:
-                old_row, toast = info.row(dele.old, "Delete.old")
-                old_kind = "full"
-            return new_change("delete", info.table, tx, seq, None, old_row, old_kind, toast)
-        if first == _TRUNCATE:
-            trunc: po.Truncate = po.PARSERS[_TRUNCATE](payload, in_stream)  # type: ignore[assignment]
-            truncated = []
-            for rel_id in trunc.relation_ids:
-                info = tables.get(rel_id)
-                if info is None:
-                    raise _unknown_relation("Truncate", rel_id)
-                truncated.append(info.table)
-            return Truncate(
-                tables=tuple(truncated),
-                cascade=trunc.cascade,
-                restart_identity=trunc.restart_identity,
-                tx=tx,
-                seq=seq,
-            )
-        if first == _MESSAGE:
-            msg: po.LogicalMessage = po.PARSERS[_MESSAGE](payload, in_stream)  # type: ignore[assignment]
-            return Message(
-                prefix=msg.prefix,
-                content=msg.content,
-                transactional=msg.transactional,
-                lsn=msg.lsn,
-                tx=tx,
-                seq=seq,
-            )
-        raise DecodeError(f"unexpected held message {bytes([first])!r}")  # pragma: no cover
 
     def _events(self, state: OpenTx, tx: Transaction, in_stream: bool) -> Iterator[Event]:
         """The rows converted on arrival (spilled lines read back), then the raw part
@@ -678,7 +662,7 @@ class Assembler:
         type_names = state.raw_type_names
         tables_copied = types_copied = False
         parsers = po.PARSERS
-        convert = self._convert
+        convert = _convert_payload
         fast_path = fast_row
         unpack_uint32 = unpack_relation_id
         header = STREAM_HEADER if in_stream else HEADER  # (see fastpath)
@@ -738,11 +722,3 @@ def _event_cost(event: Change | EncodedRows | Truncate | Message) -> int:
         return ROW_OVERHEAD
     rows = (event.new is not None) + (event.old is not None)
     return ROW_OVERHEAD + COLUMN_COST * len(event.table.columns) * rows
-
-
-def _unknown_relation(what: str, relation_id: int) -> DecodeError:
-    return DecodeError(
-        f"{what} for relation {relation_id} before its Relation message",
-        hint="the stream must be read from the start of a transaction; "
-        "the server sends each relation's schema before its first change",
-    )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 
 from pgtail import pgoutput as po
 from pgtail.changes.events import (
@@ -35,7 +36,6 @@ from pgtail.changes.events import (
     TxBegin,
     TxCommit,
 )
-from pgtail.changes.held import Held
 from pgtail.changes.tables import VALUE_ERRORS, Converter, TableInfo, new_change
 from pgtail.errors import DecodeError
 
@@ -50,6 +50,17 @@ FLAG = 4  # the tuple's flag (N, O, K), after the relation id
 TUPLE = 5  # the tuple itself
 unpack_relation_id = struct.Struct("!I").unpack_from
 
+# The quick lane (`quick_commit`): a Begin and Commit of the usual lengths, read with one
+# unpack each, and the xid's offset in the Begin (after final_lsn and commit_time)
+BEGIN_LENGTH = 1 + 8 + 8 + 4
+BEGIN_XID = 17
+COMMIT_LENGTH = 1 + 1 + 8 + 8 + 8
+_unpack_commit = struct.Struct("!BQQq").unpack_from
+_PG_EPOCH = po.PG_EPOCH
+# A transaction is held in the quick lane up to this many bytes of payloads (and
+# QUICK_ROWS row changes); past either it is fed the general way.
+QUICK_BYTES = 1 << 20
+
 # A raw transaction of at most this many row changes is made into events at its commit
 # at once, in a list (see quick_events): below held's run length, one run per table.
 QUICK_ROWS = 64
@@ -63,6 +74,28 @@ _NEW_TUPLE = ord("N")
 _OLD_TUPLE = ord("O")  # a Delete's / Update's whole old row (replica identity full)
 _KEY_TUPLE = ord("K")  # its old key, the other columns sent as NULL
 _decode_tuple = po.decode_tuple
+_NEW_FLAG = HEADER + FLAG  # outside a streamed block
+_NEW_TUPLE_AT = HEADER + TUPLE
+
+
+def quick_commit(
+    begin: bytes, records: list[bytes], commit: bytes, tables: dict[int, TableInfo]
+) -> list[Event] | None:
+    """The events of a transaction that came as a Begin (``begin``, of `BEGIN_LENGTH`),
+    row changes only (``records``) and a Commit (``commit``), taken straight from the
+    payloads: `quick_events` under the commit's `Transaction`. None when anything is
+    unusual (a Commit of another length, a time out of range, what `quick_events`
+    declines): the assembler then feeds the payloads the general way, which gives the
+    same events or raises the precise error."""
+    if len(commit) != COMMIT_LENGTH:
+        return None
+    _flags, commit_lsn, end_lsn, micros = _unpack_commit(commit, 1)
+    try:
+        commit_time = _PG_EPOCH + timedelta(0, 0, micros)
+    except OverflowError:  # infinity, or out of range: the decoder's rules
+        return None
+    tx = Transaction(unpack_relation_id(begin, BEGIN_XID)[0], commit_lsn, end_lsn, commit_time)
+    return quick_events(records, tables, tx)
 
 
 def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
@@ -122,15 +155,15 @@ def fast_row(
     return new_change("insert", info.table, tx, seq, new_row, None, None, toast)
 
 
-def quick_events(held: Held, tables: dict[int, TableInfo], tx: Transaction) -> list[Event] | None:
-    """A small transaction held raw in memory, of row changes only: its events, made
-    now, in a list -- what `Assembler._events` yields, without its per-transaction generators.
-    None when it holds anything else (a Relation, a Truncate, ...), a change
-    `fast_row` leaves to `Assembler._convert`, or anything fails: `Assembler._events` then does it
-    all
-    (and raises there, when the events are taken, as for any transaction)."""
-    records = held.records
-    if held.file is not None or len(records) > QUICK_ROWS:
+def quick_events(
+    records: list[bytes], tables: dict[int, TableInfo], tx: Transaction
+) -> list[Event] | None:
+    """A small transaction's row-change payloads, held raw in memory: its events, made
+    now, in a list -- what `Assembler._events` yields, without its per-transaction
+    generators. None when it holds anything else (a Relation, a Truncate, ...), a change
+    `fast_row` leaves to `Assembler._convert`, or anything fails: `Assembler._events` then
+    does it all (and raises there, when the events are taken, as for any transaction)."""
+    if len(records) > QUICK_ROWS:
         return None
     unpack_uint32 = unpack_relation_id
     events: list[Event] = [TxBegin(tx)]
@@ -146,7 +179,12 @@ def quick_events(held: Held, tables: dict[int, TableInfo], tx: Transaction) -> l
             info = tables.get(unpack_uint32(payload, 1)[0])
             if info is None:
                 return None
-            fast = fast_row(info, first, payload, HEADER, tx, seq)
+            encode = info.text_encoder  # an insert's line: fast_row's first case, inline
+            fast: bytes | Change | None = None
+            if encode is not None and first == _INSERT and payload[_NEW_FLAG] == _NEW_TUPLE:
+                fast = encode(payload, _NEW_TUPLE_AT, seq)
+            if fast is None:
+                fast = fast_row(info, first, payload, HEADER, tx, seq)
             if type(fast) is bytes:
                 line_op = OP_OF_BYTE[first]
                 if info.table is not table or line_op is not op:

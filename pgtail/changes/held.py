@@ -214,6 +214,12 @@ def changes_in(rows: Iterable[Any]) -> int:
     return sum(e.count if type(e) is EncodedRows or type(e) is SpilledRun else 1 for e in rows)
 
 
+def raw_limit(limit: int) -> int:
+    """The bytes an open transaction bound to ``limit`` holds as raw payloads in memory
+    (`Held`'s limit: each payload counts its length and `RECORD_OVERHEAD`)."""
+    return max(1, limit // _RAW_SHARE)
+
+
 class OpenTx:
     """A transaction being held: Begin / Begin Prepare .. Commit / Prepare, or a streamed xid.
 
@@ -257,7 +263,7 @@ class OpenTx:
         self.xid = xid
         # converted rows and raw payloads share the bound: once rows fill it, the raw
         # part only buffers its file writes
-        self.held = Held(max(1, limit // _RAW_SHARE))
+        self.held = Held(raw_limit(limit))
         self.rows: list[Any] = []
         self.rows_bytes = 0
         self.rows_limit = limit

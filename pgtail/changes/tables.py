@@ -16,7 +16,16 @@ from typing import Any
 
 from pgtail import _codegen, values
 from pgtail import pgoutput as po
-from pgtail.changes.events import Change, Column, ReplicaIdentity, Table, Transaction
+from pgtail.changes.events import (
+    Change,
+    Column,
+    Message,
+    OldKind,
+    ReplicaIdentity,
+    Table,
+    Transaction,
+    Truncate,
+)
 from pgtail.errors import DecodeError
 
 _REPLICA_IDENTITY: dict[str, ReplicaIdentity] = {
@@ -259,3 +268,86 @@ def _plain_row_builders(
         return make("insert", table, tx, seq, new_row, None, None, ())
 
     return row, insert
+
+
+def convert_payload(
+    payload: bytes,
+    first: int,
+    in_stream: bool,
+    tables: dict[int, TableInfo],
+    tx: Transaction,
+    seq: int,
+) -> Change | Truncate | Message:
+    """One Insert / Update / Delete / Truncate / Message payload of a transaction -> its
+    event, the general way (the full parser, which raises the precise error of a malformed
+    one); ``tables`` is the relation cache as the transaction sees it."""
+    if first == po.MSG_INSERT:  # what fast_row leaves: NULLs and TOAST come by it too
+        ins: po.Insert = po.PARSERS[po.MSG_INSERT](payload, in_stream)  # type: ignore[assignment]
+        info = tables.get(ins.relation_id)
+        if info is None:
+            raise unknown_relation("Insert", ins.relation_id)
+        new_row, toast = info.row(ins.new, "Insert.new")
+        return new_change("insert", info.table, tx, seq, new_row, None, None, toast)
+    if first == po.MSG_UPDATE:
+        upd: po.Update = po.PARSERS[po.MSG_UPDATE](payload, in_stream)  # type: ignore[assignment]
+        info = tables.get(upd.relation_id)
+        if info is None:
+            raise unknown_relation("Update", upd.relation_id)
+        new_row, toast = info.row(upd.new, "Update.new")
+        old_row: dict[str, Any] | None = None
+        old_kind: OldKind | None = None
+        if upd.old is not None:
+            if upd.old_kind == "K":
+                old_row, _ = info.key_row(upd.old, "Update.old")
+                old_kind = "key"
+            else:
+                old_row, _ = info.row(upd.old, "Update.old")
+                old_kind = "full"
+        return new_change("update", info.table, tx, seq, new_row, old_row, old_kind, toast)
+    if first == po.MSG_DELETE:
+        dele: po.Delete = po.PARSERS[po.MSG_DELETE](payload, in_stream)  # type: ignore[assignment]
+        info = tables.get(dele.relation_id)
+        if info is None:
+            raise unknown_relation("Delete", dele.relation_id)
+        if dele.old_kind == "K":
+            old_row, toast = info.key_row(dele.old, "Delete.old")
+            old_kind = "key"
+        else:
+            old_row, toast = info.row(dele.old, "Delete.old")
+            old_kind = "full"
+        return new_change("delete", info.table, tx, seq, None, old_row, old_kind, toast)
+    if first == po.MSG_TRUNCATE:
+        trunc: po.Truncate = po.PARSERS[po.MSG_TRUNCATE](payload, in_stream)  # type: ignore[assignment]
+        truncated = []
+        for rel_id in trunc.relation_ids:
+            info = tables.get(rel_id)
+            if info is None:
+                raise unknown_relation("Truncate", rel_id)
+            truncated.append(info.table)
+        return Truncate(
+            tables=tuple(truncated),
+            cascade=trunc.cascade,
+            restart_identity=trunc.restart_identity,
+            tx=tx,
+            seq=seq,
+        )
+    if first == po.MSG_MESSAGE:
+        msg: po.LogicalMessage = po.PARSERS[po.MSG_MESSAGE](payload, in_stream)  # type: ignore[assignment]
+        return Message(
+            prefix=msg.prefix,
+            content=msg.content,
+            transactional=msg.transactional,
+            lsn=msg.lsn,
+            tx=tx,
+            seq=seq,
+        )
+    raise DecodeError(f"unexpected held message {bytes([first])!r}")  # pragma: no cover
+
+
+def unknown_relation(what: str, relation_id: int) -> DecodeError:
+    """A change of a relation the stream has not described (no Relation message)."""
+    return DecodeError(
+        f"{what} for relation {relation_id} before its Relation message",
+        hint="the stream must be read from the start of a transaction; "
+        "the server sends each relation's schema before its first change",
+    )

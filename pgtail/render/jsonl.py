@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 import orjson
@@ -94,6 +94,7 @@ from pgtail.lsn import MAX_LSN, format_lsn
 from pgtail.render.escape import c1_escaped
 from pgtail.render.jsonl_rows import int64, one_json_each, rows_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
+from pgtail.render.time_text import second_text
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
 from pgtail.values.jsontypes import JSON_SHAPE, json_shapes, learn_json_shape
@@ -127,20 +128,30 @@ def tx_fields(tx: Transaction) -> dict[str, Any]:
 
 def tx_part(tx: Transaction) -> bytes:
     """`tx_fields` serialized as JSON members (no braces), a comma after them: the same
-    bytes as ``dumps(tx_fields(tx))[1:-1] + b","``, made without the dict for the usual
-    transaction (once per transaction: it counts when transactions are small)."""
-    if tx.origin is not None or tx.prepared or tx.gid is not None:
-        return dumps(tx_fields(tx))[1:-1] + b","
+    bytes as ``dumps(tx_fields(tx))[1:-1] + b","``, made without the dict, and with the
+    commit time's text up to the second reused, for the usual transaction (once per
+    transaction: it counts when transactions are small)."""
+    commit_time = tx.commit_time
     commit_lsn = tx.commit_lsn
     end_lsn = tx.end_lsn
-    if not (0 <= commit_lsn <= MAX_LSN and 0 <= end_lsn <= MAX_LSN):
-        return dumps(tx_fields(tx))[1:-1] + b","  # format_lsn raises its error
+    if (
+        tx.origin is not None
+        or tx.prepared
+        or tx.gid is not None
+        or commit_time.tzinfo is not UTC
+        or not (0 <= commit_lsn <= MAX_LSN and 0 <= end_lsn <= MAX_LSN)  # format_lsn raises
+    ):
+        return dumps(tx_fields(tx))[1:-1] + b","
     # LSNs (hex) and ISO times hold nothing JSON escapes
-    return (
-        f'"xid":{tx.xid},"commit_lsn":"{commit_lsn >> 32:X}/{commit_lsn & 0xFFFFFFFF:X}",'
-        f'"end_lsn":"{end_lsn >> 32:X}/{end_lsn & 0xFFFFFFFF:X}",'
-        f'"commit_time":"{tx.commit_time.isoformat(timespec="microseconds")}",'
-    ).encode()
+    return b'"xid":%d,"commit_lsn":"%X/%X","end_lsn":"%X/%X","commit_time":"%s.%06d+00:00",' % (
+        tx.xid,
+        commit_lsn >> 32,
+        commit_lsn & 0xFFFFFFFF,
+        end_lsn >> 32,
+        end_lsn & 0xFFFFFFFF,
+        second_text(commit_time),
+        commit_time.microsecond,
+    )
 
 
 def message_content(content: bytes) -> tuple[str, str]:
@@ -513,10 +524,8 @@ class JsonLinesRenderer:
         self._tx_part = b""  # its fields serialized (tx_part), between "table" and "seq"
         # id(table) -> (table, key column names): Change.key, without recomputing names
         self._key_names: dict[int, tuple[Table, tuple[str, ...]]] = {}
-        # (op, id(table)) -> (table, serialized head of a change line) for the current tx
-        self._heads: dict[tuple[str, int], tuple[Table, bytes]] = {}
-        # (op, id(table)) -> (table, its lines' start up to the tx fields), for every tx
-        self._table_heads: dict[tuple[str, int], tuple[Table, bytes]] = {}
+        # (op, id(table)) -> (table, its lines' start up to the tx fields, its key columns)
+        self._table_heads: dict[tuple[str, int], tuple[Table, bytes, tuple[str, ...]]] = {}
         # the (tx, table, op) of the last change line and what it needs: a transaction's
         # changes mostly come in runs of one table and operation
         self._last: tuple[Transaction, Table, str, bytes, tuple[str, ...]] | None = None
@@ -539,22 +548,17 @@ class JsonLinesRenderer:
         if tx is not self._part_tx:
             self._part_tx = tx
             self._tx_part = tx_part(tx)
-            self._heads = {}
+        # the table's part is serialized once, the transaction's once per transaction:
+        # together the same bytes as the whole prefix serialized at once
         head_key = (op, id(table))
-        head = self._heads.get(head_key)
-        if head is None or head[0] is not table:
-            # the table's part is serialized once, the transaction's once per transaction:
-            # together the same bytes as the whole prefix serialized at once
-            start = self._table_heads.get(head_key)
-            if start is None or start[0] is not table:
-                prefix = {"op": op, "schema": table.schema, "table": table.name}
-                start = (table, dumps(prefix)[:-1] + b",")
-                if len(self._table_heads) >= 4096:  # tables come and go: stay bounded
-                    self._table_heads.clear()
-                self._table_heads[head_key] = start
-            head = (table, start[1] + self._tx_part)
-            self._heads[head_key] = head
-        last = (tx, table, op, head[1], self._key_names_of(table))
+        start = self._table_heads.get(head_key)
+        if start is None or start[0] is not table:
+            prefix = {"op": op, "schema": table.schema, "table": table.name}
+            start = (table, dumps(prefix)[:-1] + b",", self._key_names_of(table))
+            if len(self._table_heads) >= 4096:  # tables come and go: stay bounded
+                self._table_heads.clear()
+            self._table_heads[head_key] = start
+        last = (tx, table, op, start[1] + self._tx_part, start[2])
         self._last = last
         return last
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC
 from typing import Any, BinaryIO
 
 from pgtail.changes import (
@@ -92,6 +93,7 @@ from pgtail.render.sql_literals import (
     text_literal,
 )
 from pgtail.render.sql_literals import literal as literal
+from pgtail.render.time_text import second_text
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
 from pgtail.sqlnames import quote_qualified as quote_qualified
@@ -206,6 +208,33 @@ def _no_identity_reason(table: Table, qualified: str) -> str:
         f"(REPLICA IDENTITY {table.replica_identity.upper()}); fix: ALTER TABLE {qualified} "
         "REPLICA IDENTITY FULL"
     )
+
+
+def tx_begin(tx: Transaction) -> bytes:
+    """A transaction's comment and ``BEGIN;`` (once per transaction: the usual one's made
+    in one format, its commit time's text up to the second reused)."""
+    commit_time = tx.commit_time
+    commit_lsn = tx.commit_lsn
+    end_lsn = tx.end_lsn
+    if (
+        tx.origin is None
+        and tx.gid is None
+        and not tx.prepared
+        and not tx.streamed
+        and commit_time.tzinfo is UTC
+        and 0 <= commit_lsn <= MAX_LSN
+        and 0 <= end_lsn <= MAX_LSN
+    ):
+        return b"-- xid=%d commit_lsn=%X/%X end_lsn=%X/%X commit_time=%s.%06d+00:00\nBEGIN;\n" % (
+            tx.xid,
+            commit_lsn >> 32,
+            commit_lsn & 0xFFFFFFFF,
+            end_lsn >> 32,
+            end_lsn & 0xFFFFFFFF,
+            second_text(commit_time),
+            commit_time.microsecond,
+        )
+    return (tx_comment(tx) + "\nBEGIN;\n").encode("utf-8")
 
 
 def tx_comment(tx: Transaction) -> str:
@@ -404,8 +433,8 @@ class SqlRenderer:
             self._out.write(statement.encode("utf-8"))
         elif type(event) is EncodedRows:  # from insert_encoder: whole statements
             self._out.write(event.lines)
-        elif isinstance(event, TxBegin):
-            self._write(tx_comment(event.tx) + "\nBEGIN;\n")
+        elif type(event) is TxBegin:
+            self._out.write(tx_begin(event.tx))
         elif isinstance(event, TxCommit):
             tx = event.tx
             if tx.prepared and tx.gid is not None:

@@ -38,6 +38,7 @@ _Change, _Truncate, _Message = ch.Change, ch.Truncate, ch.Message
 _EncodedRows = ch.EncodedRows
 _TxBegin, _TxCommit = ch.TxBegin, ch.TxCommit
 _RELATION = po.MSG_RELATION
+_NO_EVENTS = ch.NO_EVENTS
 
 
 class Stop(Exception):
@@ -224,6 +225,8 @@ class ChangeStream:
                 self.held = payload
                 return wanted
         events: Iterator[Any] = self.assembler_feed(payload)
+        if events is _NO_EVENTS:  # most payloads (a Begin, a change held till its Commit)
+            return None
         items = self.items
         flt = self.filter
         policy = self.policy
