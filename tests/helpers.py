@@ -59,9 +59,10 @@ class Database:
             conn.close()
 
 
-def create_database(server: LocalServer, prefix: str = "t_") -> Database:
-    """A new, empty database on ``server`` (drop it with :func:`drop_database`)."""
-    name = prefix + uuid.uuid4().hex[:12]
+def create_database(server: LocalServer, prefix: str = "t_", name: str | None = None) -> Database:
+    """A new, empty database on ``server``, named ``name`` or ``prefix`` and a random
+    tail (drop it with :func:`drop_database`)."""
+    name = name or prefix + uuid.uuid4().hex[:12]
     admin = psycopg2.connect(server.dsn("postgres"))
     admin.autocommit = True
     try:
@@ -70,6 +71,21 @@ def create_database(server: LocalServer, prefix: str = "t_") -> Database:
     finally:
         admin.close()
     return Database(server, name)
+
+
+def allow_password_role(server: LocalServer, attributes: str) -> None:
+    """Role ``pw`` (LOGIN ``attributes``, password ``right-secret``), which must give its
+    password over TCP; every other role is trusted, over the socket and TCP."""
+    admin = psycopg2.connect(server.dsn("postgres"))
+    admin.autocommit = True
+    admin.cursor().execute(f"CREATE ROLE pw LOGIN {attributes} PASSWORD 'right-secret'")
+    admin.close()
+    server.set_hba(
+        "local all all trust\n"
+        "host all pw 127.0.0.1/32 scram-sha-256\n"
+        "host replication pw 127.0.0.1/32 scram-sha-256\n"
+        "host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"
+    )
 
 
 def fresh_database(server: LocalServer) -> Iterator[Database]:
