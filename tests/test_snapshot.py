@@ -106,6 +106,14 @@ def writer(db: Database) -> Iterator[threading.Event]:
         thread.join(30)
 
 
+def failed(proc: subprocess.Popen[bytes]) -> tuple[bytes, list[str]]:
+    """pgtail's stdout and its stderr lines that say "error", once it has exited (within
+    120 s) with code 1."""
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    return out, [line for line in err.decode().splitlines() if "error" in line]
+
+
 def replay(target: Database, script: str) -> None:
     """What ``psql -f`` does with the script (psql is not installed for every major)."""
     conn = target.connect()
@@ -517,9 +525,7 @@ def test_snapshot_too_old(pg15: LocalServer) -> None:
         time.sleep(6)  # the snapshot is now past the threshold
         db.execute("UPDATE t SET pad = 'y' WHERE id > 190000")  # pages the copy reads last
         db.execute("VACUUM t")
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 1, err
-        errors = [line for line in err.decode().splitlines() if "error" in line]
+        out, errors = failed(proc)
         assert errors == [
             "pgtail: error: the snapshot became too old while copying public.t:"
             " old_snapshot_threshold let VACUUM remove rows the copy still needed (raise"
@@ -577,9 +583,7 @@ def test_snapshot_too_old_on_a_standby(pg18: LocalServer) -> None:
             if on_standby.execute(replayed, (flushed,))[0][0]:
                 break
             time.sleep(0.05)
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 1, err
-        errors = [line for line in err.decode().splitlines() if "error" in line]
+        out, errors = failed(proc)
         assert errors == [
             "pgtail: error: the snapshot became too old while copying public.t: canceling"
             " statement due to conflict with recovery (on a standby, turn hot_standby_feedback"

@@ -73,9 +73,9 @@ def failed_with_one_line(proc: subprocess.Popen[bytes]) -> list[str]:
     return lines
 
 
-@pytest.fixture
-def streaming_db(db: Database) -> Iterator[tuple[Database, subprocess.Popen[bytes], JsonLines]]:
-    """A stream of slot ``s`` / publication ``pub`` that has written row 1."""
+def stream_row_1(db: Database) -> tuple[subprocess.Popen[bytes], JsonLines]:
+    """Table t, publication pub and slot s (:func:`setup`), and a stream of them that has
+    written row 1 (killed if it does not)."""
     setup(db)
     proc = stream(db.dsn)
     try:
@@ -83,6 +83,18 @@ def streaming_db(db: Database) -> Iterator[tuple[Database, subprocess.Popen[byte
         wait_active(db)
         db.execute("INSERT INTO t VALUES (1, 'a')")
         lines.wait_for(1)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc, lines
+
+
+@pytest.fixture
+def streaming_db(db: Database) -> Iterator[tuple[Database, subprocess.Popen[bytes], JsonLines]]:
+    """A stream of slot ``s`` / publication ``pub`` that has written row 1."""
+    proc, lines = stream_row_1(db)
+    try:
         yield db, proc, lines
     finally:
         if proc.poll() is None:
@@ -305,13 +317,8 @@ def test_crash_restart_writes_each_transaction_once(own_server: LocalServer, fmt
 
 def test_restart_and_terminate_are_told_in_postgresql_terms(own_server: LocalServer) -> None:
     db = Database(own_server, "heal")
-    setup(db)
-    proc = stream(db.dsn)
+    proc, lines = stream_row_1(db)
     try:
-        lines = JsonLines(proc)
-        wait_active(db)
-        db.execute("INSERT INTO t VALUES (1, 'a')")
-        lines.wait_for(1)
         db.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots")
         wait_active(db)
         db.execute("INSERT INTO t VALUES (2, 'b')")
