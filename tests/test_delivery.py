@@ -23,7 +23,15 @@ from pgtail.feedback import Feedback
 from pgtail.lsn import parse_lsn
 from pgtail.stream import writer as writer_module
 from pgtail.stream.writer import Batch, Writer
-from tests.helpers import confirmed, insert_lsn, wait_active, wait_inactive, write
+from tests.helpers import (
+    RawLines,
+    confirmed,
+    insert_lsn,
+    kill_if_running,
+    wait_active,
+    wait_inactive,
+    write,
+)
 
 PY = sys.executable
 
@@ -97,10 +105,7 @@ def test_reader_that_never_reads_gets_nothing_confirmed(db: Any) -> None:
 def test_reader_that_reads_and_stays_gets_it_confirmed_while_streaming(db: Any) -> None:
     setup(db)
     proc = subprocess.Popen(command(db.dsn), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    lines: list[bytes] = []
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")))
-    reader.start()
+    out = RawLines(proc)
     try:
         wait_active(db)
         for i in range(1, 4):
@@ -120,8 +125,7 @@ def test_reader_that_reads_and_stays_gets_it_confirmed_while_streaming(db: Any) 
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-        reader.join(10)
-    assert len(lines) == 3
+    assert len(out.lines()) == 3
 
 
 def test_idle_exit_into_a_pipe_confirms_what_the_reader_took(db: Any) -> None:
@@ -224,21 +228,15 @@ def test_big_transaction_to_stdout_is_whole_lines(db: Any, tmp_path: Path) -> No
 def test_sighup_stops_cleanly_with_129(db: Any) -> None:
     setup(db, rows=3)
     proc = subprocess.Popen(command(db.dsn), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    lines: list[bytes] = []
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")))
-    reader.start()
+    out = RawLines(proc)
     try:
         wait_active(db)
-        deadline = time.monotonic() + 60
-        while len(lines) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        out.wait_for(3)
         proc.send_signal(signal.SIGHUP)
         proc.wait(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        reader.join(10)
+        kill_if_running(proc)
+    lines = out.lines()
     assert proc.stderr is not None
     err = proc.stderr.read()
     assert proc.returncode == 129, err
