@@ -94,8 +94,7 @@ def test_reader_that_never_reads_gets_nothing_confirmed(db: Any) -> None:
         proc.stdout.close()  # the reader goes away without reading
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 0, err
     wait_inactive(db)
     assert confirmed(db) == before
@@ -280,8 +279,7 @@ def test_sighup_with_output_reopens_the_file(db: Any, tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 143, err
     assert ids(rotated) == [1, 2]
     assert b"reopening" in err
@@ -310,8 +308,7 @@ def test_socket_reader_that_never_reads_gets_nothing_confirmed(db: Any) -> None:
         ours.close()
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 0, err
     wait_inactive(db)
     assert next_ids(db) == [1, 2, 3]
