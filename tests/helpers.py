@@ -174,7 +174,7 @@ def pgtail_stream(dsn: str, *args: str, **popen: Any) -> subprocess.Popen[bytes]
 
 def run_stream(
     dsn: str, *args: str, timeout: float | None = 120, **run: Any
-) -> subprocess.CompletedProcess[bytes]:
+) -> subprocess.CompletedProcess[Any]:
     """``pgtail stream --dsn DSN ARGS`` run to its end (a nonzero exit is the caller's to
     assert unless ``check=True``); stdout and stderr captured unless ``run`` says else."""
     run.setdefault("stdout", subprocess.PIPE)
