@@ -162,14 +162,18 @@ def run_cli(args: list[str], env: dict[str, str | None] | None = None) -> tuple[
 # --- the CLI as a process ---------------------------------------------------------------
 
 
+def stream_command(dsn: str, *args: str) -> list[str]:
+    """``pgtail stream --dsn DSN ARGS`` as ``python -m pgtail`` (PYTHONPATH picks the code
+    under test)."""
+    return [sys.executable, "-m", "pgtail", "stream", "--dsn", dsn, *args]
+
+
 def pgtail_stream(dsn: str, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
-    """``pgtail stream --dsn DSN ARGS`` as a process (``python -m pgtail``: PYTHONPATH
-    picks the code under test); stdout and stderr are pipes unless ``popen`` says else."""
+    """``pgtail stream --dsn DSN ARGS`` as a process; stdout and stderr are pipes unless
+    ``popen`` says else."""
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(
-        [sys.executable, "-m", "pgtail", "stream", "--dsn", dsn, *args], **popen
-    )
+    return subprocess.Popen(stream_command(dsn, *args), **popen)
 
 
 def run_stream(
@@ -180,9 +184,7 @@ def run_stream(
     run.setdefault("stdout", subprocess.PIPE)
     run.setdefault("stderr", subprocess.PIPE)
     run.setdefault("check", False)
-    return subprocess.run(
-        [sys.executable, "-m", "pgtail", "stream", "--dsn", dsn, *args], timeout=timeout, **run
-    )
+    return subprocess.run(stream_command(dsn, *args), timeout=timeout, **run)
 
 
 def kill_if_running(proc: subprocess.Popen[bytes]) -> None:

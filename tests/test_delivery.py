@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -28,17 +27,18 @@ from tests.helpers import (
     confirmed,
     insert_lsn,
     kill_if_running,
+    stream_command,
     wait_active,
     wait_inactive,
     write,
 )
 
-PY = sys.executable
-
 
 def command(dsn: str, *args: str) -> list[str]:
-    return [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--slot", "s", "--publication", "pub",
-            "--format", "json", "--status-interval", "1", *args]  # fmt: skip
+    return stream_command(
+        dsn, "--slot", "s", "--publication", "pub", "--format", "json", "--status-interval", "1",
+        *args,
+    )  # fmt: skip
 
 
 def shell(dsn: str, *args: str, pipe: str = "") -> str:
