@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg2
+from common import cpu_seconds, create_database, median_ratio, start_bench_server
 
-from pgtail.server import LocalServer, bindir_for_major, find_bindir, start_server
+from pgtail.server import LocalServer, bindir_for_major, find_bindir
 
 TABLE = """
 CREATE TABLE catchup (
@@ -112,17 +113,6 @@ PLUGINS = {
     "json-base": "pgoutput",
     "sql-base": "pgoutput",
 }
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc (0.0 once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
 
 @dataclass
 class Run:
@@ -291,7 +281,7 @@ def main() -> None:
         consumers.insert(0, "bare")
 
     bindir = bindir_for_major(args.major) or find_bindir()
-    server = start_server(bindir, settings={"shared_buffers": "256MB"})
+    server = start_bench_server(bindir)
     try:
         for plugin in ("wal2json", "test_decoding"):
             if plugin in consumers and (
@@ -300,12 +290,7 @@ def main() -> None:
             ):
                 print(f"note: {plugin} is not installed for this server: skipped")
                 consumers.remove(plugin)
-        admin = psycopg2.connect(server.dsn())
-        admin.autocommit = True
-        admin.cursor().execute("CREATE DATABASE bench")
-        admin.close()
-        admin = psycopg2.connect(server.dsn("bench"))
-        admin.autocommit = True
+        admin = create_database(server)
         with admin.cursor() as cur:
             cur.execute(TABLE)
             cur.execute("CREATE PUBLICATION catchup_pub FOR TABLE catchup")
@@ -341,7 +326,7 @@ def main() -> None:
         for consumer in consumers:
             own = runs[consumer]
             seconds = statistics.median(r.seconds for r in own)
-            ratio = statistics.median(r.seconds / b.seconds for r, b in zip(own, bare, strict=True))
+            ratio = median_ratio((r.seconds for r in own), (b.seconds for b in bare))
             client = statistics.median(r.client_cpu for r in own) / changes * 1e6
             walsender = statistics.median(r.walsender_cpu for r in own) / changes * 1e6
             print(

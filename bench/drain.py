@@ -26,21 +26,9 @@ import time
 
 import psycopg2
 import psycopg2.extras
+from common import INSERT, TABLE, create_database, pairwise_ratios, start_bench_server
 
-from pgtail.server import LocalServer, find_bindir, start_server
-
-TABLE = """
-CREATE TABLE bench (
-    id bigint PRIMARY KEY, name text, qty int, price numeric(12,2), created timestamptz,
-    flag bool, meta jsonb, tags text[], ratio float8, ref uuid
-)
-"""
-INSERT = """
-INSERT INTO bench
-SELECT g, 'name ' || g, g %% 1000, (g %% 100000) / 100.0, now(), g %% 2 = 0,
-       jsonb_build_object('k', g, 'tag', 'x'), ARRAY['a', 'b'], g * 1.5, gen_random_uuid()
-FROM generate_series(1, %s) g
-"""
+from pgtail.server import LocalServer
 
 BARE = r"""
 import select, sys, psycopg2, psycopg2.extras
@@ -190,14 +178,9 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    server = start_server(find_bindir(), settings={"shared_buffers": "256MB"})
+    server = start_bench_server()
     try:
-        admin = psycopg2.connect(server.dsn())
-        admin.autocommit = True
-        admin.cursor().execute("CREATE DATABASE bench")
-        admin.close()
-        conn = psycopg2.connect(server.dsn("bench"))
-        conn.autocommit = True
+        conn = create_database(server)
         with conn.cursor() as cur:
             cur.execute(TABLE)
             cur.execute("CREATE PUBLICATION bench_pub FOR TABLE bench")
@@ -222,7 +205,7 @@ def main() -> None:
             f"pgtail stream:          {ours:6.2f} s  ({args.rows / ours:10,.0f} rows/s;"
             f" process CPU {cpu:.2f} s, startup included)"
         )
-        pairs = sorted(r[0] / b for r, b in zip(results, bares, strict=True))
+        pairs = pairwise_ratios((r[0] for r in results), bares)
         middle = statistics.median(r[0] for r in results) / statistics.median(bares)
         print(
             f"ratio pgtail / bare:    {ours / bare:6.2f}x  best against best (goal: <= 1.25x);"

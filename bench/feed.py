@@ -30,7 +30,7 @@ from pgtail.changes import Assembler, EncodedRows, Event, TxBegin, TxCommit
 from pgtail.server import start_server
 
 sys.path.insert(0, str(Path(__file__).parent))
-from drain import INSERT, TABLE  # noqa: E402 - the drain benchmark's table and rows
+from common import INSERT, TABLE  # noqa: E402 - the shared bench table and rows
 
 SMALL = """
 DO $$

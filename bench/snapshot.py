@@ -29,22 +29,9 @@ import subprocess
 import sys
 import time
 
-import psycopg2
+from common import create_database, load_bench_table, psql_path, start_bench_server
 
-from pgtail.server import find_bindir, start_server
-
-TABLE = """
-CREATE TABLE bench (
-    id bigint PRIMARY KEY, name text, qty int, price numeric(12,2), created timestamptz,
-    flag bool, meta jsonb, tags text[], ratio float8, ref uuid
-)
-"""
-INSERT = """
-INSERT INTO bench
-SELECT g, 'name ' || g, g %% 1000, (g %% 100000) / 100.0, now(), g %% 2 = 0,
-       jsonb_build_object('k', g, 'tag', 'x'), ARRAY['a', 'b'], g * 1.5, gen_random_uuid()
-FROM generate_series(1, %s) g
-"""
+from pgtail.server import find_bindir
 
 
 def timed(args: list[str], cwd: str | None = None) -> tuple[float, int, float]:
@@ -75,24 +62,13 @@ def main() -> None:
     args = parser.parse_args()
 
     bindir = find_bindir()
-    server = start_server(bindir, settings={"shared_buffers": "256MB"})
+    server = start_bench_server(bindir)
     try:
-        admin = psycopg2.connect(server.dsn())
-        admin.autocommit = True
-        admin.cursor().execute("CREATE DATABASE bench")
-        admin.close()
-        dsn = server.dsn("bench")
-        conn = psycopg2.connect(dsn)
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(TABLE)
-            cur.execute(INSERT, (args.rows,))
-            cur.execute("VACUUM ANALYZE bench")
-            cur.execute("CREATE PUBLICATION bench_pub FOR TABLE bench")
+        conn = create_database(server)
+        load_bench_table(conn, args.rows)
         conn.close()
-        psql = str(bindir / "psql")
-        if not os.path.exists(psql):
-            psql = "psql"
+        dsn = server.dsn("bench")
+        psql = psql_path(bindir)
         commands = {
             "pgtail": [
                 *(sys.executable, "-m", "pgtail", "stream", "--dsn", dsn),

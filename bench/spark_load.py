@@ -29,40 +29,27 @@ import time
 from pathlib import Path
 
 import psycopg2
-
-from pgtail.server import find_bindir, start_server
-
-TABLE = """
-CREATE TABLE bench (
-    id bigint PRIMARY KEY, name text, qty int, price numeric(12,2), created timestamptz,
-    flag bool, meta jsonb, tags text[], ratio float8, ref uuid
+from common import (
+    CLK_TCK,
+    create_database,
+    load_bench_table,
+    processes,
+    psql_path,
+    start_bench_server,
 )
-"""
-INSERT = """
-INSERT INTO bench
-SELECT g, 'name ' || g, g %% 1000, (g %% 100000) / 100.0, now(), g %% 2 = 0,
-       jsonb_build_object('k', g, 'tag', 'x'), ARRAY['a', 'b'], g * 1.5, gen_random_uuid()
-FROM generate_series(1, %s) g
-"""
-TICKS = os.sysconf("SC_CLK_TCK")
+
+from pgtail.server import find_bindir
 
 
 def server_cpu(datadir: Path) -> float:
     """CPU seconds of the postmaster, its live backends and those it reaped."""
     postmaster = int((datadir / "postmaster.pid").read_text().split()[0])
     total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid, ppid = int(entry.name), int(fields[1])
+    for pid, fields in processes():
         if pid == postmaster:
-            total += sum(int(f) for f in fields[11:15]) / TICKS  # utime stime cutime cstime
-        elif ppid == postmaster:
-            total += sum(int(f) for f in fields[11:13]) / TICKS
+            total += sum(int(f) for f in fields[11:15]) / CLK_TCK  # utime stime cutime cstime
+        elif int(fields[1]) == postmaster:
+            total += sum(int(f) for f in fields[11:13]) / CLK_TCK
     return total
 
 
@@ -71,16 +58,9 @@ def tree_cpu(root: int) -> float:
     reaped: Spark's JVM, its Python daemon and workers."""
     children: dict[int, list[int]] = {}
     times: dict[int, float] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(entry.name)
+    for pid, fields in processes():
         children.setdefault(int(fields[1]), []).append(pid)
-        times[pid] = sum(int(f) for f in fields[11:15]) / TICKS
+        times[pid] = sum(int(f) for f in fields[11:15]) / CLK_TCK
     total, todo = 0.0, list(children.get(root, []))
     while todo:
         pid = todo.pop()
@@ -148,26 +128,16 @@ def main() -> None:
         return
 
     bindir = find_bindir()
-    server = start_server(bindir, settings={"shared_buffers": "256MB"})
+    server = start_bench_server(bindir)
     try:
-        admin = psycopg2.connect(server.dsn())
-        admin.autocommit = True
-        admin.cursor().execute("CREATE DATABASE bench")
-        admin.close()
-        dsn = server.dsn("bench")
-        conn = psycopg2.connect(dsn)
-        conn.autocommit = True
+        conn = create_database(server)
+        load_bench_table(conn, args.rows)
         with conn.cursor() as cur:
-            cur.execute(TABLE)
-            cur.execute(INSERT, (args.rows,))
-            cur.execute("VACUUM ANALYZE bench")
-            cur.execute("CREATE PUBLICATION bench_pub FOR TABLE bench")
             cur.execute("SELECT pg_size_pretty(pg_relation_size('bench'))")
             size = cur.fetchone()[0]
         conn.close()
-        psql = str(bindir / "psql")
-        if not os.path.exists(psql):
-            psql = "psql"
+        dsn = server.dsn("bench")
+        psql = psql_path(bindir)
         load = [sys.executable, __file__, "--child"]
         commands = {
             "spark local[1]": [*load, "local[1]", dsn, "bench_load_1"],

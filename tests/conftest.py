@@ -196,6 +196,13 @@ def codegen() -> Iterator[Callable[[bool], None]]:
     _codegen.reset()
 
 
+@pytest.fixture(params=[True, False], ids=["generated", "plain"])
+def both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
+    """The test runs twice: with the generated code and with the plain implementations
+    (a module opts in with ``pytestmark = pytest.mark.usefixtures("both_ways")``)."""
+    codegen(request.param)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local[2] SparkSession for every Spark test (Spark starts slowly)."""

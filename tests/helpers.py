@@ -10,6 +10,7 @@ readable and runnable on its own. ``conftest`` builds its ``db`` fixtures from
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -58,9 +59,10 @@ class Database:
             conn.close()
 
 
-def create_database(server: LocalServer, prefix: str = "t_") -> Database:
-    """A new, empty database on ``server`` (drop it with :func:`drop_database`)."""
-    name = prefix + uuid.uuid4().hex[:12]
+def create_database(server: LocalServer, prefix: str = "t_", name: str | None = None) -> Database:
+    """A new, empty database on ``server``, named ``name`` or ``prefix`` and a random
+    tail (drop it with :func:`drop_database`)."""
+    name = name or prefix + uuid.uuid4().hex[:12]
     admin = psycopg2.connect(server.dsn("postgres"))
     admin.autocommit = True
     try:
@@ -69,6 +71,21 @@ def create_database(server: LocalServer, prefix: str = "t_") -> Database:
     finally:
         admin.close()
     return Database(server, name)
+
+
+def allow_password_role(server: LocalServer, attributes: str) -> None:
+    """Role ``pw`` (LOGIN ``attributes``, password ``right-secret``), which must give its
+    password over TCP; every other role is trusted, over the socket and TCP."""
+    admin = psycopg2.connect(server.dsn("postgres"))
+    admin.autocommit = True
+    admin.cursor().execute(f"CREATE ROLE pw LOGIN {attributes} PASSWORD 'right-secret'")
+    admin.close()
+    server.set_hba(
+        "local all all trust\n"
+        "host all pw 127.0.0.1/32 scram-sha-256\n"
+        "host replication pw 127.0.0.1/32 scram-sha-256\n"
+        "host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"
+    )
 
 
 def fresh_database(server: LocalServer) -> Iterator[Database]:
@@ -142,6 +159,62 @@ def run_cli(args: list[str], env: dict[str, str | None] | None = None) -> tuple[
         return code, out.getvalue().decode(), err.getvalue().decode()
 
 
+# --- the CLI as a process ---------------------------------------------------------------
+
+
+def stream_command(dsn: str, *args: str) -> list[str]:
+    """``pgtail stream --dsn DSN ARGS`` as ``python -m pgtail`` (PYTHONPATH picks the code
+    under test)."""
+    return [sys.executable, "-m", "pgtail", "stream", "--dsn", dsn, *args]
+
+
+def pgtail_stream(dsn: str, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
+    """``pgtail stream --dsn DSN ARGS`` as a process; stdout and stderr are pipes unless
+    ``popen`` says else."""
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen(stream_command(dsn, *args), **popen)
+
+
+def run_stream(
+    dsn: str, *args: str, timeout: float | None = 120, **run: Any
+) -> subprocess.CompletedProcess[Any]:
+    """``pgtail stream --dsn DSN ARGS`` run to its end (a nonzero exit is the caller's to
+    assert unless ``check=True``); stdout and stderr captured unless ``run`` says else."""
+    run.setdefault("stdout", subprocess.PIPE)
+    run.setdefault("stderr", subprocess.PIPE)
+    run.setdefault("check", False)
+    return subprocess.run(stream_command(dsn, *args), timeout=timeout, **run)
+
+
+def kill_if_running(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``proc`` unless it has exited (a test's ``finally``: no process outlives it)."""
+    if proc.poll() is None:
+        proc.kill()
+
+
+def read_json_lines(stream: Any, count: int, timeout: float = 30) -> list[dict[str, Any]]:
+    """Read ``count`` JSON lines from a pipe (with a deadline; fewer if it closes)."""
+    found: list[dict[str, Any]] = []
+    box: dict[str, Any] = {}
+
+    def reader() -> None:
+        try:
+            while len(found) < count:
+                line = stream.readline()
+                if not line:
+                    return
+                found.append(orjson.loads(line))
+        except Exception as exc:  # pragma: no cover - reported below
+            box["error"] = exc
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert "error" not in box, box
+    return found
+
+
 # --- WAL and slots ----------------------------------------------------------------------
 
 
@@ -178,6 +251,16 @@ def wait_active(db: Database, slot: str = "s", timeout: float = 30) -> None:
             pass  # the server may be restarting
         time.sleep(0.05)
     raise AssertionError(f"slot {slot} never became active")
+
+
+def wait_any_active(db: Database, timeout: float = 30) -> None:
+    """Wait (at most ``timeout`` seconds, then go on) until some walsender holds a slot:
+    a temporary slot's name is not known beforehand."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if db.execute("SELECT count(*) FROM pg_replication_slots WHERE active")[0][0]:
+            break
+        time.sleep(0.05)
 
 
 def wait_inactive(db: Database, slot: str = "s", timeout: float = 30) -> None:

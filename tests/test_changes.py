@@ -43,9 +43,8 @@ T0 = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
 T1 = datetime(2024, 5, 6, 7, 8, 10, 654321, tzinfo=UTC)
 
 # public.items: id int4 (key), name text, body text; replica identity default
-ITEMS = pb.relation(
-    16384, "public", "items", [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)]
-)
+ITEMS_COLUMNS = [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)]
+ITEMS = pb.relation(16384, "public", "items", ITEMS_COLUMNS)
 ITEMS_FULL = pb.relation(
     16384,
     "public",
@@ -53,6 +52,11 @@ ITEMS_FULL = pb.relation(
     [("id", INT4, True), ("name", TEXT, True), ("body", TEXT, True)],
     replica_identity="f",
 )
+
+
+def items_in(xid: int) -> bytes:
+    """public.items's Relation message, sent inside streamed transaction ``xid``."""
+    return pb.relation(16384, "public", "items", ITEMS_COLUMNS, xid=xid)
 
 
 @pytest.fixture(autouse=True, params=["generated", "plain"])
@@ -485,13 +489,7 @@ def test_malformed_held_insert_raises_the_decoders_error(bad_insert: bytes, matc
 
 def test_streamed_insert_fast_path_reads_past_the_xid() -> None:
     asm = Assembler(2)
-    rel = pb.relation(
-        16384,
-        "public",
-        "items",
-        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)],
-        xid=42,
-    )
+    rel = items_in(42)
     payloads = streamed(42, [rel, pb.insert(16384, [b"7", None, "u"], xid=42)])
     events = run(asm, [*payloads, pb.stream_commit(42, 1, 2, T0)])
     (change,) = [e for e in events if isinstance(e, Change)]
@@ -523,13 +521,7 @@ def streamed(xid: int, body: list[bytes], first: bool = True) -> list[bytes]:
 
 def test_streamed_transaction_commit() -> None:
     asm = Assembler(2)
-    rel = pb.relation(
-        16384,
-        "public",
-        "items",
-        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)],
-        xid=500,
-    )
+    rel = items_in(500)
     assert run(asm, streamed(500, [rel, pb.insert(16384, [b"1", b"a", b"b"], xid=500)])) == []
     assert asm.open_transactions()
     assert (
@@ -617,20 +609,8 @@ def test_subtransaction_abort_of_unknown_subxid_is_harmless() -> None:
 
 def test_interleaved_streamed_transactions() -> None:
     asm = Assembler(4)
-    rel_a = pb.relation(
-        16384,
-        "public",
-        "items",
-        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)],
-        xid=801,
-    )
-    rel_b = pb.relation(
-        16384,
-        "public",
-        "items",
-        [("id", INT4, True), ("name", TEXT, False), ("body", TEXT, False)],
-        xid=802,
-    )
+    rel_a = items_in(801)
+    rel_b = items_in(802)
     payloads = [
         *streamed(801, [rel_a, pb.insert(16384, [b"1", b"a", b"1"], xid=801)]),
         *streamed(802, [rel_b, pb.insert(16384, [b"2", b"b", b"1"], xid=802)]),

@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -23,14 +22,23 @@ from pgtail.feedback import Feedback
 from pgtail.lsn import parse_lsn
 from pgtail.stream import writer as writer_module
 from pgtail.stream.writer import Batch, Writer
-from tests.helpers import confirmed, insert_lsn, wait_active, wait_inactive, write
-
-PY = sys.executable
+from tests.helpers import (
+    RawLines,
+    confirmed,
+    insert_lsn,
+    kill_if_running,
+    stream_command,
+    wait_active,
+    wait_inactive,
+    write,
+)
 
 
 def command(dsn: str, *args: str) -> list[str]:
-    return [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--slot", "s", "--publication", "pub",
-            "--format", "json", "--status-interval", "1", *args]  # fmt: skip
+    return stream_command(
+        dsn, "--slot", "s", "--publication", "pub", "--format", "json", "--status-interval", "1",
+        *args,
+    )  # fmt: skip
 
 
 def shell(dsn: str, *args: str, pipe: str = "") -> str:
@@ -86,8 +94,7 @@ def test_reader_that_never_reads_gets_nothing_confirmed(db: Any) -> None:
         proc.stdout.close()  # the reader goes away without reading
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 0, err
     wait_inactive(db)
     assert confirmed(db) == before
@@ -97,10 +104,7 @@ def test_reader_that_never_reads_gets_nothing_confirmed(db: Any) -> None:
 def test_reader_that_reads_and_stays_gets_it_confirmed_while_streaming(db: Any) -> None:
     setup(db)
     proc = subprocess.Popen(command(db.dsn), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    lines: list[bytes] = []
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")))
-    reader.start()
+    out = RawLines(proc)
     try:
         wait_active(db)
         for i in range(1, 4):
@@ -120,8 +124,7 @@ def test_reader_that_reads_and_stays_gets_it_confirmed_while_streaming(db: Any) 
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-        reader.join(10)
-    assert len(lines) == 3
+    assert len(out.lines()) == 3
 
 
 def test_idle_exit_into_a_pipe_confirms_what_the_reader_took(db: Any) -> None:
@@ -224,21 +227,15 @@ def test_big_transaction_to_stdout_is_whole_lines(db: Any, tmp_path: Path) -> No
 def test_sighup_stops_cleanly_with_129(db: Any) -> None:
     setup(db, rows=3)
     proc = subprocess.Popen(command(db.dsn), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    lines: list[bytes] = []
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")))
-    reader.start()
+    out = RawLines(proc)
     try:
         wait_active(db)
-        deadline = time.monotonic() + 60
-        while len(lines) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        out.wait_for(3)
         proc.send_signal(signal.SIGHUP)
         proc.wait(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        reader.join(10)
+        kill_if_running(proc)
+    lines = out.lines()
     assert proc.stderr is not None
     err = proc.stderr.read()
     assert proc.returncode == 129, err
@@ -282,8 +279,7 @@ def test_sighup_with_output_reopens_the_file(db: Any, tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 143, err
     assert ids(rotated) == [1, 2]
     assert b"reopening" in err
@@ -312,8 +308,7 @@ def test_socket_reader_that_never_reads_gets_nothing_confirmed(db: Any) -> None:
         ours.close()
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 0, err
     wait_inactive(db)
     assert next_ids(db) == [1, 2, 3]

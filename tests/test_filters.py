@@ -5,7 +5,6 @@ hide a table without a word). Pure matching first, then through the CLI."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from typing import Any
 
 import orjson
@@ -14,9 +13,7 @@ import pytest
 from pgtail.changes import Column, Table
 from pgtail.errors import ConfigurationError
 from pgtail.filters import EventFilter, parse_redact
-from tests.helpers import write
-
-PY = sys.executable
+from tests.helpers import run_stream, write
 
 
 def table(schema: str, name: str, *columns: str, key: str = "id") -> Table:
@@ -83,12 +80,7 @@ def test_unmatched_patterns() -> None:
 
 
 def stream(dsn: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--idle-exit", "1", *args],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    return run_stream(dsn, "--idle-exit", "1", *args, timeout=60)
 
 
 def setup(db: Any) -> None:

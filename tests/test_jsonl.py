@@ -28,11 +28,8 @@ from pgtail.filters import EventFilter, parse_ops
 from pgtail.render import RenderOptions, make_renderer
 from pgtail.render.jsonl import JsonLinesRenderer
 
-
-@pytest.fixture(autouse=True, params=[True, False], ids=["generated", "plain"])
-def _both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
-    """Every test here runs with the generated encoders and decoder and without them."""
-    codegen(request.param)
+# Every test here runs with the generated encoders and decoder and without them.
+pytestmark = pytest.mark.usefixtures("both_ways")
 
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)

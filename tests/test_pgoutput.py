@@ -60,11 +60,8 @@ from tests.pgoutput_corpus import (
     expected_tuple,
 )
 
-
-@pytest.fixture(autouse=True, params=[True, False], ids=["generated", "plain"])
-def _both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
-    """Every test here runs with the generated decoder code and without it."""
-    codegen(request.param)
+# Every test here runs with the generated decoder code and without it.
+pytestmark = pytest.mark.usefixtures("both_ways")
 
 
 if TYPE_CHECKING:

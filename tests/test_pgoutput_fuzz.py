@@ -28,10 +28,8 @@ FUZZ = settings(
 )
 
 
-@pytest.fixture(autouse=True, params=[True, False], ids=["generated", "plain"])
-def _both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
-    """Every test here runs with the generated decoder code and without it."""
-    codegen(request.param)
+# Every test here runs with the generated decoder code and without it.
+pytestmark = pytest.mark.usefixtures("both_ways")
 
 
 TYPE_BYTES = b"BCORYIUDTMSEcAbPKrp"

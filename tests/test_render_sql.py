@@ -31,11 +31,8 @@ from pgtail.render.sql import (
 )
 from tests.events import TIME, TX, USERS, change, col
 
-
-@pytest.fixture(autouse=True, params=[True, False], ids=["generated", "plain"])
-def _both_ways(request: pytest.FixtureRequest, codegen: Callable[[bool], None]) -> None:
-    """Every test here runs with the generated INSERT builders and without them."""
-    codegen(request.param)
+# Every test here runs with the generated INSERT builders and without them.
+pytestmark = pytest.mark.usefixtures("both_ways")
 
 FULL = Table(
     2,

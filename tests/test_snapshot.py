@@ -10,7 +10,6 @@ import io
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -32,12 +31,13 @@ from tests.helpers import (
     Database,
     create_database,
     drop_database,
+    pgtail_stream,
     run_cli,
+    run_stream,
     settle,
     start_standby,
 )
 
-PY = sys.executable
 ROWS = 20_000
 
 TABLE_DDL = (
@@ -53,16 +53,21 @@ FILL = (
 
 
 def pgtail(dsn: str, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
-    popen.setdefault("stdout", subprocess.PIPE)
-    popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(
-        [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--status-interval", "1", *args], **popen
-    )
+    return pgtail_stream(dsn, "--status-interval", "1", *args, **popen)
 
 
 def setup(db: Database) -> None:
     db.execute(TABLE_DDL)
     db.execute(FILL, (1, ROWS))
+    db.execute("CREATE PUBLICATION pub FOR TABLE t")
+
+
+def wide_table(db: Database) -> None:
+    """Table t of 200,000 rows of 200 bytes, vacuumed, in publication pub: a copy of it
+    that is not read waits near the table's start."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY, pad text)")
+    db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 200000) g")
+    db.execute("VACUUM t")
     db.execute("CREATE PUBLICATION pub FOR TABLE t")
 
 
@@ -99,6 +104,14 @@ def writer(db: Database) -> Iterator[threading.Event]:
     finally:
         stop.set()
         thread.join(30)
+
+
+def failed(proc: subprocess.Popen[bytes]) -> tuple[bytes, list[str]]:
+    """pgtail's stdout and its stderr lines that say "error", once it has exited (within
+    120 s) with code 1."""
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    return out, [line for line in err.decode().splitlines() if "error" in line]
 
 
 def replay(target: Database, script: str) -> None:
@@ -211,26 +224,10 @@ def test_sql_replay_into_a_second_database_equals_the_table(db: Database, tmp_pa
         assert state(target) == state(db)
         # the slot carries on from there: nothing confirmed twice or skipped
         db.execute("INSERT INTO t (id, name) VALUES (-1, 'after')")
-        more = subprocess.run(
-            [
-                PY,
-                "-m",
-                "pgtail",
-                "stream",
-                "--dsn",
-                db.dsn,
-                "--slot",
-                "s",
-                "--publication",
-                "pub",
-                "--format",
-                "sql",
-                "--idle-exit",
-                "2",
-            ],
-            check=True,
-            capture_output=True,
-        ).stdout.decode()
+        more = run_stream(
+            db.dsn, "--slot", "s", "--publication", "pub", "--format", "sql", "--idle-exit", "2",
+            timeout=None, check=True,
+        ).stdout.decode()  # fmt: skip
         assert "INSERT INTO public.t" in more and "'after'" in more
         assert "TRUNCATE" not in more
     finally:
@@ -520,10 +517,7 @@ def test_snapshot_too_old(pg15: LocalServer) -> None:
     server = start_server(pg15.bindir, settings={"old_snapshot_threshold": "0"})
     try:
         db = Database(server, "postgres")
-        db.execute("CREATE TABLE t (id int PRIMARY KEY, pad text)")
-        db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 200000) g")
-        db.execute("VACUUM t")
-        db.execute("CREATE PUBLICATION pub FOR TABLE t")
+        wide_table(db)
         proc = pgtail(db.dsn, "--slot", "s", "--create-slot", "--publication", "pub", "--snapshot")
         assert proc.stdout is not None
         # the output is not read: the copy waits near the table's start
@@ -531,9 +525,7 @@ def test_snapshot_too_old(pg15: LocalServer) -> None:
         time.sleep(6)  # the snapshot is now past the threshold
         db.execute("UPDATE t SET pad = 'y' WHERE id > 190000")  # pages the copy reads last
         db.execute("VACUUM t")
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 1, err
-        errors = [line for line in err.decode().splitlines() if "error" in line]
+        out, errors = failed(proc)
         assert errors == [
             "pgtail: error: the snapshot became too old while copying public.t:"
             " old_snapshot_threshold let VACUUM remove rows the copy still needed (raise"
@@ -560,10 +552,7 @@ def test_snapshot_too_old_on_a_standby(pg18: LocalServer) -> None:
             primary, {"hot_standby_feedback": "off", "max_standby_streaming_delay": "0"}
         )
         db = Database(primary, "postgres")
-        db.execute("CREATE TABLE t (id int PRIMARY KEY, pad text)")
-        db.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 200000) g")
-        db.execute("VACUUM t")
-        db.execute("CREATE PUBLICATION pub FOR TABLE t")
+        wide_table(db)
         on_standby = Database(standby, "postgres")
         proc = pgtail(
             on_standby.dsn, "--slot", "s", "--create-slot", "--publication", "pub", "--snapshot"
@@ -594,9 +583,7 @@ def test_snapshot_too_old_on_a_standby(pg18: LocalServer) -> None:
             if on_standby.execute(replayed, (flushed,))[0][0]:
                 break
             time.sleep(0.05)
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 1, err
-        errors = [line for line in err.decode().splitlines() if "error" in line]
+        out, errors = failed(proc)
         assert errors == [
             "pgtail: error: the snapshot became too old while copying public.t: canceling"
             " statement due to conflict with recovery (on a standby, turn hot_standby_feedback"

@@ -22,18 +22,24 @@ from typing import Any
 import orjson
 import pytest
 
-from pgtail.lsn import parse_lsn
-from tests.helpers import confirmed, insert_lsn, wait_active, wait_inactive
+from pgtail.lsn import format_lsn, parse_lsn
+from tests.helpers import (
+    confirmed,
+    insert_lsn,
+    kill_if_running,
+    pgtail_stream,
+    read_json_lines,
+    run_stream,
+    wait_active,
+    wait_any_active,
+    wait_inactive,
+)
 
 PY = sys.executable
 
 
 def pgtail(dsn: str, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
-    popen.setdefault("stdout", subprocess.PIPE)
-    popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(
-        [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--status-interval", "1", *args], **popen
-    )
+    return pgtail_stream(dsn, "--status-interval", "1", *args, **popen)
 
 
 def setup(db: Any, slot: str | None = "s") -> None:
@@ -42,28 +48,6 @@ def setup(db: Any, slot: str | None = "s") -> None:
     db.execute("CREATE PUBLICATION pub FOR TABLE t")
     if slot:
         db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
-
-
-def read_lines(stream: Any, count: int, timeout: float = 30) -> list[dict[str, Any]]:
-    """Read ``count`` JSON lines from a pipe (with a deadline)."""
-    found: list[dict[str, Any]] = []
-    box: dict[str, Any] = {}
-
-    def reader() -> None:
-        try:
-            while len(found) < count:
-                line = stream.readline()
-                if not line:
-                    return
-                found.append(orjson.loads(line))
-        except Exception as exc:  # pragma: no cover - reported below
-            box["error"] = exc
-
-    thread = threading.Thread(target=reader, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert "error" not in box, box
-    return found
 
 
 def parse_file(path: Path) -> list[dict[str, Any]]:
@@ -82,13 +66,12 @@ def test_signal_stops_cleanly_and_confirms(db: Any, signum: int, code: int) -> N
         wait_active(db)
         for i in range(5):
             db.execute("INSERT INTO t VALUES (%s, 'x')", (i,))
-        lines = read_lines(proc.stdout, 5)
+        lines = read_json_lines(proc.stdout, 5)
         assert [r["new"]["id"] for r in lines] == [0, 1, 2, 3, 4]
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == code, err
     assert b"Traceback" not in err
     wait_inactive(db)
@@ -173,26 +156,8 @@ def test_kill_9_and_restart_is_at_least_once(db: Any, tmp_path: Path) -> None:
     wait_inactive(db)
     confirmed_at_kill = confirmed(db)
     end = insert_lsn(db)
-    second = subprocess.run(
-        [
-            PY,
-            "-m",
-            "pgtail",
-            "stream",
-            "--dsn",
-            db.dsn,
-            "--slot",
-            "s",
-            "--publication",
-            "pub",
-            "--format",
-            "json",
-            "--end",
-            f"{end >> 32:X}/{end & 0xFFFFFFFF:X}",
-        ],
-        capture_output=True,
-        timeout=120,
-        check=False,
+    second = run_stream(
+        db.dsn, "--slot", "s", "--publication", "pub", "--format", "json", "--end", format_lsn(end)
     )
     assert second.returncode == 0, second.stderr
     first = parse_file(first_out)
@@ -240,31 +205,13 @@ def test_kill_9_with_output_file_has_no_duplicates(db: Any, tmp_path: Path) -> N
         end = insert_lsn(db)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-        final = subprocess.run(
-            [
-                PY,
-                "-m",
-                "pgtail",
-                "stream",
-                "--dsn",
-                db.dsn,
-                "--slot",
-                "s",
-                "--publication",
-                "pub",
-                "--output",
-                str(out),
-                "--end",
-                f"{end >> 32:X}/{end & 0xFFFFFFFF:X}",
-            ],
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
+        final = run_stream(
+            db.dsn, "--slot", "s", "--publication", "pub", "--output", str(out),
+            "--end", format_lsn(end),
+        )  # fmt: skip
         assert final.returncode == 0, final.stderr
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     lines = out.read_bytes().splitlines()
     ids = [orjson.loads(x)["new"]["id"] for x in lines]  # every line is whole
     assert sorted(ids) == list(range(total))  # each exactly once
@@ -288,8 +235,7 @@ def test_slow_consumer_survives_wal_sender_timeout(db: Any) -> None:
         time.sleep(6)  # the consumer stalls for six wal_sender_timeouts
         out, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 0, err
     ids = [orjson.loads(x)["new"]["id"] for x in out.splitlines()]
     assert ids == list(range(total + 50))
@@ -299,11 +245,7 @@ def test_slow_consumer_survives_wal_sender_timeout(db: Any) -> None:
 def test_temporary_slot_by_default_and_gone_after_exit(db: Any) -> None:
     setup(db, slot=None)
     proc = pgtail(db.dsn, "--publication", "pub", "--format", "json", "--max-changes", "2")
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        if db.execute("SELECT count(*) FROM pg_replication_slots WHERE active")[0][0]:
-            break
-        time.sleep(0.05)
+    wait_any_active(db)
     db.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
@@ -314,35 +256,14 @@ def test_temporary_slot_by_default_and_gone_after_exit(db: Any) -> None:
 
 def test_cli_error_is_one_line(db: Any) -> None:
     setup(db)
-    proc = subprocess.run(
-        [
-            PY,
-            "-m",
-            "pgtail",
-            "stream",
-            "--dsn",
-            db.dsn,
-            "--slot",
-            "missing",
-            "--publication",
-            "pub",
-        ],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run_stream(db.dsn, "--slot", "missing", "--publication", "pub", timeout=60)
     assert proc.returncode == 1
     lines = proc.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "does not exist" in lines[0] and "--create-slot" in lines[0]
 
 
 def test_cli_bad_lsn_is_usage_error(db: Any) -> None:
-    proc = subprocess.run(
-        [PY, "-m", "pgtail", "stream", "--dsn", db.dsn, "--end", "nonsense"],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run_stream(db.dsn, "--end", "nonsense", timeout=60)
     assert proc.returncode == 2
     assert b"invalid LSN 'nonsense'" in proc.stderr
 
@@ -397,8 +318,7 @@ def test_signal_while_output_blocked_finishes_writing_what_was_read(db: Any) -> 
         assert proc.poll() is None  # still writing what it read
         out, err = proc.communicate(timeout=60)  # now the consumer reads
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 143, err
     ids = [orjson.loads(x)["new"]["id"] for x in out.splitlines()]
     assert ids == list(range(total))
@@ -421,8 +341,7 @@ def test_second_signal_abandons_blocked_output(db: Any) -> None:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)  # exits without waiting for the consumer
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert code == 143
     wait_inactive(db)
     # the transaction was never completely written: not confirmed
@@ -478,13 +397,12 @@ def test_server_error_mid_stream_is_reported_not_retried(db15: Any) -> None:
     try:
         wait_active(db)
         db.execute("INSERT INTO t VALUES (1, 'a')")
-        first = read_lines(proc.stdout, 1)
+        first = read_json_lines(proc.stdout, 1)
         db.execute("DROP PUBLICATION pub")
         db.execute("INSERT INTO t VALUES (2, 'b')")  # decoding it needs the publication
         _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert [r["new"]["id"] for r in first] == [1]
     assert proc.returncode == 1, err
     text = err.decode()
@@ -515,32 +433,14 @@ def test_kill_9_inside_a_large_transaction_with_output_file(db: Any, tmp_path: P
         proc.wait()
         partial = out.stat().st_size
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     wait_inactive(db)
     db.execute("INSERT INTO t VALUES (%s, 'after')", (total,))
     end = insert_lsn(db)
-    again = subprocess.run(
-        [
-            PY,
-            "-m",
-            "pgtail",
-            "stream",
-            "--dsn",
-            db.dsn,
-            "--slot",
-            "s",
-            "--publication",
-            "pub",
-            "--output",
-            str(out),
-            "--end",
-            f"{end >> 32:X}/{end & 0xFFFFFFFF:X}",
-        ],
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    again = run_stream(
+        db.dsn, "--slot", "s", "--publication", "pub", "--output", str(out),
+        "--end", format_lsn(end),
+    )  # fmt: skip
     assert again.returncode == 0, again.stderr
     ids = [orjson.loads(x)["new"]["id"] for x in out.read_bytes().splitlines()]
     assert ids == list(range(total + 1))
@@ -557,14 +457,10 @@ def test_appending_stdout_after_a_torn_line_cuts_it(db: Any, tmp_path: Path) -> 
     out = tmp_path / "changes.jsonl"
     out.write_bytes(b'{"op":"insert","n":0}\n{"op":"insert","schema":"public","ta')
     with open(out, "ab") as fh:
-        again = subprocess.run(
-            [PY, "-m", "pgtail", "stream", "--dsn", db.dsn, "--slot", "s", "--publication"]
-            + ["pub", "--format", "json", "--end", f"{end >> 32:X}/{end & 0xFFFFFFFF:X}"],
-            stdout=fh,
-            stderr=subprocess.PIPE,
-            timeout=120,
-            check=False,
-        )
+        again = run_stream(
+            db.dsn, "--slot", "s", "--publication", "pub", "--format", "json",
+            "--end", format_lsn(end), stdout=fh,
+        )  # fmt: skip
     assert again.returncode == 0, again.stderr
     lines = [orjson.loads(x) for x in out.read_bytes().splitlines()]  # every line is whole
     assert [r.get("new") for r in lines] == [None, {"id": 1, "v": "one"}]

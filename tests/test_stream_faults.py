@@ -3,21 +3,28 @@ proxy) and a server restart. pgtail reconnects, resumes, and loses nothing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg2
 import pytest
 
 from pgtail.lsn import format_lsn
 from pgtail.server import LocalServer, start_server
-from tests.helpers import Database, JsonLines, confirmed, insert_lsn, wait_active
+from tests.helpers import (
+    Database,
+    JsonLines,
+    allow_password_role,
+    confirmed,
+    create_database,
+    insert_lsn,
+    kill_if_running,
+    pgtail_stream,
+    run_stream,
+    wait_active,
+    wait_any_active,
+)
 from tests.proxy import Proxy
-
-PY = sys.executable
 
 
 def setup(db: Any) -> None:
@@ -30,28 +37,10 @@ def test_connection_cut_mid_stream_reconnects_without_loss(db: Any) -> None:
     setup(db)
     with Proxy(db.server.port) as proxy:
         dsn = f"host=127.0.0.1 port={proxy.port} dbname={db.name} user={db.server.user}"
-        proc = subprocess.Popen(
-            [
-                PY,
-                "-m",
-                "pgtail",
-                "stream",
-                "--dsn",
-                dsn,
-                "--slot",
-                "s",
-                "--publication",
-                "pub",
-                "--format",
-                "json",
-                "--status-interval",
-                "1",
-                "--idle-exit",
-                "30",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        proc = pgtail_stream(
+            dsn, "--slot", "s", "--publication", "pub", "--format", "json",
+            "--status-interval", "1", "--idle-exit", "30",
+        )  # fmt: skip
         try:
             collector = JsonLines(proc)
             wait_active(db, timeout=60)
@@ -77,8 +66,7 @@ def test_connection_cut_mid_stream_reconnects_without_loss(db: Any) -> None:
             _, err = proc.communicate(timeout=30)
             collector.join()
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            kill_if_running(proc)
         assert proxy.connections >= 4  # the first connection and one after each cut
     assert proc.returncode == 143, err
     assert b"reconnect" in err
@@ -92,11 +80,7 @@ def own_db(pg: LocalServer) -> Iterator[Database]:
     restarting it disturbs no other test."""
     server = start_server(pg.bindir, settings=dict(pg.settings))
     try:
-        admin = psycopg2.connect(server.dsn("postgres"))
-        admin.autocommit = True
-        admin.cursor().execute("CREATE DATABASE restart_test")
-        admin.close()
-        yield Database(server, "restart_test")
+        yield create_database(server, name="restart_test")
     finally:
         server.destroy()
 
@@ -104,28 +88,10 @@ def own_db(pg: LocalServer) -> Iterator[Database]:
 def test_server_restart_mid_stream(own_db: Database) -> None:
     db = own_db
     setup(db)
-    proc = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "pgtail",
-            "stream",
-            "--dsn",
-            db.dsn,
-            "--slot",
-            "s",
-            "--publication",
-            "pub",
-            "--format",
-            "json",
-            "--status-interval",
-            "1",
-            "--reconnect-max-delay",
-            "2",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = pgtail_stream(
+        db.dsn, "--slot", "s", "--publication", "pub", "--format", "json",
+        "--status-interval", "1", "--reconnect-max-delay", "2",
+    )  # fmt: skip
     try:
         collector = JsonLines(proc)
         wait_active(db, timeout=60)
@@ -146,8 +112,7 @@ def test_server_restart_mid_stream(own_db: Database) -> None:
         _, err = proc.communicate(timeout=30)
         collector.join()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 130, err
     assert b"reconnected" in err, err
     ids = [r["new"]["id"] for r in collector.lines]
@@ -159,36 +124,16 @@ def test_temporary_slot_cannot_resume_after_a_cut(db: Any) -> None:
     db.execute("CREATE PUBLICATION pub FOR TABLE t")
     with Proxy(db.server.port) as proxy:
         dsn = f"host=127.0.0.1 port={proxy.port} dbname={db.name} user={db.server.user}"
-        proc = subprocess.Popen(
-            [
-                PY,
-                "-m",
-                "pgtail",
-                "stream",
-                "--dsn",
-                dsn,
-                "--publication",
-                "pub",
-                "--format",
-                "json",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        proc = pgtail_stream(dsn, "--publication", "pub", "--format", "json")
         try:
             collector = JsonLines(proc)
-            deadline = time.time() + 30
-            while time.time() < deadline:
-                if db.execute("SELECT count(*) FROM pg_replication_slots WHERE active")[0][0]:
-                    break
-                time.sleep(0.05)
+            wait_any_active(db)
             db.execute("INSERT INTO t VALUES (1, 'a')")
             collector.wait_for(1)
             proxy.cut()
             _, err = proc.communicate(timeout=30)
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            kill_if_running(proc)
     assert proc.returncode == 1
     lines = err.decode().strip().splitlines()
     assert "temporary slot" in lines[-1] and "--slot" in lines[-1]
@@ -203,28 +148,14 @@ def replica_server(pg18: LocalServer) -> Iterator[Any]:
     major; the reconnect and restart tests above run on every major."""
     server = start_server(pg18.bindir, settings={"wal_level": "replica"})
     try:
-        admin = psycopg2.connect(server.dsn("postgres"))
-        admin.autocommit = True
-        admin.cursor().execute("CREATE ROLE pw LOGIN REPLICATION PASSWORD 'right-secret'")
-        admin.close()
-        server.set_hba(
-            "local all all trust\n"
-            "host all pw 127.0.0.1/32 scram-sha-256\n"
-            "host replication pw 127.0.0.1/32 scram-sha-256\n"
-            "host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"
-        )
+        allow_password_role(server, "REPLICATION")
         yield server
     finally:
         server.destroy()
 
 
 def test_error_wal_level_not_logical(replica_server: Any) -> None:
-    proc = subprocess.run(
-        [PY, "-m", "pgtail", "stream", "--dsn", replica_server.dsn("postgres")],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run_stream(replica_server.dsn("postgres"), timeout=60)
     assert proc.returncode == 1
     lines = proc.stderr.decode().strip().splitlines()
     assert len(lines) == 1
@@ -233,12 +164,7 @@ def test_error_wal_level_not_logical(replica_server: Any) -> None:
 
 def test_error_authentication_failure_hides_password(replica_server: Any) -> None:
     dsn = replica_server.dsn("postgres", user="pw", password="wrong-secret")
-    proc = subprocess.run(
-        [PY, "-m", "pgtail", "stream", "--dsn", dsn],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run_stream(dsn, timeout=60)
     assert proc.returncode == 1
     err = proc.stderr.decode()
     assert "authentication failed" in err

@@ -22,7 +22,19 @@ import pytest
 from pgtail.catalog import describe_disconnect, is_transient, translate_connect_error
 from pgtail.errors import ConnectionFailed, ServerUnavailable
 from pgtail.server import LocalServer, start_server
-from tests.helpers import Database, JsonLines, RawLines, confirmed, insert_lsn, wait_active
+from tests.helpers import (
+    Database,
+    JsonLines,
+    RawLines,
+    allow_password_role,
+    confirmed,
+    create_database,
+    insert_lsn,
+    kill_if_running,
+    pgtail_stream,
+    run_stream,
+    wait_active,
+)
 
 PY = sys.executable
 # psycopg2's and libpq's own words for a lost connection, never shown to users
@@ -36,12 +48,10 @@ def setup(db: Database) -> None:
 
 
 def stream(dsn: str, *extra: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--slot", "s", "--publication", "pub"]
-        + ["--format", "json", "--status-interval", "1", "--reconnect-max-delay", "1", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return pgtail_stream(
+        dsn, "--slot", "s", "--publication", "pub", "--format", "json",
+        "--status-interval", "1", "--reconnect-max-delay", "1", *extra,
+    )  # fmt: skip
 
 
 def ended(proc: subprocess.Popen[bytes], within: float) -> tuple[int, list[str]]:
@@ -55,9 +65,17 @@ def ended(proc: subprocess.Popen[bytes], within: float) -> tuple[int, list[str]]
     return proc.returncode, err.decode().strip().splitlines()
 
 
-@pytest.fixture
-def streaming_db(db: Database) -> Iterator[tuple[Database, subprocess.Popen[bytes], JsonLines]]:
-    """A stream of slot ``s`` / publication ``pub`` that has written row 1."""
+def failed_with_one_line(proc: subprocess.Popen[bytes]) -> list[str]:
+    """pgtail's stderr lines, once it has exited (within 30 s) with code 1 and one line."""
+    code, lines = ended(proc, within=30)
+    assert code == 1
+    assert len(lines) == 1, lines
+    return lines
+
+
+def stream_row_1(db: Database) -> tuple[subprocess.Popen[bytes], JsonLines]:
+    """Table t, publication pub and slot s (:func:`setup`), and a stream of them that has
+    written row 1 (killed if it does not)."""
     setup(db)
     proc = stream(db.dsn)
     try:
@@ -65,6 +83,18 @@ def streaming_db(db: Database) -> Iterator[tuple[Database, subprocess.Popen[byte
         wait_active(db)
         db.execute("INSERT INTO t VALUES (1, 'a')")
         lines.wait_for(1)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc, lines
+
+
+@pytest.fixture
+def streaming_db(db: Database) -> Iterator[tuple[Database, subprocess.Popen[bytes], JsonLines]]:
+    """A stream of slot ``s`` / publication ``pub`` that has written row 1."""
+    proc, lines = stream_row_1(db)
+    try:
         yield db, proc, lines
     finally:
         if proc.poll() is None:
@@ -85,9 +115,7 @@ def test_slot_dropped_while_streaming_ends_the_run_at_once(
         check=False,
     )
     assert dropped.returncode == 0, dropped.stderr
-    code, lines = ended(proc, within=30)
-    assert code == 1
-    assert len(lines) == 1, lines
+    lines = failed_with_one_line(proc)
     assert lines[0].startswith("pgtail: error: replication slot 's' was dropped"), lines
 
 
@@ -99,9 +127,7 @@ def test_publication_dropped_while_streaming_ends_the_run(
     # the walsender is ended (as a restart would): the facts checked before reconnecting
     # find the publication gone
     db.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots")
-    code, lines = ended(proc, within=30)
-    assert code == 1
-    assert len(lines) == 1, lines
+    lines = failed_with_one_line(proc)
     assert "publication 'pub' was dropped" in lines[0], lines
 
 
@@ -113,9 +139,7 @@ def test_publication_dropped_while_decoding_ends_the_run(
         pytest.skip("18's pgoutput skips a missing publication with a warning")
     db.execute("DROP PUBLICATION pub")
     db.execute("INSERT INTO t VALUES (2, 'b')")
-    code, lines = ended(proc, within=30)
-    assert code == 1
-    assert len(lines) == 1, lines
+    lines = failed_with_one_line(proc)
     assert 'publication "pub" does not exist (dropped while' in lines[0], lines
     assert "pgtail slot advance s LSN" in lines[0], lines  # not "create it again and rerun"
 
@@ -176,8 +200,7 @@ def test_replication_revoked_ends_the_run(db: Database) -> None:
             db.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots")
             code, err = ended(proc, within=30)
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            kill_if_running(proc)
         assert code == 1
         assert len(err) == 1, err
         assert "lacks the REPLICATION attribute" in err[0], err
@@ -198,17 +221,8 @@ def own_server(pg: LocalServer) -> Iterator[LocalServer]:
     with database ``heal`` and a password-protected role ``pw``."""
     server = start_server(pg.bindir, settings=dict(pg.settings))
     try:
-        admin = psycopg2.connect(server.dsn("postgres"))
-        admin.autocommit = True
-        admin.cursor().execute("CREATE DATABASE heal")
-        admin.cursor().execute("CREATE ROLE pw LOGIN SUPERUSER PASSWORD 'right-secret'")
-        admin.close()
-        server.set_hba(
-            "local all all trust\n"
-            "host all pw 127.0.0.1/32 scram-sha-256\n"
-            "host replication pw 127.0.0.1/32 scram-sha-256\n"
-            "host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"
-        )
+        create_database(server, name="heal")
+        allow_password_role(server, "SUPERUSER")
         yield server
     finally:
         server.destroy()
@@ -230,8 +244,7 @@ def test_started_before_the_server_retries_then_streams(own_server: LocalServer)
         proc.send_signal(2)
         code, err = ended(proc, within=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert code == 130, err
     assert lines.ids() == [1]
     retries = [line for line in err if "retrying in" in line]
@@ -246,12 +259,7 @@ def test_wrong_password_and_missing_database_fail_at_once(own_server: LocalServe
         (own_server.dsn("heal", user="no_such_role"), 'role "no_such_role" does not exist'),
     ):
         started = time.monotonic()
-        proc = subprocess.run(
-            [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--slot", "s", "--publication", "pub"],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        proc = run_stream(dsn, "--slot", "s", "--publication", "pub", timeout=60)
         assert proc.returncode == 1
         lines = proc.stderr.decode().strip().splitlines()
         assert len(lines) == 1, lines
@@ -291,8 +299,7 @@ def test_crash_restart_writes_each_transaction_once(own_server: LocalServer, fmt
         proc.send_signal(2)
         code, err = ended(proc, within=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert code == 130, err
     lines = out.lines()
     if fmt == "json":
@@ -310,13 +317,8 @@ def test_crash_restart_writes_each_transaction_once(own_server: LocalServer, fmt
 
 def test_restart_and_terminate_are_told_in_postgresql_terms(own_server: LocalServer) -> None:
     db = Database(own_server, "heal")
-    setup(db)
-    proc = stream(db.dsn)
+    proc, lines = stream_row_1(db)
     try:
-        lines = JsonLines(proc)
-        wait_active(db)
-        db.execute("INSERT INTO t VALUES (1, 'a')")
-        lines.wait_for(1)
         db.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots")
         wait_active(db)
         db.execute("INSERT INTO t VALUES (2, 'b')")
@@ -328,8 +330,7 @@ def test_restart_and_terminate_are_told_in_postgresql_terms(own_server: LocalSer
         proc.send_signal(15)
         code, err = ended(proc, within=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert code == 143, err
     assert lines.ids() == [1, 2, 3]
     text = "\n".join(err)

@@ -4,25 +4,16 @@ them. Through the real CLI."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.helpers import write
-
-PY = sys.executable
+from tests.helpers import run_stream, write
 
 
 def stream(dsn: str, *args: str) -> list[dict[str, Any]]:
-    run = subprocess.run(
-        [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--idle-exit", "1", *args],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    run = run_stream(dsn, "--idle-exit", "1", *args, timeout=60)
     assert run.returncode == 0, run.stderr
     return [orjson.loads(line) for line in run.stdout.splitlines()]
 

@@ -18,17 +18,27 @@ from pgtail.stream import FIRST_CONTACT_WAIT
 from tests.helpers import insert_lsn, run_cli, settle
 
 
+def slot_with_row_1(db: Any) -> None:
+    """Table t in publication pub, slot s, and row 1 written after the slot."""
+    db.execute("CREATE TABLE t (id int PRIMARY KEY); CREATE PUBLICATION pub FOR TABLE t")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db.execute("INSERT INTO t VALUES (1)")
+
+
+def up_to_now(db: Any) -> list[str]:
+    """``stream`` arguments that read slot s / publication pub up to what is written now."""
+    settle(db)
+    end = format_lsn(insert_lsn(db))
+    return ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub", "--end", end]
+
+
 @pytest.mark.min_major(14)
 def test_ops_message_implies_messages(db: Any) -> None:
     """Without --messages the messages were not decoded: nothing shown, exit 0, and the
     slot confirmed past them."""
-    db.execute("CREATE TABLE t (id int PRIMARY KEY); CREATE PUBLICATION pub FOR TABLE t")
-    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
-    db.execute("INSERT INTO t VALUES (1)")
+    slot_with_row_1(db)
     db.execute("SELECT pg_logical_emit_message(true, 'app', 'hello')")
-    settle(db)
-    end = format_lsn(insert_lsn(db))
-    args = ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub", "--end", end]
+    args = up_to_now(db)
     code, out, err = run_cli([*args, "--ops", "message", "--format", "json"])
     assert code == 0, err
     records = [orjson.loads(line) for line in out.splitlines()]
@@ -114,19 +124,13 @@ def test_a_server_that_answers_is_not_unreachable() -> None:
 def test_start_before_the_slots_position_is_said(db: Any) -> None:
     """The server starts at the slot's confirmed position: --start before it was
     silently ignored."""
-    db.execute("CREATE TABLE t (id int PRIMARY KEY); CREATE PUBLICATION pub FOR TABLE t")
-    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
-    db.execute("INSERT INTO t VALUES (1)")
-    settle(db)
-    end = format_lsn(insert_lsn(db))
-    args = ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub", "--end", end]
+    slot_with_row_1(db)
+    args = up_to_now(db)
     code, out, err = run_cli([*args, "--format", "json"])
     assert code == 0 and len(out.splitlines()) == 1, err
     assert "--start" not in err
     db.execute("INSERT INTO t VALUES (2)")
-    settle(db)
-    end = format_lsn(insert_lsn(db))
-    args = ["stream", "--dsn", db.dsn, "--slot", "s", "--publication", "pub", "--end", end]
+    args = up_to_now(db)
     code, out, err = run_cli([*args, "--format", "json", "--start", "0/1"])
     assert code == 0, err
     assert [orjson.loads(line)["new"]["id"] for line in out.splitlines()] == [2]

@@ -6,33 +6,20 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from typing import Any
 
 import orjson
 
-from tests.helpers import run_cli, write
-
-PY = sys.executable
+from tests.helpers import pgtail_stream, run_cli, run_stream, write
 
 
 def pgtail(dsn: str, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [PY, "-m", "pgtail", "stream", "--dsn", dsn, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return pgtail_stream(dsn, *args)
 
 
 def finished(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "pgtail", "stream", "--dsn", dsn, "--idle-exit", "1", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_stream(dsn, "--idle-exit", "1", *args, text=True, timeout=60)
 
 
 def run_publications(db: Any) -> dict[str, bool]:
