@@ -114,6 +114,7 @@ PLUGINS = {
     "sql-base": "pgoutput",
 }
 
+
 @dataclass
 class Run:
     seconds: float
@@ -333,6 +334,15 @@ def main() -> None:
                 f"| {consumer} | {changes / seconds:,.0f} | {ratio:.2f} | {client:.2f}"
                 f" | {walsender:.2f} |"
             )
+        for fmt in ("json", "sql"):
+            if fmt in runs and fmt + "-base" in runs:  # this tree against the baseline
+                own, base = runs[fmt], runs[fmt + "-base"]
+                time_ratio = median_ratio((r.seconds for r in own), (b.seconds for b in base))
+                cpu_ratio = median_ratio((r.client_cpu for r in own), (b.client_cpu for b in base))
+                print(
+                    f"{fmt} against {fmt}-base, median of pairwise ratios:"
+                    f" time {time_ratio:.3f}, client CPU {cpu_ratio:.3f}"
+                )
         print(f"load after: {os.getloadavg()[0]:.2f} (a shared machine: other work competes)")
         admin.close()
     finally:
