@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, BinaryIO
 
 import orjson
@@ -90,11 +90,11 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.changes.schema import describe
-from pgtail.lsn import MAX_LSN, format_lsn
+from pgtail.lsn import format_lsn
 from pgtail.render.escape import c1_escaped
 from pgtail.render.jsonl_rows import int64, one_json_each, rows_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
-from pgtail.render.time_text import second_text
+from pgtail.render.tx_text import usual_tx
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
 from pgtail.values import Converter, JsonKind, dumps, json_default, text_json
 from pgtail.values.jsontypes import JSON_SHAPE, json_shapes, learn_json_shape
@@ -128,30 +128,16 @@ def tx_fields(tx: Transaction) -> dict[str, Any]:
 
 def tx_part(tx: Transaction) -> bytes:
     """`tx_fields` serialized as JSON members (no braces), a comma after them: the same
-    bytes as ``dumps(tx_fields(tx))[1:-1] + b","``, made without the dict, and with the
-    commit time's text up to the second reused, for the usual transaction (once per
-    transaction: it counts when transactions are small)."""
-    commit_time = tx.commit_time
-    commit_lsn = tx.commit_lsn
-    end_lsn = tx.end_lsn
-    if (
-        tx.origin is not None
-        or tx.prepared
-        or tx.gid is not None
-        or commit_time.tzinfo is not UTC
-        or not (0 <= commit_lsn <= MAX_LSN and 0 <= end_lsn <= MAX_LSN)  # format_lsn raises
-    ):
+    bytes as ``dumps(tx_fields(tx))[1:-1] + b","``, made in one format for the usual
+    transaction (once per transaction: it counts when transactions are small)."""
+    usual = usual_tx(tx)
+    if usual is None:  # (format_lsn raises for an LSN out of range)
         return dumps(tx_fields(tx))[1:-1] + b","
     # LSNs (hex) and ISO times hold nothing JSON escapes
-    return b'"xid":%d,"commit_lsn":"%X/%X","end_lsn":"%X/%X","commit_time":"%s.%06d+00:00",' % (
-        tx.xid,
-        commit_lsn >> 32,
-        commit_lsn & 0xFFFFFFFF,
-        end_lsn >> 32,
-        end_lsn & 0xFFFFFFFF,
-        second_text(commit_time),
-        commit_time.microsecond,
-    )
+    return _TX_PART % usual
+
+
+_TX_PART = b'"xid":%d,"commit_lsn":"%X/%X","end_lsn":"%X/%X","commit_time":"%s.%06d+00:00",'
 
 
 def message_content(content: bytes) -> tuple[str, str]:

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC
 from typing import Any, BinaryIO
 
 from pgtail.changes import (
@@ -81,7 +80,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.changes.schema import describe
-from pgtail.lsn import MAX_LSN, format_lsn
+from pgtail.lsn import format_lsn
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.render.sql_literals import (
     COMPARE_AS,
@@ -93,7 +92,7 @@ from pgtail.render.sql_literals import (
     text_literal,
 )
 from pgtail.render.sql_literals import literal as literal
-from pgtail.render.time_text import second_text
+from pgtail.render.tx_text import usual_tx
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
 from pgtail.sqlnames import quote_qualified as quote_qualified
@@ -211,49 +210,18 @@ def _no_identity_reason(table: Table, qualified: str) -> str:
 
 
 def tx_begin(tx: Transaction) -> bytes:
-    """A transaction's comment and ``BEGIN;`` (once per transaction: the usual one's made
-    in one format, its commit time's text up to the second reused)."""
-    commit_time = tx.commit_time
-    commit_lsn = tx.commit_lsn
-    end_lsn = tx.end_lsn
-    if (
-        tx.origin is None
-        and tx.gid is None
-        and not tx.prepared
-        and not tx.streamed
-        and commit_time.tzinfo is UTC
-        and 0 <= commit_lsn <= MAX_LSN
-        and 0 <= end_lsn <= MAX_LSN
-    ):
-        return b"-- xid=%d commit_lsn=%X/%X end_lsn=%X/%X commit_time=%s.%06d+00:00\nBEGIN;\n" % (
-            tx.xid,
-            commit_lsn >> 32,
-            commit_lsn & 0xFFFFFFFF,
-            end_lsn >> 32,
-            end_lsn & 0xFFFFFFFF,
-            second_text(commit_time),
-            commit_time.microsecond,
-        )
-    return (tx_comment(tx) + "\nBEGIN;\n").encode("utf-8")
+    """A transaction's comment and ``BEGIN;``, made in one format for the usual one (once
+    per transaction: it counts when transactions are small)."""
+    usual = None if tx.streamed else usual_tx(tx)
+    if usual is None:
+        return (tx_comment(tx) + "\nBEGIN;\n").encode("utf-8")
+    return _TX_BEGIN % usual
+
+
+_TX_BEGIN = b"-- xid=%d commit_lsn=%X/%X end_lsn=%X/%X commit_time=%s.%06d+00:00\nBEGIN;\n"
 
 
 def tx_comment(tx: Transaction) -> str:
-    commit_lsn = tx.commit_lsn
-    end_lsn = tx.end_lsn
-    if (
-        tx.origin is None
-        and tx.gid is None
-        and not tx.prepared
-        and not tx.streamed
-        and 0 <= commit_lsn <= MAX_LSN
-        and 0 <= end_lsn <= MAX_LSN
-    ):
-        # the usual transaction, once per transaction: one format (the same text)
-        return (
-            f"-- xid={tx.xid} commit_lsn={commit_lsn >> 32:X}/{commit_lsn & 0xFFFFFFFF:X}"
-            f" end_lsn={end_lsn >> 32:X}/{end_lsn & 0xFFFFFFFF:X}"
-            f" commit_time={tx.commit_time.isoformat(timespec='microseconds')}"
-        )
     parts = [
         f"xid={tx.xid}",
         f"commit_lsn={format_lsn(tx.commit_lsn)}",
