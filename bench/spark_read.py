@@ -34,6 +34,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--tx-rows", type=int, default=10_000, help="inserts per transaction")
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument("--typed", action="store_true")
     kind.add_argument("--stage", action="store_true")
@@ -49,7 +50,7 @@ def main() -> None:
         conn.autocommit = True
         with conn.cursor() as cur:
             prepare(cur, ("read", *(f"cli{i}" for i in range(args.repeat))))
-            insert(cur, args.changes, 10_000)
+            insert(cur, args.changes, args.tx_rows)
         conn.close()
         options = {"dsn": dsn, "slot": "read", "publication": "bench_pub"}
         if args.typed:
