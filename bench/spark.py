@@ -24,8 +24,10 @@ changes (inserts of a mixed-type table in transactions of ``--tx-rows``) are com
   server runs on this machine).
 
 Usage: python bench/spark.py [--changes 1000000] [--tx-rows 10000]
-(the ``pgtail`` imported is the one on ``sys.path``: run from a tree with
-``PYTHONPATH=<tree>`` to compare two trees in one sitting)
+(the ``pgtail`` imported is the one on ``sys.path``: to compare two trees in one sitting,
+run it from each tree's directory with ``PYTHONPATH=<tree>`` -- Spark's Python workers
+put their working directory first on their path, so with ``PYTHONPATH`` alone they would
+run the pgtail of the directory the bench was started from)
 """
 
 from __future__ import annotations
