@@ -15,20 +15,26 @@ changes (inserts of a mixed-type table in transactions of ``--tx-rows``) are com
 - ``spark, two slots``: ``pgtail spark run`` reading two slots (one partition each) at
   once (the default writer).
 - ``json``: ``pgtail stream --slot <slot> --end <lsn> --format json > /dev/null``.
+- CPU per change: of ``pgtail stream`` (the process), and during each ``pgtail spark
+  run`` of Spark's JVM and of its Python workers (every process this one started,
+  from ``/proc/<pid>/stat``; the workers outlive a query, so the difference is theirs).
 - the server during each Spark run: temporary files written (``pg_stat_database``
   temp_files / temp_bytes, before and after) and the peak resident memory of the backends
   the Spark source used (``application_name`` pgtail-spark; ``/proc/<pid>/status``, the
   server runs on this machine).
 
 Usage: python bench/spark.py [--changes 1000000] [--tx-rows 10000]
-(the ``pgtail`` imported is the one on ``sys.path``: run from a tree with
-``PYTHONPATH=<tree>`` to compare two trees in one sitting)
+(the ``pgtail`` imported is the one on ``sys.path``: to compare two trees in one sitting,
+run it from each tree's directory with ``PYTHONPATH=<tree>`` -- Spark's Python workers
+put their working directory first on their path, so with ``PYTHONPATH`` alone they would
+run the pgtail of the directory the bench was started from)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -92,6 +98,7 @@ class ServerUse:
         self.conn.autocommit = True
         self.peak_kb = 0
         self.batches = 0.0  # seconds of the query's batches (spark_run)
+        self.cpu: dict[str, float] = {}  # seconds of CPU by kind of process (spark_run)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._before = self._temp()
@@ -153,6 +160,11 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def spark_run(
     spark: Any, dsn: str, options: dict[str, str], work: Path, name: str, writer: str = "auto"
 ) -> Any:
@@ -165,6 +177,7 @@ def spark_run(
         if os.environ.get("BENCH_DURATIONS"):
             _print_durations(progress)
 
+    before = descendants_cpu()
     with ServerUse(dsn) as use:
         t0 = time.perf_counter()
         result = run(
@@ -176,9 +189,40 @@ def spark_run(
             writer=writer,
         )
         seconds = time.perf_counter() - t0
+    after = descendants_cpu()
+    use.cpu = {kind: after.get(kind, 0.0) - before.get(kind, 0.0) for kind in after}
     written = read_changes(spark, work / name).count()
     use.batches = sum(triggers)  # the query's batches, without its start and stop
     return result, seconds, written, use
+
+
+def descendants_cpu() -> dict[str, float]:
+    """Seconds of CPU (user + system) so far of the processes this one started, directly
+    or not, by kind: ``java`` (Spark's JVM) and ``python`` (its workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    used: dict[int, tuple[str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+    me = os.getpid()
+    total: dict[str, float] = {}
+    for pid, (name, cpu) in used.items():
+        ancestor = parents.get(pid, 0)
+        while ancestor > 1 and ancestor != me:
+            ancestor = parents.get(ancestor, 0)
+        if ancestor == me:
+            kind = "java" if name == "java" else "python" if name.startswith("python") else name
+            total[kind] = total.get(kind, 0.0) + cpu
+    return total
 
 
 def _print_durations(progress: dict[str, Any]) -> None:
@@ -263,13 +307,16 @@ def main() -> None:
                        "--slot", "json_slot", "--publication", "bench_pub",
                        "--end", end_lsn, "--format", "json"]  # fmt: skip
             t0 = time.perf_counter()
+            cpu0 = _children_cpu()
             with open(os.devnull, "wb") as devnull:
                 subprocess.run(command, stdout=devnull, check=True)
             json_seconds = time.perf_counter() - t0
+            json_cpu = _children_cpu() - cpu0
             json_rate = args.changes / json_seconds
             print(
                 f"pgtail stream --format json > /dev/null: {args.changes:,} changes in "
-                f"{json_seconds:.1f}s -> {json_rate:,.0f} changes/s"
+                f"{json_seconds:.1f}s -> {json_rate:,.0f} changes/s; "
+                f"CPU {json_cpu / args.changes * 1e6:.1f} µs/change (start-up included)"
             )
 
         from pgtail.spark.pipeline import session
@@ -326,6 +373,12 @@ def main() -> None:
                     f"batches alone {use.batches:.1f}s -> {batches:,.0f} changes/s"
                     + (f" = {batches / json_rate:.2f}x" if json_rate else "")
                 )
+                cpu = ", ".join(
+                    f"{kind} {seconds:.2f}s ({seconds / result.rows * 1e6:.1f} µs/change)"
+                    for kind, seconds in sorted(use.cpu.items())
+                    if kind in ("java", "python")
+                )
+                print(f"  CPU during the run (start and stop included): {cpu}")
                 print(f"  {use.report()}")
             if not args.skip_two_slots:
                 result, seconds, written, use = spark_run(

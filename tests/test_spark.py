@@ -623,6 +623,53 @@ def test_a_range_read_stops_at_its_end_and_never_moves_the_slot(db: Any) -> None
     assert confirmed(db) == start
 
 
+def test_a_range_of_many_small_transactions_reads_each_once_in_commit_order(db15: Any) -> None:
+    """The range read hands its changes over in batches of many transactions (not one
+    batch per transaction): cut anywhere, each change still lands in exactly one range,
+    in commit order, and a lone message at the cut in the range it belongs to."""
+    from pgtail.changes import Change, Message
+    from pgtail.render.jsonl import json_columns_encoder
+    from pgtail.spark.slot_options import replication_options
+    from pgtail.stream.bounded import RangeRead, read_range
+    from pgtail.stream.policy import BATCH_SIZE
+
+    setup_source(db15)
+    start = confirmed(db15)
+    count = 2 * BATCH_SIZE + 77  # past a batch's transactions, and its items, twice over
+    for i in range(1, count + 1):
+        db15.execute("INSERT INTO items VALUES (%s, 'x', 1, true, NULL)", (i,))
+    middle = parse_lsn(str(db15.execute("SELECT pg_current_wal_insert_lsn()::text")[0][0]))
+    db15.execute("SELECT pg_logical_emit_message(false, 'cut', 'here')")
+    for i in range(count + 1, 2 * count + 1):
+        db15.execute("INSERT INTO items VALUES (%s, 'y', 2, false, NULL)", (i,))
+    settle(db15)
+    end = parse_lsn(str(db15.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+    from pgtail import catalog
+
+    with catalog.connect(db15.dsn) as conn:
+        server = catalog.server_info(conn)
+    version, opts = replication_options(server, ("p",), binary=False, messages=True, streaming=True)
+    read = RangeRead(proto_version=version, options=opts, encoder=json_columns_encoder)
+
+    def seen(a: int, b: int) -> list[Any]:
+        found: list[Any] = []
+        for event in read_range(db15.dsn, "s", a, b, read):
+            if isinstance(event, Message):
+                found.append(event.prefix)
+            elif isinstance(event, Change):
+                found.append(event.new["id"])
+            else:  # the fast path's runs: one per transaction here
+                found += [orjson.loads(line.split(b"\t")[3])["id"] for line in
+                          event.lines.splitlines()]  # fmt: skip
+        return found
+
+    first, second = seen(start, middle), seen(middle, end)
+    assert first == list(range(1, count + 1))
+    assert second == ["cut", *range(count + 1, 2 * count + 1)]
+    assert seen(start, end) == first + second
+    assert confirmed(db15) == start
+
+
 @pytest.mark.min_major(14)
 def test_large_transactions_arrive_streamed_and_count_by_their_commit(db: Any) -> None:
     from pgtail.spark.source import PgoutputBatchReader
@@ -1091,3 +1138,36 @@ def test_a_typed_read_stops_when_the_table_changes(db15: Any) -> None:
     with pytest.raises(ConfigurationError, match=r"table public\.t changed while it was read"):
         for p in later.partitions():
             list(later.read(p))
+
+
+def test_run_values_give_each_change_its_runs_attributes() -> None:
+    """`run_values` reads a run's (dotted) attributes once per run and repeats them for
+    each of its changes: runs of several transactions and tables, and of one."""
+    from datetime import datetime
+
+    import pyarrow as pa
+
+    from pgtail.changes import EncodedRows, Table, Transaction
+    from pgtail.spark.schema import run_values
+
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    first, second = Transaction(7, 100, 110, at), Transaction(8, 200, 210, at, origin="o")
+    items, notes = Table(1, "public", "items", "d", ()), Table(2, "s", "notes", "d", ())
+    runs = [
+        EncodedRows(items, first, 1, 2, b"1\n2\n"),
+        EncodedRows(notes, first, 3, 1, b"3\n", "delete"),
+        EncodedRows(items, second, 1, 3, b"1\n2\n3\n"),
+    ]
+    paths = ("op", "table.schema", "table.name", "tx.xid", "tx.end_lsn", "tx.origin")
+    columns = [(p, pa.int64() if p in ("tx.xid", "tx.end_lsn") else pa.string()) for p in paths]
+    assert [a.to_pylist() for a in run_values(runs, columns)] == [
+        ["insert", "insert", "delete", "insert", "insert", "insert"],
+        ["public", "public", "s", "public", "public", "public"],
+        ["items", "items", "notes", "items", "items", "items"],
+        [7, 7, 7, 8, 8, 8],
+        [110, 110, 110, 210, 210, 210],
+        [None, None, None, "o", "o", "o"],
+    ]
+    assert [a.to_pylist() for a in run_values(runs[2:], columns)] == [
+        ["insert"] * 3, ["public"] * 3, ["items"] * 3, [8] * 3, [210] * 3, ["o"] * 3
+    ]

@@ -9,8 +9,9 @@ typed values of the foundation survive: numbers stay numbers, json stays nested.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import (
@@ -333,37 +334,41 @@ class PendingRows:
         return encoded_batch(part, schema)
 
 
-_RUN_COLUMNS: tuple[tuple[str, Callable[[EncodedRows], Any]], ...] = (
-    ("op", lambda run: run.op),
-    ("schema", lambda run: run.table.schema),
-    ("table", lambda run: run.table.name),
-    ("xid", lambda run: run.tx.xid),
-    ("commit_lsn", lambda run: run.tx.commit_lsn),
-    ("end_lsn", lambda run: run.tx.end_lsn),
-    ("commit_ts", lambda run: run.tx.commit_time),
-    ("origin", lambda run: run.tx.origin),
+_RUN_COLUMNS: tuple[tuple[str, str], ...] = (  # (column, the attribute of a run it holds)
+    ("op", "op"),
+    ("schema", "table.schema"),
+    ("table", "table.name"),
+    ("xid", "tx.xid"),
+    ("commit_lsn", "tx.commit_lsn"),
+    ("end_lsn", "tx.end_lsn"),
+    ("commit_ts", "tx.commit_time"),
+    ("origin", "tx.origin"),
 )
 
 
-def run_values(
-    runs: Sequence[EncodedRows], columns: Sequence[tuple[Callable[[EncodedRows], Any], Any]]
-) -> list[pa.Array]:
-    """For each (value of a run, Arrow type) of ``columns``: an array of that value for
-    every change of ``runs``, in order (one value per run, run-length decoded)."""
+def run_values(runs: Sequence[EncodedRows], columns: Sequence[tuple[str, Any]]) -> list[pa.Array]:
+    """For each (attribute of a run, dotted: ``tx.xid``; Arrow type) of ``columns``: an
+    array of that value for every change of ``runs``, in order (one value per run,
+    run-length decoded)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     count = sum(run.count for run in runs)
     first = runs[0]
     if all(run.tx is first.tx and run.table is first.table and run.op == first.op for run in runs):
-        return [pa.repeat(pa.scalar(value(first), kind), count) for value, kind in columns]
+        return [pa.repeat(pa.scalar(attrgetter(p)(first), kind), count) for p, kind in columns]
     ends = pa.array(itertools.accumulate(run.count for run in runs), pa.int32())
-    return [
-        pc.run_end_decode(
-            pa.RunEndEncodedArray.from_arrays(ends, pa.array([value(r) for r in runs], kind))
-        )
-        for value, kind in columns
-    ]
+    # (many runs: one per small transaction) each object a run holds is fetched once,
+    # then its attributes by `map`, with no Python frame per run
+    held: dict[str, list[Any]] = {"": list(runs)}
+    arrays = []
+    for path, kind in columns:
+        owner, _, name = path.rpartition(".")
+        if owner not in held:
+            held[owner] = list(map(attrgetter(owner), runs))
+        values = pa.array(list(map(attrgetter(name), held[owner])), kind)
+        arrays.append(pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, values)))
+    return arrays
 
 
 def encoded_batch(runs: Sequence[EncodedRows], schema: pa.Schema) -> pa.RecordBatch:
@@ -510,10 +515,10 @@ class TypedRowBuffer:
         op, commit_lsn, commit_time, xid = run_values(
             runs,
             [
-                (lambda run: run.op, arrow.field(n).type),
-                (lambda run: run.tx.commit_lsn, arrow.field(n + 1).type),
-                (lambda run: run.tx.commit_time, arrow.field(n + 2).type),
-                (lambda run: run.tx.xid, arrow.field(n + 3).type),
+                ("op", arrow.field(n).type),
+                ("tx.commit_lsn", arrow.field(n + 1).type),
+                ("tx.commit_time", arrow.field(n + 2).type),
+                ("tx.xid", arrow.field(n + 3).type),
             ],
         )
         arrays = [

@@ -197,13 +197,16 @@ class _Reader:
         batches: list[Batch] = []
         stream = ChangeStream(assembler, StreamPolicy(), batches.append, keep_empty=True)
         begin = po.MSG_BEGIN
+        feed = stream.feed
         for payload in self.messages(end):
             if payload[0] == begin and _BEGIN_FINAL_LSN(payload, 1)[0] >= end:
                 break  # commits from here on belong to later ranges
-            wanted = stream.feed(payload)
+            wanted = feed(payload)
             if wanted:  # a Relation: look up the types it uses first
                 stream.add_user_types(self._user_types(wanted), wanted)
-            stream.drained()
+            # The stream hands over a batch once it holds `BATCH_SIZE` items (or
+            # transactions), not after each payload: no batch per small transaction.
+            # What follows an event that ends the range is never yielded.
             if batches and (yield from self._in_range(batches, start, end)):
                 return
         stream.drained()
