@@ -42,7 +42,6 @@ from pgtail.changes.events import (
 from pgtail.changes.tables import Converter, unknown_type_oids
 
 __all__ = [
-    "NO_EVENTS",
     "DEFAULT_SPILL_BYTES",
     "Assembler",
     "Change",
@@ -54,6 +53,7 @@ __all__ = [
     "InsertEncoder",
     "InsertEncoders",
     "Message",
+    "NO_EVENTS",
     "OldKind",
     "Op",
     "ReplicaIdentity",

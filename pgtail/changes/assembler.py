@@ -101,7 +101,6 @@ _INFO_CACHE_SIZE = 4096  # distinct relation schemas kept for reuse
 # exhausted for good: safe to hand out again and again; `feed` returns this very object
 # when the payload completes nothing (most do), so a caller may test for it with ``is``
 NO_EVENTS: Iterator[Any] = iter(())
-_EMPTY = NO_EVENTS
 _TX_FIELDS = tuple(f.name for f in dataclasses.fields(Transaction))
 
 
@@ -217,7 +216,7 @@ class Assembler:
                 if size <= self._quick_limit:
                     quick.append(payload)
                     self._quick_bytes = size
-                    return _EMPTY
+                    return NO_EVENTS
             elif first == _COMMIT:
                 events = quick_commit(self._quick_begin, quick, payload, self._tables)
                 if events is not None:
@@ -233,7 +232,7 @@ class Assembler:
             self._quick_begin = payload
             self._quick = []
             self._quick_bytes = 0
-            return _EMPTY
+            return NO_EVENTS
         if first in _HELD_AT_ONCE:
             target = self._target
             if target is None:
@@ -281,7 +280,7 @@ class Assembler:
                         target.add(event, len(payload) + cost)
                     if target.rows_bytes > target.rows_limit and not target.make_room():
                         target.go_raw(tables, self._type_names)
-                    return _EMPTY
+                    return NO_EVENTS
             held = target.held
             held.records.append(payload)
             held.mem_bytes += len(payload) + RECORD_OVERHEAD
@@ -289,7 +288,7 @@ class Assembler:
                 held.spill()
             if target.deferred and len(held) >= _DEFERRED_ROWS:
                 self._catch_up(target)
-            return _EMPTY
+            return NO_EVENTS
         message = self.decoder.decode(payload)
         handler = self._handlers.get(type(message))
         if handler is None:  # pragma: no cover - the decoder returns only known types
@@ -361,7 +360,7 @@ class Assembler:
         # it stays raw, as it costs the least held that way (see _DEFERRED_ROWS).
         state.go_raw(self._tables, self._type_names)
         state.deferred = True
-        return _EMPTY
+        return NO_EVENTS
 
     def _on_commit(self, message: po.Commit, payload: bytes) -> Iterator[Event]:
         current = self._current
@@ -400,7 +399,7 @@ class Assembler:
         if target is not None:
             target.origin = message.name
             target.origin_lsn = message.commit_lsn or None
-        return _EMPTY
+        return NO_EVENTS
 
     def _on_relation(self, message: po.Relation, payload: bytes) -> Iterator[Event]:
         info = self._info_for(message, self._type_names)
@@ -414,7 +413,7 @@ class Assembler:
         tables = dict(self._tables)
         tables[rel_id] = info
         self._tables = tables
-        return _EMPTY
+        return NO_EVENTS
 
     def _on_type(self, message: po.Type, payload: bytes) -> Iterator[Event]:
         name = f"{message.namespace}.{message.name}" if message.namespace else message.name
@@ -424,7 +423,7 @@ class Assembler:
         type_names = dict(self._type_names)
         type_names[message.type_oid] = name
         self._type_names = type_names
-        return _EMPTY
+        return NO_EVENTS
 
     def _on_message(self, message: po.LogicalMessage, payload: bytes) -> Iterator[Event]:
         target = self._target
@@ -443,7 +442,7 @@ class Assembler:
                     seq=target.count,
                 )
                 target.add(event, len(payload) + ROW_OVERHEAD)
-            return _EMPTY
+            return NO_EVENTS
         event = Message(
             prefix=message.prefix,
             content=message.content,
@@ -466,14 +465,14 @@ class Assembler:
             state = self._streams[message.xid] = OpenTx(message.xid, self.spill_bytes, None)
         self._target = state
         self._in_stream = True
-        return _EMPTY
+        return NO_EVENTS
 
     def _on_stream_stop(self, message: po.StreamStop, payload: bytes) -> Iterator[Event]:
         if not self._in_stream:
             raise DecodeError("Stream Stop without a Stream Start before it")
         self._target = None
         self._in_stream = False
-        return _EMPTY
+        return NO_EVENTS
 
     def _end_stream(self, xid: int, what: str) -> OpenTx:
         if self._in_stream:
@@ -518,11 +517,11 @@ class Assembler:
             )
         state = self._streams.get(message.xid)
         if state is None:
-            return _EMPTY
+            return NO_EVENTS
         if message.subxid == message.xid:
             del self._streams[message.xid]
             state.close()
-            return _EMPTY
+            return NO_EVENTS
         # A rolled-back subtransaction. In a stream each change carries the xid of the
         # (sub)transaction that made it (pgoutput.c: "xid = change->txn->xid"), and the
         # stream is in WAL order, so everything from the subtransaction's first record
@@ -533,7 +532,7 @@ class Assembler:
         if start is not None:
             state.truncate(start)
             state.subxacts = {x: i for x, i in state.subxacts.items() if i < start}
-        return _EMPTY
+        return NO_EVENTS
 
     def _on_commit_prepared(self, message: po.CommitPrepared, payload: bytes) -> Iterator[Event]:
         event = CommitPrepared(

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 
 from pgtail import pgoutput as po
 from pgtail.changes.events import (
@@ -50,13 +49,8 @@ FLAG = 4  # the tuple's flag (N, O, K), after the relation id
 TUPLE = 5  # the tuple itself
 unpack_relation_id = struct.Struct("!I").unpack_from
 
-# The quick lane (`quick_commit`): a Begin and Commit of the usual lengths, read with one
-# unpack each, and the xid's offset in the Begin (after final_lsn and commit_time)
-BEGIN_LENGTH = 1 + 8 + 8 + 4
-BEGIN_XID = 17
-COMMIT_LENGTH = 1 + 1 + 8 + 8 + 8
-_unpack_commit = struct.Struct("!BQQq").unpack_from
-_PG_EPOCH = po.PG_EPOCH
+# The quick lane (`quick_commit`) takes a Begin of pgoutput's usual length
+BEGIN_LENGTH = po.BEGIN_LENGTH
 # A transaction is held in the quick lane up to this many bytes of payloads (and
 # QUICK_ROWS row changes); past either it is fed the general way.
 QUICK_BYTES = 1 << 20
@@ -87,14 +81,14 @@ def quick_commit(
     unusual (a Commit of another length, a time out of range, what `quick_events`
     declines): the assembler then feeds the payloads the general way, which gives the
     same events or raises the precise error."""
-    if len(commit) != COMMIT_LENGTH:
+    if len(commit) != po.COMMIT_LENGTH:
         return None
-    _flags, commit_lsn, end_lsn, micros = _unpack_commit(commit, 1)
+    _flags, commit_lsn, end_lsn, micros = po.unpack_commit(commit, 1)
     try:
-        commit_time = _PG_EPOCH + timedelta(0, 0, micros)
-    except OverflowError:  # infinity, or out of range: the decoder's rules
+        commit_time = po.pg_timestamp(micros)
+    except DecodeError:  # out of range: the general way raises it
         return None
-    tx = Transaction(unpack_relation_id(begin, BEGIN_XID)[0], commit_lsn, end_lsn, commit_time)
+    tx = Transaction(po.unpack_begin(begin, 1)[2], commit_lsn, end_lsn, commit_time)
     return quick_events(records, tables, tx)
 
 

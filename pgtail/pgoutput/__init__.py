@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 from pgtail.errors import ConfigurationError, DecodeError
 from pgtail.pgoutput._fastrows import (
+    BEGIN_LENGTH,
+    COMMIT_LENGTH,
     TupleEncoder,
     ValuesEncoder,
     decode_tuple,
@@ -42,6 +44,8 @@ from pgtail.pgoutput._fastrows import (
     parse_insert,
     parse_update,
     text_tuple_encoder,
+    unpack_begin,
+    unpack_commit,
 )
 from pgtail.pgoutput._reads import Layout, expect_end, read_string, read_timestamp, xid_layout
 from pgtail.pgoutput.messages import (
@@ -146,6 +150,10 @@ __all__ = [
     "decode_tuple",
     "parse",
     "pg_timestamp",
+    "unpack_begin",
+    "unpack_commit",
+    "BEGIN_LENGTH",
+    "COMMIT_LENGTH",
     "text_tuple_encoder",
 ]
 

@@ -327,17 +327,20 @@ def _tuple_error(buf: bytes, offset: int, where: str) -> DecodeError:
 # Begin and Commit come with every transaction (one each per row in autocommit
 # workloads), so they skip the generic helpers when the length is right.
 
-_BEGIN_LENGTH = 1 + _BEGIN.size
-_BEGIN_UNPACK = _BEGIN.unpack_from
-_COMMIT_LENGTH = 1 + _COMMIT.size
-_COMMIT_UNPACK = _COMMIT.unpack_from
+BEGIN_LENGTH = 1 + _BEGIN.size
+COMMIT_LENGTH = 1 + _COMMIT.size
+# (final_lsn, commit_time, xid) of a Begin and (flags, commit_lsn, end_lsn, commit_time)
+# of a Commit, from offset 1: for a reader that makes no message of them (the
+# assembler's quick lane); commit_time is microseconds (see `pg_timestamp`)
+unpack_begin = _BEGIN.unpack_from
+unpack_commit = _COMMIT.unpack_from
 
 
 def parse_begin(buf: bytes, in_stream: bool) -> Begin:
-    if len(buf) != _BEGIN_LENGTH:
+    if len(buf) != BEGIN_LENGTH:
         _BEGIN.read(buf, 1)
-        expect_end(buf, _BEGIN_LENGTH, "Begin")
-    final_lsn, micros, xid = _BEGIN_UNPACK(buf, 1)
+        expect_end(buf, BEGIN_LENGTH, "Begin")
+    final_lsn, micros, xid = unpack_begin(buf, 1)
     try:
         commit_time = PG_EPOCH + timedelta(0, 0, micros)
     except OverflowError:  # infinity, or out of range
@@ -346,10 +349,10 @@ def parse_begin(buf: bytes, in_stream: bool) -> Begin:
 
 
 def parse_commit(buf: bytes, in_stream: bool) -> Commit:
-    if len(buf) != _COMMIT_LENGTH:
+    if len(buf) != COMMIT_LENGTH:
         _COMMIT.read(buf, 1)
-        expect_end(buf, _COMMIT_LENGTH, "Commit")
-    flags, commit_lsn, end_lsn, micros = _COMMIT_UNPACK(buf, 1)
+        expect_end(buf, COMMIT_LENGTH, "Commit")
+    flags, commit_lsn, end_lsn, micros = unpack_commit(buf, 1)
     try:
         commit_time = PG_EPOCH + timedelta(0, 0, micros)
     except OverflowError:  # infinity, or out of range
