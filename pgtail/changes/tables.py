@@ -294,27 +294,16 @@ def convert_payload(
         if info is None:
             raise unknown_relation("Update", upd.relation_id)
         new_row, toast = info.row(upd.new, "Update.new")
-        old_row: dict[str, Any] | None = None
-        old_kind: OldKind | None = None
-        if upd.old is not None:
-            if upd.old_kind == "K":
-                old_row, _ = info.key_row(upd.old, "Update.old")
-                old_kind = "key"
-            else:
-                old_row, _ = info.row(upd.old, "Update.old")
-                old_kind = "full"
+        if upd.old is None:
+            return new_change("update", info.table, tx, seq, new_row, None, None, toast)
+        old_row, _, old_kind = _old_row(info, upd.old_kind, upd.old, "Update.old")
         return new_change("update", info.table, tx, seq, new_row, old_row, old_kind, toast)
     if first == po.MSG_DELETE:
         dele: po.Delete = po.PARSERS[po.MSG_DELETE](payload, in_stream)  # type: ignore[assignment]
         info = tables.get(dele.relation_id)
         if info is None:
             raise unknown_relation("Delete", dele.relation_id)
-        if dele.old_kind == "K":
-            old_row, toast = info.key_row(dele.old, "Delete.old")
-            old_kind = "key"
-        else:
-            old_row, toast = info.row(dele.old, "Delete.old")
-            old_kind = "full"
+        old_row, toast, old_kind = _old_row(info, dele.old_kind, dele.old, "Delete.old")
         return new_change("delete", info.table, tx, seq, None, old_row, old_kind, toast)
     if first == po.MSG_TRUNCATE:
         trunc: po.Truncate = po.PARSERS[po.MSG_TRUNCATE](payload, in_stream)  # type: ignore[assignment]
@@ -342,6 +331,18 @@ def convert_payload(
             seq=seq,
         )
     raise DecodeError(f"unexpected held message {bytes([first])!r}")  # pragma: no cover
+
+
+def _old_row(
+    info: TableInfo, marker: str | None, old: po.TupleData, where: str
+) -> tuple[dict[str, Any], tuple[str, ...], OldKind]:
+    """An Update's or Delete's old row: (row, its unchanged-TOAST columns, its kind), the
+    key columns only for a ``K`` tuple, the whole row for an ``O`` one."""
+    if marker == "K":
+        row, toast = info.key_row(old, where)
+        return row, toast, "key"
+    row, toast = info.row(old, where)
+    return row, toast, "full"
 
 
 def unknown_relation(what: str, relation_id: int) -> DecodeError:
