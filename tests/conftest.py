@@ -99,10 +99,31 @@ def get_server(major: int | str) -> LocalServer:
 SERVER_FIXTURES = frozenset({"pg", "pg15", "pg18", "db", "db15", "db18", "spark"})
 
 
+def server_group(item: pytest.Item) -> str | None:
+    """The one process that runs ``item`` when the suite runs in parallel (pytest-xdist,
+    ``-n 2 --dist loadgroup`` in .ci/run): every test of one server major in one worker, so
+    each worker starts only the servers it needs and a server's tests run one at a time as
+    they do serially; the Spark tests together, so one worker starts Spark. None for a unit
+    test, which any worker may take."""
+    names = getattr(item, "fixturenames", ())
+    if "spark" in names:
+        return "spark"
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "pg" in callspec.params:
+        return f"pg{int(callspec.params['pg'])}"
+    for major in (15, 18):
+        if f"pg{major}" in names:
+            return f"pg{major}"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
+        group = server_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     # min_major and majors apply to tests parametrized over ``pg``; the major is known at
     # collection, so a skipped test never starts its server
     for item in items:
@@ -124,6 +145,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for server in _servers.values():
         server.destroy()
     _servers.clear()
+    # an xdist worker hands the majors it tested to the controller, which prints the summary
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["pg_tested"] = sorted(_tested)
+        workeroutput["pg_not_installed"] = sorted(_not_installed)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist's controller: gather what each worker tested (see pytest_sessionfinish)."""
+    output = getattr(node, "workeroutput", {})
+    _tested.update(output.get("pg_tested", ()))
+    _not_installed.update(output.get("pg_not_installed", ()))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
