@@ -46,7 +46,6 @@ from pgtail.catalog.decoding import (
     last_emitted_lsn,
     peek_changes,
     peek_options,
-    peek_until,
 )
 from pgtail.catalog.errors import (
     check_slot_name,
@@ -252,7 +251,6 @@ __all__ = [
     "parse_table_spec",
     "peek_changes",
     "peek_options",
-    "peek_until",
     "primary_message",
     "publication_columns",
     "publication_missing_error",

@@ -12,7 +12,7 @@ still hold it briefly), then reported as a `SlotError`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg2
@@ -21,11 +21,9 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
 from pgtail.catalog.connection import (
-    APPLICATION_NAME,
     connect,
     decoding_set_statement,
     fetchall,
-    open_connection,
 )
 from pgtail.catalog.errors import slot_busy, translate_slot_error
 from pgtail.catalog.publications import publication_names, require_publications
@@ -148,47 +146,6 @@ def last_emitted_lsn(
     if row is None or row[0] is None:
         return None
     return int(row[0])
-
-
-def peek_until(
-    dsn: str,
-    slot: str,
-    upto: int,
-    options: list[str],
-    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-    *,
-    application_name: str | None = APPLICATION_NAME,
-) -> Iterator[tuple[int, bytes]]:
-    """Every (lsn, payload) the slot would deliver up to ``upto``, streamed through a
-    server-side cursor, without moving the slot."""
-    conn = open_connection(dsn, application_name=application_name)
-    deadline = time.monotonic() + busy_timeout
-    try:
-        with conn.cursor() as cur:  # before the transaction: a rollback would undo it
-            cur.execute(decoding_set_statement())  # the text forms pgtail parses
-        conn.autocommit = False
-        while True:
-            yielded = False
-            try:
-                with conn.cursor(name="pgtail_peek") as cur:
-                    cur.itersize = FETCH_ROWS
-                    cur.execute(
-                        _PEEK.format(what=sql.SQL("(lsn - '0/0')::bigint, data")),
-                        (slot, format_lsn(upto), options),
-                    )
-                    for lsn, data in cur:
-                        yielded = True
-                        yield lsn, bytes(data)
-                break
-            except psycopg2.Error as exc:
-                conn.rollback()
-                if slot_busy(exc) and not yielded and time.monotonic() < deadline:
-                    time.sleep(BUSY_RETRY_SECONDS)
-                    continue
-                raise translate_slot_error(exc, slot) from None
-        conn.rollback()
-    finally:
-        conn.close()
 
 
 def advance_to(

@@ -47,10 +47,7 @@ def make_renderer(fmt: str, out: BinaryIO, options: RenderOptions | None = None)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-InsertEncoderFactory = EncoderFactory
-
-
-def insert_encoder(fmt: str, *, redact: bool = False) -> InsertEncoderFactory | None:
+def insert_encoder(fmt: str, *, redact: bool = False) -> EncoderFactory | None:
     """The ``encoder`` an `Assembler` takes for ``--format fmt``: the renderer's fast path
     for changes that arrive as text (see `pgtail.changes.fastpath`), or None.
 

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 from pgtail.catalog import ServerInfo
 from pgtail.errors import ServerCapabilityError
-from pgtail.sqlnames import publication_names_option
 
 APPLICATION_NAME = "pgtail-spark"
 
@@ -30,12 +29,6 @@ def missing_slot_hint(slot: str) -> str:
 MISSING_PUBLICATION_HINT = (
     "create it: CREATE PUBLICATION {name} FOR TABLE ... (or fix the publication option)"
 )
-
-
-def quote_publication_names(names: Sequence[str]) -> str:
-    """``publication_names`` as pgoutput parses it (SplitIdentifierString): always quoted,
-    so names keep their case and may hold commas."""
-    return publication_names_option(names)
 
 
 def replication_options(

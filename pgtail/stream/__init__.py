@@ -3,14 +3,21 @@
 ``run(StreamConfig(...), out) -> StreamResult`` is the library entry point (the CLI and
 the demo call it). The package's rooms:
 
-- ``session``: the replication session -- connect, START_REPLICATION, the read loop,
-  keepalives, reconnects, signals (``signals``), and ``run`` itself;
+- ``session``: the replication session -- START_REPLICATION, the read loop, keepalives,
+  reconnects, and ``run`` itself; ``signals``: SIGINT, SIGTERM and SIGHUP while it runs;
+- ``connection``: opening a replication connection (the one place that does it);
+- ``setup``: preflight before the stream starts, and CREATE_REPLICATION_SLOT;
+- ``change_stream``: `ChangeStream`, payloads in, batches of events out (sans-IO);
 - ``writer``: the writer thread and the ``--output`` state file (`OutputState`);
 - ``policy``: `StreamPolicy`, the pure rules for ``--end``, skipping what was already
   written, ``--max-changes`` and batching (beside the pure `pgtail.feedback.Feedback`);
-- ``options``: the pgoutput protocol version and START_REPLICATION options;
+- ``protocol_options``: the pgoutput protocol version and START_REPLICATION options;
 - ``config``: `StreamConfig`, `ReconnectPolicy`, `StreamResult`;
-- ``publications``: which publications to read (every statement is the catalog's);
+- ``publication_choice``: which publications to read (every statement is the catalog's);
+- ``retry``: bounded backoff for start-up steps and reconnects;
+- ``snapshot``: ``--snapshot``, the existing rows before the changes;
+- ``peek``: ``slot peek``'s read through the change stream;
+- ``gc_tuning``: fewer cyclic garbage collections while a stream runs;
 - ``bounded``: `read_range`, the changes committed between two LSNs, read through the
   replication protocol without moving the slot (the Spark executors' read).
 """

@@ -56,7 +56,6 @@ and `literals` (`to_text`). Everything is importable from here as before.
 from __future__ import annotations
 
 from pgtail.values.base import Converter, StrConverter
-from pgtail.values.jsontypes import json_spaced as json_spaced  # the tests look inside
 from pgtail.values.literals import to_text
 from pgtail.values.oids import (
     BIT,
