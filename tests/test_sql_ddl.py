@@ -12,7 +12,6 @@ import os
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -79,7 +78,9 @@ def test_create_and_alter_statements() -> None:
         "ALTER TABLE public.t ADD COLUMN d integer DEFAULT 7 NOT NULL;",
     ]
     # the same names, but b is a new column (another number): dropped and added
-    now_new = _shape(("id", 1, 23, None, True), ("b", 5, 25, None, False), ("n", 3, 20, None, False))
+    now_new = _shape(
+        ("id", 1, 23, None, True), ("b", 5, 25, None, False), ("n", 3, 20, None, False)
+    )
     sql = alter_table_sql(before, _table(("id", 23), ("n", 20), ("b", 25)), now_new, was)
     assert "ALTER TABLE public.t DROP COLUMN a;" in sql.splitlines()
     assert "ALTER TABLE public.t ADD COLUMN b text;" in sql.splitlines()
@@ -187,7 +188,8 @@ def test_replica_kept_through_schema_changes(db: Database, target: Database) -> 
     write(db, "ALTER TABLE t ADD COLUMN nn text NOT NULL DEFAULT 'x y'")
     write(db, "INSERT INTO t (id, a, n, nn) VALUES (6, 'six', 6, 'z')")
     write(db, "ALTER TABLE t RENAME COLUMN a TO b")
-    write(db, "INSERT INTO t (id, b, n) VALUES (7, 'seven', 7); UPDATE t SET b = 'TWO' WHERE id = 2")
+    write(db, "INSERT INTO t (id, b, n) VALUES (7, 'seven', 7)")
+    write(db, "UPDATE t SET b = 'TWO' WHERE id = 2")
     write(db, "ALTER TABLE t ALTER COLUMN n TYPE bigint")
     write(db, "INSERT INTO t (id, b, n) VALUES (8, 'eight', 5000000000)")
     write(db, "UPDATE t SET n = 6000000000 WHERE id = 3")
@@ -221,15 +223,17 @@ def test_snapshot_replays_into_an_empty_database(db: Database, target: Database)
     db.execute(
         "INSERT INTO a SELECT g, CASE WHEN g % 7 = 0 THEN NULL ELSE"
         " E'tab\\there\\nline \\\\ back ' || g END, decode(md5(g::text), 'hex'),"
-        " jsonb_build_object('k', g, 's', E'q\"\\n'), '2026-01-01'::timestamptz + g * interval '1 s',"
+        " jsonb_build_object('k', g, 's', E'q\"\\n'),"
+        " '2026-01-01'::timestamptz + g * interval '1 s',"
         " ARRAY['x', NULL, E'y\\tz'], g / 7.0 FROM generate_series(1, 3000) g"
     )
-    db.execute("CREATE TABLE \"Odd Name\" (\"Key\" text PRIMARY KEY, v int NOT NULL DEFAULT 3)")
+    db.execute('CREATE TABLE "Odd Name" ("Key" text PRIMARY KEY, v int NOT NULL DEFAULT 3)')
     db.execute("INSERT INTO \"Odd Name\" VALUES ('k1', 1), (E'k\\\\2', 2)")
     db.execute("CREATE PUBLICATION pub FOR ALL TABLES")
     args = ("--publication", "pub", "--format", "sql")
-    proc = _replay(db, target, "--slot", "s", "--create-slot", "--snapshot", *args,
-                   "--idle-exit", "1")
+    proc = _replay(
+        db, target, "--slot", "s", "--create-slot", "--snapshot", *args, "--idle-exit", "1"
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     _equal(db, target, ["a", '"Odd Name"'])
     # then changes, and a table created mid-stream (FOR ALL TABLES)
@@ -254,7 +258,14 @@ def test_a_failed_reader_is_reported(db: Database, target: Database) -> None:
         stderr=subprocess.DEVNULL,
     )
     stream = pgtail_stream(
-        db.dsn, "--slot", "s", "--publication", "pub", "--format", "sql", "--no-ddl",
+        db.dsn,
+        "--slot",
+        "s",
+        "--publication",
+        "pub",
+        "--format",
+        "sql",
+        "--no-ddl",
         stdout=psql.stdin,
     )
     assert psql.stdin is not None

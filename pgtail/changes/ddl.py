@@ -106,9 +106,7 @@ class DdlTracker:
                     wanted.append(rid)
         return wanted
 
-    def events(
-        self, events: list[Any], shapes: Mapping[int, TableShape | None]
-    ) -> Iterator[Any]:
+    def events(self, events: list[Any], shapes: Mapping[int, TableShape | None]) -> Iterator[Any]:
         """``events``, each after the `TableDdl` its table calls for (``shapes``: what the
         catalog said of each table `wanted` named, None for one it could not say)."""
         known = self._known
