@@ -28,6 +28,13 @@ Mapping (one statement per line; the output is UTF-8):
   'gid';`` and its outcome as ``COMMIT PREPARED 'gid';`` / ``ROLLBACK PREPARED 'gid';``.
   That replays faithfully, but the target needs ``max_prepared_transactions > 0``
   (otherwise PREPARE TRANSACTION fails and the transaction is rolled back there).
+* A table's first change in a run (``CREATE TABLE IF NOT EXISTS``) and a change of its
+  shape (``ALTER TABLE``) are written before the first row that needs them, in its
+  transaction, from a `TableDdl` (`pgtail.render.sql_ddl`); without those events (the
+  CLI's ``--no-ddl``) a change of shape is a comment.
+* A snapshot: per table ``BEGIN; TRUNCATE s.t; COPY s.t (cols) FROM STDIN;``, the rows
+  in COPY's text format, ``\\.`` and ``COMMIT;`` (a run stopped inside a table's copy
+  ends the block with ``ROLLBACK;``).
 * Logical decoding messages become comments (prefix, LSN, content as an escaped
   string when it is UTF-8 text, hex otherwise).
 
@@ -278,6 +285,7 @@ class SqlRenderer:
         self._warn: Callable[[str], None] | None = warn if callable(warn) else None
         self._plans: dict[int, _Plan] = {}
         self._skipped: dict[str, int] = {}
+        self._copying: str | None = None  # the table whose COPY block is open
 
     # -- helpers
 
@@ -445,8 +453,10 @@ class SqlRenderer:
             self._write_snapshot_rows(event)
         elif isinstance(event, SnapshotBegin):
             self._write(self.snapshot_begin_sql(event.copy))
+            self._copying = self._plan(event.copy.table).name
         elif isinstance(event, SnapshotEnd):
             name = self._plan(event.copy.table).name
+            self._copying = None
             self._write(f"\\.\nCOMMIT;\n-- snapshot of {name}: {event.rows} rows\n")
         elif type(event) is TableDdl:
             self._write(ddl_sql(event))
@@ -475,6 +485,9 @@ class SqlRenderer:
             raise TypeError(f"cannot render {type(event).__name__} as SQL")
 
     def close(self) -> None:
+        if self._copying is not None:  # the run stopped inside a table's copy
+            name, self._copying = self._copying, None
+            self._write(f"\\.\nROLLBACK;\n-- snapshot of {name} stopped before its end\n")
         if self._warn is not None:
             for name, count in self._skipped.items():
                 self._warn(
