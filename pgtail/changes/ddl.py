@@ -96,7 +96,14 @@ class DdlTracker:
         wanted: list[int] = []
         seen: dict[int, Table] = {}
         for event in events:
-            for table in _tables(event):
+            cls = type(event)
+            if cls is Change or cls is EncodedRows:  # (inline: once per event)
+                if known.get(event.table.relation_id) is event.table:
+                    continue
+                tables: tuple[Table, ...] = (event.table,)
+            else:
+                tables = _tables(event)
+            for table in tables:
                 rid = table.relation_id
                 last = seen.get(rid, known.get(rid))
                 if last is table:

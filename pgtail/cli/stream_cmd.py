@@ -262,11 +262,11 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         # sys.exit, not ctx.exit: click returns (rather than raises) Exit outside standalone mode
         sys.exit(code)
     if result.reason == "closed":
-        _log(_reader_gone_message(result, temporary=config.slot is None))
+        _log(_reader_gone_message(result, temporary=config.slot is None, snapshot=snapshot))
         _quiet_stdout()
 
 
-def _reader_gone_message(result: StreamResult, *, temporary: bool) -> str:
+def _reader_gone_message(result: StreamResult, *, temporary: bool, snapshot: bool) -> str:
     """What a run whose output's reader went away (exited or failed) leaves behind."""
     confirmed = (
         f"confirmed up to {format_lsn(result.confirmed_lsn)}"
@@ -275,6 +275,8 @@ def _reader_gone_message(result: StreamResult, *, temporary: bool) -> str:
     )
     if temporary:
         rest = "the slot was temporary: what was not confirmed is gone with it"
+    elif snapshot and not result.confirmed_lsn:
+        rest = "the snapshot did not finish: run the same command again to copy it again"
     else:
         rest = (
             f"what was not confirmed (the transaction the reader failed on or did not take)"
