@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -100,12 +101,14 @@ def test_tracker_asks_for_new_and_changed_tables_only() -> None:
 
     events = [change(first), change(first)]
     assert tracker.wanted(events) == [42]
-    out = list(tracker.events(events, {42: None}))
+    out: list[Any] = []
+    tracker.render_all(events, {42: None}, out.append)
     assert [type(e) for e in out] == [TableDdl, Change, Change]
     assert tracker.wanted([change(_table(("id", 23)))]) == []  # equal: nothing to write
     second = _table(("id", 23), ("x", 25))
     assert tracker.wanted([change(second)]) == [42]
-    out = list(tracker.events([change(second)], {}))
+    out.clear()
+    tracker.render_all([change(second)], {}, out.append)
     assert isinstance(out[0], TableDdl) and out[0].previous == first
     buf = io.BytesIO()
     make_renderer("sql", buf).render(out[0])

@@ -7,12 +7,12 @@ definition (for ``ALTER TABLE``). The catalog facts those statements need and a
 Relation message does not carry (defaults, NOT NULL, the primary key, column numbers)
 come as `TableShape` data: the tracker says which tables it needs them for
 (`DdlTracker.wanted`), the stream looks them up (`pgtail.catalog.table_shapes`) and
-hands them back with the events (`DdlTracker.events`). Pure: no I/O here.
+hands them back with the events (`DdlTracker.render_all`). Pure: no I/O here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,8 @@ from pgtail.changes.events import (
     Table,
     Transaction,
     Truncate,
+    TxBegin,
+    TxCommit,
 )
 
 
@@ -101,6 +103,8 @@ class DdlTracker:
                 if known.get(event.table.relation_id) is event.table:
                     continue
                 tables: tuple[Table, ...] = (event.table,)
+            elif cls is TxBegin or cls is TxCommit:
+                continue
             else:
                 tables = _tables(event)
             for table in tables:
@@ -113,24 +117,30 @@ class DdlTracker:
                     wanted.append(rid)
         return wanted
 
-    def events(self, events: list[Any], shapes: Mapping[int, TableShape | None]) -> Iterator[Any]:
-        """``events``, each after the `TableDdl` its table calls for (``shapes``: what the
-        catalog said of each table `wanted` named, None for one it could not say)."""
+    def render_all(
+        self,
+        events: list[Any],
+        shapes: Mapping[int, TableShape | None],
+        render: Callable[[Any], None],
+    ) -> None:
+        """Render ``events``, each after the `TableDdl` its table calls for (``shapes``:
+        what the catalog said of each table `wanted` named, None for one it could not
+        say). One call per batch, the check inline: it runs for every rendered event."""
         known = self._known
         for event in events:
             cls = type(event)
-            if cls is Change or cls is EncodedRows:  # (inline: once per event)
+            if cls is Change or cls is EncodedRows:
                 table = event.table
                 if known.get(table.relation_id) is not table:
                     ddl = self._saw(table, event.tx, shapes)
                     if ddl is not None:
-                        yield ddl
-            else:
+                        render(ddl)
+            elif cls is not TxBegin and cls is not TxCommit:
                 for table in _tables(event):
                     ddl = self._saw(table, getattr(event, "tx", None), shapes)
                     if ddl is not None:
-                        yield ddl
-            yield event
+                        render(ddl)
+            render(event)
 
     def _saw(
         self, table: Table, tx: Transaction | None, shapes: Mapping[int, TableShape | None]

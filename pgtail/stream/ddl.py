@@ -54,11 +54,11 @@ def with_ddl(
     """A function that renders a batch of events with ``render``, each after the DDL its
     table's first sight or changed definition calls for."""
     tracker = DdlTracker()
+    wanted_in, render_with = tracker.wanted, tracker.render_all
+    no_shapes: dict[int, TableShape | None] = {}
 
     def render_all(events: list[Any]) -> None:
-        wanted = tracker.wanted(events)
-        shapes = lookup(wanted) if wanted else {}
-        for event in tracker.events(events, shapes):
-            render(event)
+        wanted = wanted_in(events)
+        render_with(events, lookup(wanted) if wanted else no_shapes, render)
 
     return render_all
