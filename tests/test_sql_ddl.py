@@ -63,6 +63,7 @@ def test_create_and_alter_statements() -> None:
     assert create_table_sql(_table(("id", 23), ("a", 25)), shape) == (
         "CREATE TABLE IF NOT EXISTS public.t (id integer NOT NULL, a text DEFAULT 'x'::text"
         " NOT NULL, PRIMARY KEY (id));\n"
+        "ALTER TABLE public.t ADD COLUMN IF NOT EXISTS a text DEFAULT 'x'::text NOT NULL;\n"
     )
     # renamed a -> b (same number), retyped n, added d with a constant default
     after = _table(("id", 23), ("b", 25), ("n", 20), ("d", 23))
@@ -218,7 +219,7 @@ def test_replica_kept_through_schema_changes(db: Database, target: Database) -> 
     # --no-ddl: the same output without the DDL, the schema changes as comments
     without = run_stream(db.dsn, "--slot", "s2", *args, "--no-ddl")
     assert without.returncode == 0, without.stderr.decode()
-    ddl = ("CREATE TABLE IF NOT EXISTS ", "ALTER TABLE ", "-- not written for ")
+    ddl = ("CREATE TABLE IF NOT EXISTS ", "ALTER TABLE ", "-- not written for ", "SET LOCAL ")
     lines = [line for line in proc.stdout.decode().splitlines() if not line.startswith(ddl)]
     assert without.stdout.decode().splitlines() == lines
     assert sum(line.startswith("-- schema of public.t changed") for line in lines) == 6
@@ -245,7 +246,10 @@ def test_snapshot_replays_into_an_empty_database(db: Database, target: Database)
     )
     assert proc.returncode == 0, proc.stderr.decode()
     _equal(db, target, ["a", '"Odd Name"'])
-    # then changes, and a table created mid-stream (FOR ALL TABLES)
+    # then, in the next run: a column added while pgtail was not running (the run's first
+    # sight of the table), changes, and a table created mid-stream (FOR ALL TABLES)
+    write(db, "ALTER TABLE a ADD COLUMN extra int DEFAULT 5")
+    write(db, "UPDATE a SET extra = 6 WHERE id = 1")
     write(db, "CREATE TABLE w (id int PRIMARY KEY, x text)")
     write(db, "INSERT INTO w VALUES (1, 'w'); UPDATE a SET t = 'changed' WHERE id = 2")
     end = format_lsn(insert_lsn(db))

@@ -4,7 +4,11 @@
 that needs it (in that row's transaction):
 
 * first sight: ``CREATE TABLE IF NOT EXISTS s.t (c type [NOT NULL] [DEFAULT …], …,
-  PRIMARY KEY (…));`` with the columns the stream sends, in its order;
+  PRIMARY KEY (…));`` with the columns the stream sends, in its order, then ``ALTER
+  TABLE s.t ADD COLUMN IF NOT EXISTS …`` for each column outside the key (a target from
+  an earlier run lacks the columns added while pgtail was not running), with
+  ``client_min_messages`` raised for them (no NOTICE for what the target has; a
+  snapshot's, which comes before the table's transaction, in a transaction of its own);
 * a changed table: ``ALTER TABLE … SET SCHEMA``/``RENAME TO``, then ``RENAME COLUMN``,
   ``DROP COLUMN``, ``ALTER COLUMN c TYPE t USING c::t``, ``ADD COLUMN c t [DEFAULT …]
   [NOT NULL]`` and ``REPLICA IDENTITY …``, in that order (each later one names columns
@@ -26,6 +30,8 @@ from pgtail.changes.schema import describe
 from pgtail.sqlnames import quote_ident, quote_qualified
 from pgtail.values import type_name
 
+_QUIET = "SET LOCAL client_min_messages = warning;\n"
+_LOUD = "SET LOCAL client_min_messages TO DEFAULT;\n"
 _IDENTITY = {"default": "DEFAULT", "full": "FULL", "nothing": "NOTHING"}
 _TIME_TYPES = {1083, 1114, 1184, 1266, 1186}  # time, timestamp(tz), timetz, interval
 
@@ -33,7 +39,12 @@ _TIME_TYPES = {1083, 1114, 1184, 1266, 1186}  # time, timestamp(tz), timetz, int
 def ddl_sql(event: TableDdl) -> str:
     """The statements (and comments) for ``event``, each line ending in a newline."""
     if event.previous is None:
-        return create_table_sql(event.table, event.shape)
+        statements = create_table_sql(event.table, event.shape)
+        if "\nCREATE TABLE" not in "\n" + statements:
+            return statements  # (a comment only)
+        # IF NOT EXISTS says NOTICE for each table and column the target has: not a word
+        quiet = f"{_QUIET}{statements}{_LOUD}"
+        return quiet if event.tx is not None else f"BEGIN;\n{quiet}COMMIT;\n"
     return alter_table_sql(event.previous, event.table, event.shape, event.previous_shape)
 
 
@@ -113,6 +124,14 @@ def create_table_sql(table: Table, shape: TableShape | None) -> str:
             " DEFAULT clauses are not written"
         )
     out += f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(parts)});\n"
+    # a target that has the table from an earlier run may lack columns added since
+    adds = [
+        f"ADD COLUMN IF NOT EXISTS {part}"
+        for column, part in zip(table.columns, parts, strict=False)
+        if column.name not in key
+    ]
+    if adds:
+        out += f"ALTER TABLE {name} {', '.join(adds)};\n"
     if table.replica_identity in ("full", "nothing"):
         out += f"ALTER TABLE {name} REPLICA IDENTITY {_IDENTITY[table.replica_identity]};\n"
     return out
