@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pgtail import catalog
 from pgtail.changes import Column, Table, Transaction
 from pgtail.changes.ddl import DdlTracker, ShapeColumn, TableDdl, TableShape
 from pgtail.changes.events import Change
@@ -294,3 +295,27 @@ def test_a_failed_reader_is_reported(db: Database, target: Database) -> None:
     assert "the reader of the output went away" in message, message
     assert "still in slot s" in message, message
     assert confirmed(db) == before
+
+
+def test_only_constant_defaults_are_written(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE z (id serial PRIMARY KEY, a int DEFAULT 7, b text DEFAULT 'x',"
+        " c timestamptz DEFAULT now(), d timestamptz DEFAULT CURRENT_TIMESTAMP,"
+        " e date DEFAULT '2020-01-01', f int DEFAULT 1 + 1, g varchar(5) DEFAULT 'ab',"
+        " h numeric(6,2) DEFAULT 1.5, i int[] DEFAULT '{1,2}', j float8 DEFAULT random(),"
+        " k int NOT NULL DEFAULT -3)"
+    )
+    db.execute("ALTER TABLE z ALTER a TYPE bigint")  # (its default, cast: still a constant)
+    oid = int(db.execute("SELECT 'z'::regclass::oid")[0][0])  # type: ignore[call-overload]
+    conn = db.connect()
+    try:
+        shape = catalog.table_shapes(conn, [oid, 1])
+    finally:
+        conn.close()
+    assert shape[1] is None  # no such table
+    found = shape[oid]
+    assert found is not None and found.primary_key == ("id",)
+    defaults = {c.name: c.default for c in found.columns if c.default is not None}
+    assert set(defaults) == {"a", "b", "e", "g", "h", "i", "k"}, defaults
+    assert [c.name for c in found.columns if c.not_null] == ["id", "k"]
+    assert found.column("a") is not None and found.column("a").type_sql == "bigint"  # type: ignore[union-attr]

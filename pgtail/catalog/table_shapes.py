@@ -13,12 +13,16 @@ from psycopg2.extensions import connection as PgConnection
 from pgtail.catalog.connection import fetchall
 from pgtail.changes.ddl import ShapeColumn, TableShape
 
-# A default is written only when it is a constant (a Const node: a literal, cast or
-# not): one that calls a function (now(), nextval()) gives the target other values.
-_COLUMNS_SQL = """
+# A default is written only when it is a constant: a literal, through type casts only
+# (as ALTER COLUMN ... TYPE leaves one); one that calls a function (now(), nextval(),
+# CURRENT_TIMESTAMP) or an operator gives the target other values. Read from the
+# expression's node tree: no node but Const and casts, no function call but a cast's.
+_COLUMNS_SQL = r"""
 SELECT a.attrelid::int, a.attname::text, a.attnum::int, a.atttypid::int, a.atttypmod,
        format_type(a.atttypid, a.atttypmod), a.attnotnull,
-       CASE WHEN d.adbin::text LIKE '{CONST %%' THEN pg_get_expr(d.adbin, d.adrelid) END
+       CASE WHEN d.adbin::text !~ '\{(?!CONST |FUNCEXPR |RELABELTYPE |COERCEVIAIO )'
+                 AND d.adbin::text !~ ':funcformat [03]'
+            THEN pg_get_expr(d.adbin, d.adrelid) END
 FROM pg_attribute a
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = ANY(%s::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
