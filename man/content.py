@@ -151,7 +151,9 @@ Without `--slot` pgtail creates a temporary slot that disappears when it exits, 
 
 Without `--publication` pgtail uses the database's only publication and says so on stderr; with several it lists them. It never creates objects silently: `--create-publication` creates one for the run, named pgtail_run_PID_HEX, and drops it on exit. The run holds an advisory lock on it while it lives, so after a kill -9 the next `pgtail stream` drops the leftover (one line on stderr) and never takes another run's publication for the only one; `pgtail doctor` lists leftovers with the DROP PUBLICATION that removes them.
 
-`--snapshot` first writes every existing row of the published tables (or of the `--snapshot-table` ones), then every change, with no gap and no duplicate. A slot this run creates is created with an exported snapshot, read on a second connection under SET TRANSACTION SNAPSHOT before START_REPLICATION; for a slot that exists, a temporary slot exports the snapshot at its consistent point X, and the slot's changes to the copied tables that committed before X are skipped. The slot is confirmed past nothing until every table is written. With `--format sql` each table is one transaction that empties it (TRUNCATE) and inserts its rows, so `pgtail stream --snapshot --format sql | psql target` makes the target equal the source. A run stopped during the copy drops a slot it created; after a kill -9 the next run copies again. Costs: the reading transaction holds back VACUUM and the slot holds WAL for the copy's duration; ACCESS SHARE locks on the table being copied; for an existing slot, a free replication slot entry for a moment; SELECT on the copied columns. PostgreSQL 12 and later (from a standby: 16 and later).
+`--snapshot` first writes every existing row of the published tables (or of the `--snapshot-table` ones), then every change, with no gap and no duplicate. A slot this run creates is created with an exported snapshot, read on a second connection under SET TRANSACTION SNAPSHOT before START_REPLICATION; for a slot that exists, a temporary slot exports the snapshot at its consistent point X, and the slot's changes to the copied tables that committed before X are skipped. The slot is confirmed past nothing until every table is written. With `--format sql` each table is one transaction that empties it (TRUNCATE) and loads its rows as one COPY ... FROM STDIN block, as pg_dump writes them, so `pgtail stream --snapshot --format sql | psql -v ON_ERROR_STOP=1 target` makes the target equal the source. A run stopped during the copy drops a slot it created; after a kill -9 the next run copies again. Costs: the reading transaction holds back VACUUM and the slot holds WAL for the copy's duration; ACCESS SHARE locks on the table being copied; for an existing slot, a free replication slot entry for a moment; SELECT on the copied columns. PostgreSQL 12 and later (from a standby: 16 and later).
+
+With `--format sql` a table's first change (or copy) in a run is preceded by CREATE TABLE IF NOT EXISTS (columns and types as the stream sends them; NOT NULL, constant defaults and the primary key from the catalog), and a change of its shape by ALTER TABLE (ADD COLUMN with a constant DEFAULT and NOT NULL, DROP COLUMN, RENAME COLUMN, ALTER COLUMN ... TYPE ... USING, REPLICA IDENTITY), in the transaction of the first change that uses the new shape. `--no-ddl` writes them as comments only, for a target with a schema of its own. Replay with `psql -v ON_ERROR_STOP=1`: without it psql goes on after a failed statement while pgtail confirms the transaction. When the output's reader exits or fails, pgtail says on stderr what it had confirmed; what it had not (the transaction the reader failed on) is still in the slot.
 
 Filters (`--table`, `--exclude`, `--ops`, `--redact`) apply after decoding; filtered changes are still confirmed. `--table` and `--exclude` take `table` or `schema.table` globs; `--redact` takes `column`, `table.column` or `schema.table.column` globs. A `--table`, `--exclude` or `--redact` pattern that matches nothing the publications publish is a warning on stderr at start.
 """,
@@ -188,11 +190,13 @@ Keep an append-only change log on disk; the slot advances only after fsync:
 
 Replay a database's changes into another one:
 
-    pgtail stream --slot app --format sql | psql "host=replica dbname=shop"
+    pgtail stream --slot app --format sql |
+      psql -v ON_ERROR_STOP=1 "host=replica dbname=shop"
 
 Copy every published table, then follow its changes, into another database:
 
-    pgtail stream --slot app --create-slot --snapshot --format sql | psql -d target
+    pgtail stream --slot app --create-slot --snapshot --format sql |
+      psql -v ON_ERROR_STOP=1 -d target
 
 Stop at a known point and print a protocol trace:
 

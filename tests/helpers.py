@@ -9,6 +9,8 @@ readable and runnable on its own. ``conftest`` builds its ``db`` fixtures from
 
 from __future__ import annotations
 
+import io
+import re
 import subprocess
 import sys
 import threading
@@ -413,3 +415,28 @@ def start_standby(primary: LocalServer, settings: dict[str, str]) -> LocalServer
         standby.destroy()
         raise
     return standby
+
+
+# --- replaying SQL output ------------------------------------------------------------------
+
+_COPY_HEAD = re.compile(r"^COPY .* FROM STDIN;\n", re.MULTILINE)
+
+
+def run_sql_script(conn: psycopg2.extensions.connection, script: str) -> None:
+    """What ``psql -f`` does with pgtail's SQL output, on one connection (psql is not
+    installed for every major): its statements, and each ``COPY … FROM STDIN`` block's
+    rows (a block the script ends inside ends there, as psql ends it at end of input)."""
+
+    def execute(cur: Any, chunk: str) -> None:
+        if any(line and not line.startswith("--") for line in chunk.splitlines()):
+            cur.execute(chunk)
+
+    with conn.cursor() as cur:
+        rest = script
+        while (head := _COPY_HEAD.search(rest)) is not None:
+            execute(cur, rest[: head.start()])
+            end = rest.find("\n\\.\n", head.end() - 1)
+            data = rest[head.end() : end + 1] if end >= 0 else rest[head.end() :]
+            cur.copy_expert(head.group(0).rstrip(";\n"), io.StringIO(data))
+            rest = rest[end + 4 :] if end >= 0 else ""
+        execute(cur, rest)

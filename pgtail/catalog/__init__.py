@@ -156,6 +156,7 @@ from pgtail.catalog.snapshot import SnapshotReader, SnapshotTable, snapshot_tabl
 from pgtail.catalog.spark import ColumnType, table_columns
 from pgtail.catalog.survey import doctor_facts
 from pgtail.catalog.table_facts import TableRef, resolve_table, table_facts
+from pgtail.catalog.table_shapes import table_shapes
 from pgtail.catalog.user_types import lookup_user_types, user_types
 from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualified
 
@@ -289,6 +290,7 @@ __all__ = [
     "translate_replication_error",
     "translate_slot_error",
     "user_types",
+    "table_shapes",
     "wait_flushed",
     "wal_position",
 ]

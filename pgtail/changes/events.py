@@ -271,3 +271,6 @@ class InsertEncoders(NamedTuple):
     key_delete: InsertEncoder | None = None
     # Many inserts at once from their values column by column, if the renderer has it
     rows: RowsEncoder | None = None
+    # A snapshot's rows from COPY's text output as it is (whole rows, each ending in a
+    # newline), if the renderer writes them so (SQL: a ``COPY … FROM STDIN`` block)
+    copy_text: Callable[[bytes], bytes] | None = None

@@ -109,6 +109,10 @@ class TableRows:
         newline."""
         first = self.seq
         encoders = self._encoders
+        if encoders is not None and encoders.copy_text is not None:
+            count = data.count(b"\n")
+            self.seq += count
+            return SnapshotRows(self.copy, first, count, lines=encoders.copy_text(data))
         if encoders is not None and encoders.rows is not None:
             try:
                 columns = copy_columns(data, len(self.info.names))

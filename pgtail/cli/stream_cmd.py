@@ -36,7 +36,7 @@ from pgtail.cli.shared_options import (
 )
 from pgtail.errors import ConfigurationError
 from pgtail.lsn import format_lsn
-from pgtail.stream import FIRST_CONTACT_WAIT, ReconnectPolicy, StreamConfig, run
+from pgtail.stream import FIRST_CONTACT_WAIT, ReconnectPolicy, StreamConfig, StreamResult, run
 
 
 def _log(message: str) -> None:
@@ -113,6 +113,12 @@ def _log(message: str) -> None:
     "changes to the copied tables from before it are skipped.",
 )
 @click.option(
+    "--no-ddl",
+    is_flag=True,
+    help="With --format sql: write changes of a table's shape as comments, and no "
+    "CREATE TABLE IF NOT EXISTS / ALTER TABLE (for a target with a schema of its own).",
+)
+@click.option(
     "--snapshot-table",
     "snapshot_tables",
     multiple=True,
@@ -177,7 +183,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
       pgtail stream --slot app --create-slot --publication app_pub | jq .
       pgtail stream --format sql --table 'public.orders*' --ops insert,update
       pgtail stream --slot app -o changes.jsonl --end 0/5A3B2C10
-      pgtail stream --snapshot --format sql | psql -d target
+      pgtail stream --snapshot --format sql | psql -v ON_ERROR_STOP=1 -d target
       pgtail stream postgresql://me@db.example.com/shop --slot app
       pgtail stream -h /var/run/postgresql -U me -d shop --slot app
     """
@@ -190,6 +196,8 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     start, end = opts["start"], opts["end"]
     if start is not None and end is not None and end < start:
         raise usage_error("--end is before --start")
+    if opts["no_ddl"] and fmt != "sql":
+        raise usage_error("--no-ddl applies to --format sql only")
     snapshot = opts["snapshot"] or bool(opts["snapshot_tables"])
     if snapshot and start is not None:
         raise usage_error("--snapshot cannot be combined with --start (the rows are consistent"
@@ -217,6 +225,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         max_changes=opts["max_changes"],
         idle_exit=opts["idle_exit"],
         format=fmt,
+        ddl=not opts["no_ddl"],
         render_options=render_options,
         output=opts["output"],
         status_interval=opts["status_interval"],
@@ -253,7 +262,27 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         # sys.exit, not ctx.exit: click returns (rather than raises) Exit outside standalone mode
         sys.exit(code)
     if result.reason == "closed":
+        _log(_reader_gone_message(result, temporary=config.slot is None, snapshot=snapshot))
         _quiet_stdout()
+
+
+def _reader_gone_message(result: StreamResult, *, temporary: bool, snapshot: bool) -> str:
+    """What a run whose output's reader went away (exited or failed) leaves behind."""
+    confirmed = (
+        f"confirmed up to {format_lsn(result.confirmed_lsn)}"
+        if result.confirmed_lsn
+        else "nothing was confirmed"
+    )
+    if temporary:
+        rest = "the slot was temporary: what was not confirmed is gone with it"
+    elif snapshot and not result.confirmed_lsn:
+        rest = "the snapshot did not finish: run the same command again to copy it again"
+    else:
+        rest = (
+            f"what was not confirmed (the transaction the reader failed on or did not take)"
+            f" is still in slot {result.slot} and comes again on the next run"
+        )
+    return f"pgtail: the reader of the output went away; {confirmed}; {rest}"
 
 
 def _given(ctx: click.Context, name: str) -> bool:

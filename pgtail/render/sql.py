@@ -28,6 +28,13 @@ Mapping (one statement per line; the output is UTF-8):
   'gid';`` and its outcome as ``COMMIT PREPARED 'gid';`` / ``ROLLBACK PREPARED 'gid';``.
   That replays faithfully, but the target needs ``max_prepared_transactions > 0``
   (otherwise PREPARE TRANSACTION fails and the transaction is rolled back there).
+* A table's first change in a run (``CREATE TABLE IF NOT EXISTS``) and a change of its
+  shape (``ALTER TABLE``) are written before the first row that needs them, in its
+  transaction, from a `TableDdl` (`pgtail.render.sql_ddl`); without those events (the
+  CLI's ``--no-ddl``) a change of shape is a comment.
+* A snapshot: per table ``BEGIN; TRUNCATE s.t; COPY s.t (cols) FROM STDIN;``, the rows
+  in COPY's text format, ``\\.`` and ``COMMIT;`` (a run stopped inside a table's copy
+  ends the block with ``ROLLBACK;``).
 * Logical decoding messages become comments (prefix, LSN, content as an escaped
   string when it is UTF-8 text, hex otherwise).
 
@@ -79,9 +86,11 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
+from pgtail.changes.ddl import TableDdl
 from pgtail.changes.schema import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
+from pgtail.render.sql_ddl import ddl_sql
 from pgtail.render.sql_literals import (
     COMPARE_AS,
     column_literal,
@@ -186,7 +195,32 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
         [plan.literals[c.name] for c in columns],
         text_converters,
     )
-    return InsertEncoders(plain, with_nulls)
+    return InsertEncoders(plain, with_nulls, copy_text=_copy_as_is)
+
+
+def _copy_as_is(data: bytes) -> bytes:
+    """A snapshot's rows of COPY text output, for its ``COPY … FROM STDIN`` block: the
+    column list is the one COPY read, each value the type's output, which its input
+    reads back."""
+    return data
+
+
+def copy_text_row(names: Sequence[str], row: Mapping[str, Any]) -> str:
+    """A converted row as one line of COPY's text format (``\\N`` for NULL)."""
+    fields = []
+    for name in names:
+        value = row.get(name)
+        if value is None:
+            fields.append("\\N")
+        else:
+            text = to_text(value)
+            if "\\" in text or "\n" in text or "\r" in text or "\t" in text:
+                text = text.translate(_COPY_ESCAPES)
+            fields.append(text)
+    return "\t".join(fields) + "\n"
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
 def _no_identity_reason(table: Table, qualified: str) -> str:
@@ -251,6 +285,7 @@ class SqlRenderer:
         self._warn: Callable[[str], None] | None = warn if callable(warn) else None
         self._plans: dict[int, _Plan] = {}
         self._skipped: dict[str, int] = {}
+        self._copying: str | None = None  # the table whose COPY block is open
 
     # -- helpers
 
@@ -365,19 +400,24 @@ class SqlRenderer:
     def snapshot_begin_sql(self, copy: TableCopy) -> str:
         """A table's copy is one transaction that empties the target table first, so
         that replayed into any target (or again, after an interrupted run) the table
-        ends equal to the source's at the snapshot."""
-        name = self._plan(copy.table).name
+        ends equal to the source's at the snapshot; its rows are one ``COPY … FROM
+        STDIN`` block, as pg_dump writes them (an INSERT per row applies many times
+        slower)."""
+        plan = self._plan(copy.table)
+        name = plan.name
+        columns = ", ".join(plan.ident(c.name) for c in copy.table.columns)
         return (
             f"-- snapshot of {name} at lsn={format_lsn(copy.lsn)} (table {copy.number} of"
             f" {copy.tables}, about {copy.rows_estimate} rows)\nBEGIN;\nTRUNCATE {name};\n"
+            f"COPY {name} ({columns}) FROM STDIN;\n"
         )
 
     def _write_snapshot_rows(self, rows: SnapshotRows) -> None:
-        if rows.lines:  # from insert_encoder: whole INSERT statements
+        if rows.lines:  # from insert_encoder: COPY's text rows as they were read
             self._out.write(rows.lines)
             return
-        plan = self._plan(rows.copy.table)
-        self._write("".join(plan.insert_sql(row) for row in rows.rows))
+        names = [c.name for c in rows.copy.table.columns]
+        self._write("".join(copy_text_row(names, row) for row in rows.rows))
 
     @staticmethod
     def message_sql(event: Message) -> str:
@@ -391,7 +431,7 @@ class SqlRenderer:
             f"lsn={format_lsn(event.lsn)} {content}\n"
         )
 
-    def render(self, event: Event) -> None:
+    def render(self, event: Event | TableDdl) -> None:
         if type(event) is Change:
             try:
                 statement = self.change_sql(event)
@@ -413,9 +453,13 @@ class SqlRenderer:
             self._write_snapshot_rows(event)
         elif isinstance(event, SnapshotBegin):
             self._write(self.snapshot_begin_sql(event.copy))
+            self._copying = self._plan(event.copy.table).name
         elif isinstance(event, SnapshotEnd):
             name = self._plan(event.copy.table).name
-            self._write(f"COMMIT;\n-- snapshot of {name}: {event.rows} rows\n")
+            self._copying = None
+            self._write(f"\\.\nCOMMIT;\n-- snapshot of {name}: {event.rows} rows\n")
+        elif type(event) is TableDdl:
+            self._write(ddl_sql(event))
         elif isinstance(event, SchemaChange):
             name = self._plan(event.table).name
             notes = "; ".join(describe(event.previous, event.table))
@@ -441,6 +485,9 @@ class SqlRenderer:
             raise TypeError(f"cannot render {type(event).__name__} as SQL")
 
     def close(self) -> None:
+        if self._copying is not None:  # the run stopped inside a table's copy
+            name, self._copying = self._copying, None
+            self._write(f"\\.\nROLLBACK;\n-- snapshot of {name} stopped before its end\n")
         if self._warn is not None:
             for name, count in self._skipped.items():
                 self._warn(

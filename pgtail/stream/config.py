@@ -51,6 +51,7 @@ class StreamConfig:
     max_changes: int | None = None
     idle_exit: float | None = None
     format: str = "json"  # json | table | sql | raw
+    ddl: bool = True  # sql: schema changes and new tables as DDL (False: as comments)
     render_options: RenderOptions = field(default_factory=RenderOptions)
     output: str | None = None  # append to this file (fsync'd before confirming)
     status_interval: float = 10.0

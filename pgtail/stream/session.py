@@ -73,6 +73,7 @@ from pgtail.stream.change_stream import ChangeStream, RawChangeStream
 from pgtail.stream.change_stream import Stop as _Stop
 from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
 from pgtail.stream.connection import ConnectionLost, ServerError, lost, open_replication
+from pgtail.stream.ddl import ShapeLookup, with_ddl
 from pgtail.stream.gc_tuning import fewer_collections
 from pgtail.stream.publication_choice import (
     drop_run_publication,
@@ -578,6 +579,16 @@ def _make_render(config: StreamConfig, out: BinaryIO) -> tuple[Callable[[Any], N
     return renderer.render, renderer.close
 
 
+def _also(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        try:
+            first()
+        finally:
+            then()
+
+    return both
+
+
 @dataclass(frozen=True, slots=True)
 class _Output:
     """Where the run writes: the target, whether it is ``--output`` (fsync'd), its state
@@ -595,6 +606,10 @@ def _run(start: Start, output: _Output) -> StreamResult:
     buffer = io.BytesIO()
     render, close_renderer = _make_render(config, buffer)
     render_all = with_schema_events(render) if config.format != "raw" else each(render)
+    if config.format == "sql" and config.ddl:
+        shapes = ShapeLookup(start.dsn, start.log)
+        render_all = with_ddl(render, shapes)
+        close_renderer = _also(close_renderer, shapes.close)
     writer = Writer(
         output.target,
         start.feedback,
