@@ -80,6 +80,7 @@ from pgtail.stream.publication_choice import (
 from pgtail.stream.setup import Start
 from pgtail.stream.signals import Signals
 from pgtail.stream.snapshot import SnapshotCopy, check_config
+from pgtail.stream.waiting import Waiting
 from pgtail.stream.writer import (
     LINE_STARTS,
     STOP,
@@ -145,6 +146,7 @@ class Session:
         self.log = start.log
         self.signals = start.signals
         self.dsn = start.dsn
+        self.wait = Waiting(start.dsn, start.log, start.signals)
         self.slot = start.slot
         self.temporary = start.temporary
         self.server: catalog.ServerInfo = start.server
@@ -193,7 +195,7 @@ class Session:
         self.exported = None  # (a retried start-up must not take an earlier attempt's)
         if self.temporary:
             _, self.exported = setup.create_slot(
-                cur, self.slot, major, two_phase, temporary=True, export=export
+                cur, self.slot, major, two_phase, temporary=True, export=export, wait=self.wait
             )
             if first:
                 self.log(
@@ -202,7 +204,14 @@ class Session:
                 )
         elif first and self.config.create_slot:
             created, self.exported = setup.create_slot(
-                cur, self.slot, major, two_phase, temporary=False, if_missing=True, export=export
+                cur,
+                self.slot,
+                major,
+                two_phase,
+                temporary=False,
+                if_missing=True,
+                export=export,
+                wait=self.wait,
             )
             if created:
                 self.created_slot = True
