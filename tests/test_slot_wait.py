@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-
 from tests.helpers import Database, kill_if_running, stream_command
 
 
