@@ -44,7 +44,6 @@ import contextlib
 import io
 import queue
 import select
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -83,6 +82,7 @@ from pgtail.stream.snapshot import SnapshotCopy, check_config
 from pgtail.stream.waiting import Waiting
 from pgtail.stream.writer import (
     LINE_STARTS,
+    PIPE_GRACE,
     STOP,
     Batch,
     OutputState,
@@ -92,6 +92,10 @@ from pgtail.stream.writer import (
     reader_gone,
 )
 from pgtail.values import UserType
+
+# after a signal, how long the writer may go on writing what was read before the rest is
+# dropped (not confirmed): a slow reader does not hold a stop up
+STOP_GRACE = 0.4
 
 
 class TypeLookup:
@@ -290,11 +294,12 @@ class Session:
         self._keepalive()
         if self.signals.reopen_pending:
             self.reopen_output()
+        size = len(batch.data)
+        # output is blocked (QUEUE_BYTES or QUEUE_ITEMS are waiting): read nothing more
+        # (a slow reader slows the server), keep the walsender alive, and act on a stop
+        while not writer.wait_for_room(size, 0.2):
+            self._blocked()
         while True:
-            if writer.failed:
-                raise _Stop("closed" if writer.closed else "error")
-            if self.signals.forced:
-                raise _Stop("signal")
             try:
                 writer.queue.put(batch, timeout=0.2)
                 writer.enqueued += 1
@@ -302,8 +307,21 @@ class Session:
                     self.position = batch.position
                 return
             except queue.Full:
-                # output is blocked: keep the walsender alive without reading more
-                self._keepalive()
+                try:
+                    self._blocked()
+                except BaseException:
+                    writer.release(size)
+                    raise
+
+    def _blocked(self) -> None:
+        """The output takes nothing right now: stop when told to, else keep the
+        walsender alive."""
+        writer = self.writer
+        if writer.failed:
+            raise _Stop("closed" if writer.closed else "error")
+        if self.signals.received is not None:  # within a second, not after the queue
+            raise _Stop("signal")
+        self._keepalive()
 
     def reopen_output(self) -> None:
         """SIGHUP with ``--output``: have the writer reopen the file (it was rotated)."""
@@ -429,17 +447,22 @@ class Session:
                 raise _Stop("signal")
         finally:
             snapshot.close()
+        # the copy counts as done once this is written (into a pipe: read)
+        self.enqueue(Batch([], 0, 0, 0, 0, ends_snapshot=True))
 
-    def drop_unfinished_snapshot_slot(self) -> None:
-        """A copy that did not finish leaves no slot this run created: the next run
-        starts afresh (a temporary slot went with its connection)."""
+    def drop_unfinished_snapshot_slot(self) -> str | None:
+        """A copy that did not finish (not all written, or into a pipe not all read)
+        leaves no slot this run created: the next run starts afresh (a temporary slot
+        went with its connection). Returns what to say of a dropped slot."""
         snapshot = self.snapshot
-        if not (self.config.snapshot and self.created_slot) or (snapshot and snapshot.done):
-            return
+        if not (self.config.snapshot and self.created_slot):
+            return None
+        if snapshot is not None and snapshot.done and self.writer.snapshot_delivered():
+            return None
         try:
             catalog.drop_slot(self.dsn, self.slot, if_exists=True, force=True)
-            self.log(
-                f"pgtail: the snapshot did not finish: dropped replication slot {self.slot!r}"
+            return (
+                f"the snapshot did not finish: dropped replication slot {self.slot!r}"
                 " this run created (rerun to start afresh)"
             )
         except (PgtailError, psycopg2.Error) as exc:
@@ -448,6 +471,7 @@ class Session:
                 f" {self.slot!r} could not be dropped ({primary_message(exc)}); drop it"
                 f" (pgtail slot drop {self.slot}) before rerunning --snapshot"
             )
+            return None
 
     def final_feedback(self) -> None:
         if self.cursor is None:
@@ -456,8 +480,17 @@ class Session:
             self.send_feedback(force=True)
 
     def wait_for_writer(self) -> None:
-        """Let the writer finish what was read, keeping the connection alive meanwhile."""
+        """Let the writer finish what was read, keeping the connection alive meanwhile;
+        after a signal, for `STOP_GRACE` seconds at most (the rest is not written)."""
         writer = self.writer
+        grace_ends = time.monotonic() + STOP_GRACE if self.signals.received is not None else None
+
+        def late() -> bool:
+            if grace_ends is not None and time.monotonic() >= grace_ends:
+                writer.abandon()
+                return True
+            return False
+
         if not writer.failed and not self.renderer_closed:
             self.renderer_closed = True
             try:
@@ -472,13 +505,15 @@ class Session:
                     writer.queue.put(STOP, timeout=0.2)
                     break
                 except queue.Full:
-                    if writer.failed or self.signals.forced:
-                        return
+                    if writer.failed or self.signals.forced or late():
+                        break
                     with contextlib.suppress(ConnectionLost, psycopg2.Error):
                         self._keepalive()
-        while not writer.finished.wait(0.2):
+        while not writer.finished.wait(0.1):
             if self.signals.forced:
                 return
+            if late() and time.monotonic() >= (grace_ends or 0) + 2 * PIPE_GRACE:
+                return  # stuck in a write(2) to a reader that takes nothing: abandoned
             with contextlib.suppress(ConnectionLost, psycopg2.Error):
                 self._keepalive()
 
@@ -646,7 +681,7 @@ def _run(start: Start, output: _Output) -> StreamResult:
             stream.wait_for_writer()
         stream.final_feedback()
         stream.close_connection()
-        stream.drop_unfinished_snapshot_slot()
+        dropped = stream.drop_unfinished_snapshot_slot()
     if writer.error is not None and error is None:
         err = writer.error
         if isinstance(err, PgtailError):
@@ -658,10 +693,12 @@ def _run(start: Start, output: _Output) -> StreamResult:
         raise error
     if reason == "error" and writer.closed:
         reason = "closed"
-    received = stream.signals.received
-    # a closed terminal (SIGHUP) also fails writes to it: the signal is what happened
-    if received is not None and (reason != "closed" or received == signal.SIGHUP):
+    # a signal that came with a closed output (Ctrl-C reaches `| jq` too; a closed
+    # terminal fails writes to it) is what happened
+    if stream.signals.received is not None:
         reason = "signal"
+    if dropped is not None and reason != "signal":
+        stream.log(f"pgtail: {dropped}")
     return StreamResult(
         reason=reason,
         signal=stream.signals.received if reason == "signal" else None,
@@ -673,4 +710,5 @@ def _run(start: Start, output: _Output) -> StreamResult:
         reconnects=stream.reconnects,
         abandoned=writer.is_alive(),
         batches=writer.enqueued,
+        dropped_slot=dropped if reason == "signal" else None,
     )
