@@ -178,3 +178,19 @@ def test_the_wait_ends_when_the_transaction_does(db15: Database) -> None:
     finally:
         conn.close()
     assert slot_names(db) == ["s"]
+
+
+def test_top_sampler_note_names_the_oldest_transaction(db15: Database) -> None:
+    """`top --publication`'s temporary slot gives up after a few seconds; its note says
+    which transaction it waited for."""
+    from pgtail import catalog
+
+    publication(db15)
+    with open_transaction(db15) as blocker:
+        sampler = catalog.ChangeSampler(db15.dsn, "pub")
+        try:
+            note = sampler.start()
+        finally:
+            sampler.close()
+    assert note is not None and sampler.retriable
+    assert f"PID {blocker}" in note and f"pg_terminate_backend({blocker})" in note, note

@@ -106,12 +106,17 @@ def describe_wait(what: str, facts: WaitFacts | None, waited: float) -> str:
             f"{head}: it waits for a prepared transaction{others} to end: COMMIT PREPARED or"
             " ROLLBACK PREPARED it (see pg_prepared_xacts); Ctrl-C cancels"
         )
-    app = repr(first.application_name or "")
+    return f"{head}: it waits for {describe_blocker(first, others)}; Ctrl-C cancels"
+
+
+def describe_blocker(blocker: Blocker, others: str = "") -> str:
+    """A blocking session, and how to end its transaction."""
+    app = repr(blocker.application_name or "")
     return (
-        f"{head}: it waits for the transaction of PID {first.pid}{others}"
-        f" (xid {first.xid or 'none'}, {_age(first.age_seconds)}, application_name {app},"
-        f" state {first.state or 'unknown'}) to end: COMMIT or ROLLBACK it there, or end"
-        f" it with SELECT pg_terminate_backend({first.pid}); Ctrl-C cancels"
+        f"the transaction of PID {blocker.pid}{others} (xid {blocker.xid or 'none'},"
+        f" {_age(blocker.age_seconds)}, application_name {app}, state"
+        f" {blocker.state or 'unknown'}) to end: COMMIT or ROLLBACK it there, or end it"
+        f" with SELECT pg_terminate_backend({blocker.pid})"
     )
 
 
