@@ -483,13 +483,19 @@ class Session:
         """Let the writer finish what was read, keeping the connection alive meanwhile;
         after a signal, for `STOP_GRACE` seconds at most (the rest is not written)."""
         writer = self.writer
-        grace_ends = time.monotonic() + STOP_GRACE if self.signals.received is not None else None
+        grace_ends: float | None = None
+        if self.signals.received is not None:
+            # an unfinished copy is dropped with its slot (or copied again): no grace
+            copying = self.snapshot is not None and not self.snapshot.done
+            grace_ends = time.monotonic() + (0.0 if copying else STOP_GRACE)
 
         def late() -> bool:
             if grace_ends is not None and time.monotonic() >= grace_ends:
                 writer.abandon()
                 return True
             return False
+
+        late()
 
         if not writer.failed and not self.renderer_closed:
             self.renderer_closed = True
