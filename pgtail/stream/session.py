@@ -518,8 +518,12 @@ class Session:
         while not writer.finished.wait(0.1):
             if self.signals.forced:
                 return
-            if late() and time.monotonic() >= (grace_ends or 0) + 2 * PIPE_GRACE:
-                return  # stuck in a write(2) to a reader that takes nothing: abandoned
+            if late():
+                waited = time.monotonic() - (grace_ends or 0)
+                # stuck in a write(2) to a reader that takes nothing, or a reader that
+                # consumes too slowly to be waited for: abandoned
+                if (writer.in_write and waited >= 0.3) or waited >= 2 * PIPE_GRACE:
+                    return
             with contextlib.suppress(ConnectionLost, psycopg2.Error):
                 self._keepalive()
 

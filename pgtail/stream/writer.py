@@ -304,6 +304,7 @@ class Writer(threading.Thread):
         self.queued_bytes = 0
         self.room = threading.Condition()
         self.abandoned = False  # stop now: what is not written yet is not written
+        self.in_write = False  # in os.write: blocked while a pipe's reader takes nothing
         # where the --snapshot copy ended: None before its last batch was written; then
         # the output offset after it (into a pipe) and whether it was flushed
         self._snapshot_end: int | None = None
@@ -474,8 +475,10 @@ class Writer(threading.Thread):
                     end = cut + 1
             if start and self.abandoned:
                 return False
+            self.in_write = True  # (a reader that takes nothing keeps it here)
             while start < end:
                 start += os.write(fd, view[start:end])
+            self.in_write = False
         return True
 
     def _tell(self) -> int:
