@@ -282,6 +282,10 @@ class Session:
 
     def enqueue(self, batch: Batch) -> None:
         writer = self.writer
+        if self.signals.received is not None and not writer.idle():
+            # stopping, and the output has not taken what it has (a slow reader, one
+            # large transaction handing over batch after batch): hand over no more
+            raise _Stop("signal")
         if batch.items:
             self.render_all(batch.items)
             batch.items = []
