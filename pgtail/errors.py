@@ -45,6 +45,16 @@ def redact(text: str, dsn: str | None = None) -> str:
     return _PASSWORD_URI.sub(r"\1********\3", text)
 
 
+class Interrupted(Exception):  # noqa: N818 - a stop, not an error
+    """A signal (SIGINT, SIGTERM) cancelled a command that waited on the server; the
+    command ended without its effect. ``signum``: that signal."""
+
+    def __init__(self, signum: int | None, what: str = "") -> None:
+        super().__init__(signum, what)
+        self.signum = signum
+        self.what = what  # what was cancelled ("create replication slot 'app'")
+
+
 class PgtailError(Exception):
     """Root of every error pgtail raises on purpose."""
 

@@ -158,9 +158,15 @@ from pgtail.catalog.survey import doctor_facts
 from pgtail.catalog.table_facts import TableRef, resolve_table, table_facts
 from pgtail.catalog.table_shapes import table_shapes
 from pgtail.catalog.user_types import lookup_user_types, user_types
+from pgtail.catalog.waiting import Blocker, WaitFacts, blockers, describe_wait, wait_for_server
 from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualified
 
 __all__ = [
+    "Blocker",
+    "WaitFacts",
+    "blockers",
+    "describe_wait",
+    "wait_for_server",
     "TOP_SLOT_PREFIX",
     "ChangeSampler",
     "Watcher",

@@ -19,6 +19,7 @@ from pgtail.catalog.errors import translate_error
 from pgtail.catalog.facts import OpenTransaction, ReplicationFacts, SenderFacts, SlotStats
 from pgtail.catalog.server_info import CURRENT_LSN, lsn_or_none, server_version_num, settings
 from pgtail.catalog.slots import slot_listing
+from pgtail.catalog.waiting import Blocker, WaitFacts, describe_blocker, wait_for_server
 from pgtail.sqlnames import publication_names_option
 
 WAL_SETTINGS = ("max_slot_wal_keep_size", "max_wal_size", "wal_keep_size", "wal_keep_segments")
@@ -215,16 +216,24 @@ class ChangeSampler:
                     f"{conn.info.dbname!r}: no per-table rates"
                 )
             fetchall(conn, f"SET statement_timeout = {CREATE_TIMEOUT_MS}")
-            fetchall(
-                conn,
-                "SELECT pg_create_logical_replication_slot(%s, 'pgoutput', true)",
-                (self.slot,),
+            # Ctrl-C / SIGTERM cancel the wait at once (the live view has not begun)
+            wait_for_server(
+                lambda: fetchall(
+                    conn,
+                    "SELECT pg_create_logical_replication_slot(%s, 'pgoutput', true)",
+                    (self.slot,),
+                ),
+                conn=conn,
+                dsn=self.dsn,
+                what="create top's temporary slot",
+                log=lambda line: None,  # the view's note says it instead
             )
             fetchall(conn, "SET statement_timeout = 0")
         except psycopg2.Error as exc:
-            conn.close()
             self.retriable = exc.pgcode == "57014"
-            return _sampler_failure(exc)
+            oldest = _oldest_writer(conn) if self.retriable else ""
+            conn.close()
+            return _sampler_failure(exc, oldest)
         except BaseException:
             conn.close()
             raise
@@ -251,15 +260,37 @@ class ChangeSampler:
             self._conn = None
 
 
-def _sampler_failure(exc: psycopg2.Error) -> str:
+def _oldest_writer(conn: PgConnection) -> str:
+    """The oldest open transaction that has an xid (what a slot's creation waits for
+    first), as a few words for the note; empty when none is seen."""
+    try:
+        rows = fetchall(
+            conn,
+            "SELECT pid, backend_xid::text,"
+            " extract(epoch FROM clock_timestamp() - xact_start)::float8,"
+            " application_name::text, state::text FROM pg_stat_activity"
+            " WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()"
+            " ORDER BY xact_start LIMIT 1",
+        )
+    except psycopg2.Error:
+        return ""
+    if not rows:
+        return ""
+    pid, xid, age, app, state = rows[0]
+    facts = WaitFacts(None, None, (Blocker(int(pid), xid, age, app, state),))
+    return describe_blocker(facts.blockers[0])
+
+
+def _sampler_failure(exc: psycopg2.Error, oldest: str = "") -> str:
     code = exc.pgcode or ""
     if code == "42501":
         return "no REPLICATION privilege for a temporary slot: no per-table rates"
     if code == "53400":
         return "no free replication slot entry (max_replication_slots): no per-table rates"
     if code == "57014":
+        said = f" (the oldest: {oldest})" if oldest else ""
         return (
-            "a temporary slot waits for open transactions to end before it can start:"
+            f"a temporary slot waits for open transactions to end before it can start{said}:"
             " no per-table rates until it can (retried)"
         )
     first = (exc.pgerror or str(exc)).strip().splitlines()[0].removeprefix("ERROR:").strip()

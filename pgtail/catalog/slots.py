@@ -8,6 +8,7 @@ Which pg_replication_slots columns a server has is decided once, by version, in
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from pgtail.catalog.server_info import (
     lsn_or_none,
     server_version_num,
 )
+from pgtail.catalog.waiting import wait_for_server
 from pgtail.errors import DataLossError, ServerCapabilityError, SlotError
 from pgtail.lsn import format_lsn, parse_lsn
 
@@ -219,8 +221,11 @@ def create_slot(
     temporary: bool = False,
     two_phase: bool = False,
     if_not_exists: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> SlotCreated:
-    """Create a pgoutput logical slot in the connected database."""
+    """Create a pgoutput logical slot in the connected database. While the creation
+    waits for running transactions to end, ``log`` gets a line every few seconds naming
+    them; SIGINT or SIGTERM cancels it (`pgtail.errors.Interrupted`, no slot made)."""
     check_slot_name(name)
     with connect(dsn) as conn:
         existing = slot_listing(conn, name).slots
@@ -235,7 +240,13 @@ def create_slot(
             return SlotCreated(name, False, slot.confirmed_flush_lsn, slot.temporary)
         try:
             query, params = _create_slot_call(server_version_num(conn), name, temporary, two_phase)
-            row = fetchone(conn, query, params)
+            row = wait_for_server(
+                lambda: fetchone(conn, query, params),
+                conn=conn,
+                dsn=dsn,
+                what=f"create replication slot {name!r}",
+                log=log or (lambda line: None),
+            )
         except psycopg2.errors.DuplicateObject:
             if not if_not_exists:
                 raise

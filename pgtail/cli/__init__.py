@@ -23,7 +23,7 @@ from enum import IntEnum
 import click
 
 from pgtail import __version__
-from pgtail.errors import PgtailError, redact
+from pgtail.errors import Interrupted, PgtailError, redact
 
 
 class ExitCode(IntEnum):
@@ -138,6 +138,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ExitCode.ERROR)
     except KeyboardInterrupt:
         sys.exit(ExitCode.SIGINT)
+    except Interrupted as exc:  # a wait on the server (a slot's creation) cancelled
+        with contextlib.suppress(Exception):
+            click.echo(
+                f"pgtail: stopped: cancelled the wait to {exc.what} (nothing was left behind)",
+                err=True,
+            )
+        sys.exit(ExitCode.SIGTERM if exc.signum == signal.SIGTERM else ExitCode.SIGINT)
     except BrokenPipeError:
         _quiet_broken_pipe()
         sys.exit(ExitCode.OK)

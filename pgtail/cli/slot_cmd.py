@@ -353,7 +353,12 @@ def slot_create(
     from pgtail import catalog
 
     result = catalog.create_slot(
-        dsn, name, temporary=temporary, two_phase=two_phase, if_not_exists=if_not_exists
+        dsn,
+        name,
+        temporary=temporary,
+        two_phase=two_phase,
+        if_not_exists=if_not_exists,
+        log=lambda line: click.echo(line, err=True),
     )
     if result.created:
         click.echo(f"created replication slot {name} (pgoutput) at {_lsn(result.lsn)}")

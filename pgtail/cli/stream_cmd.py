@@ -245,10 +245,12 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     out = sys.stdout.buffer
     result = run(config, out, log=_log)
     if result.reason == "signal":
+        dropped = f"; {result.dropped_slot}" if result.dropped_slot else ""
         if result.confirmed_lsn:
-            _log(f"pgtail: stopped; confirmed up to {format_lsn(result.confirmed_lsn)}")
+            lsn = format_lsn(result.confirmed_lsn)
+            _log(f"pgtail: stopped; confirmed up to {lsn}{dropped}")
         else:
-            _log("pgtail: stopped; nothing was confirmed")
+            _log(f"pgtail: stopped; nothing was confirmed{dropped}")
         code = int(
             {signal.SIGTERM: ExitCode.SIGTERM, signal.SIGHUP: ExitCode.SIGHUP}.get(
                 signal.Signals(result.signal or signal.SIGINT), ExitCode.SIGINT

@@ -429,6 +429,7 @@ def initial_load(
         dsn=settings.dsn,
         config=SimpleNamespace(application_name=slot_options.APPLICATION_NAME),
         server=server,
+        log=say,  # the temporary slot's wait for open transactions is said
     )
     export_conn, snapshot_name, lsn = export_from_temporary_slot(cast(Any, session))
     try:

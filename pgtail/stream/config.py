@@ -78,6 +78,8 @@ class StreamResult:
     # batches of output handed to the writer thread: many small transactions that arrive
     # together go as one batch (a count to observe batching by, not a delivery fact)
     batches: int = 0
+    # a signal stopped an unfinished --snapshot: what was said of the slot it dropped
+    dropped_slot: str | None = None
 
 
 Logger = Callable[[str], None]

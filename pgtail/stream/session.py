@@ -44,7 +44,6 @@ import contextlib
 import io
 import queue
 import select
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -81,8 +80,10 @@ from pgtail.stream.publication_choice import (
 from pgtail.stream.setup import Start
 from pgtail.stream.signals import Signals
 from pgtail.stream.snapshot import SnapshotCopy, check_config
+from pgtail.stream.waiting import Waiting
 from pgtail.stream.writer import (
     LINE_STARTS,
+    PIPE_GRACE,
     STOP,
     Batch,
     OutputState,
@@ -92,6 +93,10 @@ from pgtail.stream.writer import (
     reader_gone,
 )
 from pgtail.values import UserType
+
+# after a signal, how long the writer may go on writing what was read before the rest is
+# dropped (not confirmed): a slow reader does not hold a stop up
+STOP_GRACE = 0.4
 
 
 class TypeLookup:
@@ -146,6 +151,7 @@ class Session:
         self.log = start.log
         self.signals = start.signals
         self.dsn = start.dsn
+        self.wait = Waiting(start.dsn, start.log, start.signals)
         self.slot = start.slot
         self.temporary = start.temporary
         self.server: catalog.ServerInfo = start.server
@@ -194,7 +200,7 @@ class Session:
         self.exported = None  # (a retried start-up must not take an earlier attempt's)
         if self.temporary:
             _, self.exported = setup.create_slot(
-                cur, self.slot, major, two_phase, temporary=True, export=export
+                cur, self.slot, major, two_phase, temporary=True, export=export, wait=self.wait
             )
             if first:
                 self.log(
@@ -203,7 +209,14 @@ class Session:
                 )
         elif first and self.config.create_slot:
             created, self.exported = setup.create_slot(
-                cur, self.slot, major, two_phase, temporary=False, if_missing=True, export=export
+                cur,
+                self.slot,
+                major,
+                two_phase,
+                temporary=False,
+                if_missing=True,
+                export=export,
+                wait=self.wait,
             )
             if created:
                 self.created_slot = True
@@ -270,6 +283,10 @@ class Session:
 
     def enqueue(self, batch: Batch) -> None:
         writer = self.writer
+        if self.signals.received is not None and not writer.idle():
+            # stopping, and the output has not taken what it has (a slow reader, one
+            # large transaction handing over batch after batch): hand over no more
+            raise _Stop("signal")
         if batch.items:
             self.render_all(batch.items)
             batch.items = []
@@ -282,11 +299,12 @@ class Session:
         self._keepalive()
         if self.signals.reopen_pending:
             self.reopen_output()
+        size = len(batch.data)
+        # output is blocked (QUEUE_BYTES or QUEUE_ITEMS are waiting): read nothing more
+        # (a slow reader slows the server), keep the walsender alive, and act on a stop
+        while not writer.wait_for_room(size, 0.2):
+            self._blocked()
         while True:
-            if writer.failed:
-                raise _Stop("closed" if writer.closed else "error")
-            if self.signals.forced:
-                raise _Stop("signal")
             try:
                 writer.queue.put(batch, timeout=0.2)
                 writer.enqueued += 1
@@ -294,8 +312,21 @@ class Session:
                     self.position = batch.position
                 return
             except queue.Full:
-                # output is blocked: keep the walsender alive without reading more
-                self._keepalive()
+                try:
+                    self._blocked()
+                except BaseException:
+                    writer.release(size)
+                    raise
+
+    def _blocked(self) -> None:
+        """The output takes nothing right now: stop when told to, else keep the
+        walsender alive."""
+        writer = self.writer
+        if writer.failed:
+            raise _Stop("closed" if writer.closed else "error")
+        if self.signals.received is not None:  # within a second, not after the queue
+            raise _Stop("signal")
+        self._keepalive()
 
     def reopen_output(self) -> None:
         """SIGHUP with ``--output``: have the writer reopen the file (it was rotated)."""
@@ -421,17 +452,22 @@ class Session:
                 raise _Stop("signal")
         finally:
             snapshot.close()
+        # the copy counts as done once this is written (into a pipe: read)
+        self.enqueue(Batch([], 0, 0, 0, 0, ends_snapshot=True))
 
-    def drop_unfinished_snapshot_slot(self) -> None:
-        """A copy that did not finish leaves no slot this run created: the next run
-        starts afresh (a temporary slot went with its connection)."""
+    def drop_unfinished_snapshot_slot(self) -> str | None:
+        """A copy that did not finish (not all written, or into a pipe not all read)
+        leaves no slot this run created: the next run starts afresh (a temporary slot
+        went with its connection). Returns what to say of a dropped slot."""
         snapshot = self.snapshot
-        if not (self.config.snapshot and self.created_slot) or (snapshot and snapshot.done):
-            return
+        if not (self.config.snapshot and self.created_slot):
+            return None
+        if snapshot is not None and snapshot.done and self.writer.snapshot_delivered():
+            return None
         try:
             catalog.drop_slot(self.dsn, self.slot, if_exists=True, force=True)
-            self.log(
-                f"pgtail: the snapshot did not finish: dropped replication slot {self.slot!r}"
+            return (
+                f"the snapshot did not finish: dropped replication slot {self.slot!r}"
                 " this run created (rerun to start afresh)"
             )
         except (PgtailError, psycopg2.Error) as exc:
@@ -440,6 +476,7 @@ class Session:
                 f" {self.slot!r} could not be dropped ({primary_message(exc)}); drop it"
                 f" (pgtail slot drop {self.slot}) before rerunning --snapshot"
             )
+            return None
 
     def final_feedback(self) -> None:
         if self.cursor is None:
@@ -448,8 +485,23 @@ class Session:
             self.send_feedback(force=True)
 
     def wait_for_writer(self) -> None:
-        """Let the writer finish what was read, keeping the connection alive meanwhile."""
+        """Let the writer finish what was read, keeping the connection alive meanwhile;
+        after a signal, for `STOP_GRACE` seconds at most (the rest is not written)."""
         writer = self.writer
+        grace_ends: float | None = None
+        if self.signals.received is not None:
+            # an unfinished copy is dropped with its slot (or copied again): no grace
+            copying = self.snapshot is not None and not self.snapshot.done
+            grace_ends = time.monotonic() + (0.0 if copying else STOP_GRACE)
+
+        def late() -> bool:
+            if grace_ends is not None and time.monotonic() >= grace_ends:
+                writer.abandon()
+                return True
+            return False
+
+        late()
+
         if not writer.failed and not self.renderer_closed:
             self.renderer_closed = True
             try:
@@ -464,13 +516,19 @@ class Session:
                     writer.queue.put(STOP, timeout=0.2)
                     break
                 except queue.Full:
-                    if writer.failed or self.signals.forced:
-                        return
+                    if writer.failed or self.signals.forced or late():
+                        break
                     with contextlib.suppress(ConnectionLost, psycopg2.Error):
                         self._keepalive()
-        while not writer.finished.wait(0.2):
+        while not writer.finished.wait(0.1):
             if self.signals.forced:
                 return
+            if late():
+                waited = time.monotonic() - (grace_ends or 0)
+                # stuck in a write(2) to a reader that takes nothing, or a reader that
+                # consumes too slowly to be waited for: abandoned
+                if (writer.in_write and waited >= 0.3) or waited >= 2 * PIPE_GRACE:
+                    return
             with contextlib.suppress(ConnectionLost, psycopg2.Error):
                 self._keepalive()
 
@@ -652,7 +710,7 @@ def _run(start: Start, output: _Output) -> StreamResult:
             stream.wait_for_writer()
         stream.final_feedback()
         stream.close_connection()
-        stream.drop_unfinished_snapshot_slot()
+        dropped = stream.drop_unfinished_snapshot_slot()
     if writer.error is not None and error is None:
         err = writer.error
         if isinstance(err, PgtailError):
@@ -664,10 +722,12 @@ def _run(start: Start, output: _Output) -> StreamResult:
         raise error
     if reason == "error" and writer.closed:
         reason = "closed"
-    received = stream.signals.received
-    # a closed terminal (SIGHUP) also fails writes to it: the signal is what happened
-    if received is not None and (reason != "closed" or received == signal.SIGHUP):
+    # a signal that came with a closed output (Ctrl-C reaches `| jq` too; a closed
+    # terminal fails writes to it) is what happened
+    if stream.signals.received is not None:
         reason = "signal"
+    if dropped is not None and reason != "signal":
+        stream.log(f"pgtail: {dropped}")
     return StreamResult(
         reason=reason,
         signal=stream.signals.received if reason == "signal" else None,
@@ -679,4 +739,5 @@ def _run(start: Start, output: _Output) -> StreamResult:
         reconnects=stream.reconnects,
         abandoned=writer.is_alive(),
         batches=writer.enqueued,
+        dropped_slot=dropped if reason == "signal" else None,
     )

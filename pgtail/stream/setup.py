@@ -37,6 +37,7 @@ from pgtail.stream.publication_choice import (
 )
 from pgtail.stream.signals import Signals
 from pgtail.stream.snapshot import preflight as snapshot_preflight
+from pgtail.stream.waiting import Waiting
 
 
 class Start:
@@ -156,9 +157,11 @@ def create_slot(
     temporary: bool,
     if_missing: bool = False,
     export: bool = False,
+    wait: Waiting,
 ) -> tuple[bool, tuple[str, int] | None]:
     """CREATE_REPLICATION_SLOT; whether it was created, and with ``export`` the exported
-    snapshot's name and consistent point (valid until the next command)."""
+    snapshot's name and consistent point (valid until the next command). While it waits
+    for running transactions, ``wait`` says so and a signal cancels it (`Stop`)."""
     parts = [sql.SQL("CREATE_REPLICATION_SLOT {}").format(sql.Identifier(slot_name))]
     if temporary:
         parts.append(sql.SQL("TEMPORARY"))
@@ -175,7 +178,11 @@ def create_slot(
             )
         parts.append(sql.SQL("EXPORT_SNAPSHOT" if export else "NOEXPORT_SNAPSHOT"))
     try:
-        cur.execute(sql.SQL(" ").join(parts))
+        wait.run(
+            lambda: cur.execute(sql.SQL(" ").join(parts)),
+            cur.connection,
+            f"create replication slot {slot_name!r}",
+        )
     except psycopg2.errors.DuplicateObject:
         if if_missing:
             return False, None

@@ -51,6 +51,7 @@ from pgtail.filters import REDACTED, EventFilter
 from pgtail.lsn import parse_lsn
 from pgtail.render import insert_encoder
 from pgtail.stream.connection import open_replication
+from pgtail.stream.waiting import Waiting
 from pgtail.stream.writer import Batch
 from pgtail.values import UserType
 
@@ -147,17 +148,22 @@ def export_from_temporary_slot(session: Session) -> tuple[Any, str, int]:
             " or snapshot into a new slot (--slot NEW --create-slot)",
         ) from None
     export = "(SNAPSHOT 'export')" if session.server.major >= 15 else "EXPORT_SNAPSHOT"
+    query = sql.SQL("CREATE_REPLICATION_SLOT {} TEMPORARY LOGICAL pgoutput {}").format(
+        sql.Identifier(name), sql.SQL(export)
+    )
+    # a stream's signals stop it (Stop); elsewhere (spark run) SIGINT/SIGTERM cancel the
+    # wait and raise Interrupted
+    wait = Waiting(session.dsn, session.log, getattr(session, "signals", None))
     try:
         cur = conn.cursor()
-        cur.execute(
-            sql.SQL("CREATE_REPLICATION_SLOT {} TEMPORARY LOGICAL pgoutput {}").format(
-                sql.Identifier(name), sql.SQL(export)
-            )
-        )
+        wait.run(lambda: cur.execute(query), conn, "create the snapshot's temporary slot")
         row = cur.fetchone()
     except psycopg2.Error as exc:
         conn.close()
         raise catalog.translate_create_slot_error(exc, name) from None
+    except BaseException:
+        conn.close()  # a temporary slot goes with its connection
+        raise
     return conn, str(row[2]), parse_lsn(str(row[1]))
 
 

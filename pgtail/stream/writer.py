@@ -33,6 +33,9 @@ from pgtail.feedback import Feedback, PipeProgress
 from pgtail.stream.config import Logger
 
 QUEUE_ITEMS = 64  # bounded: output can lag the reader by at most this many batches
+# ... and by at most about this many bytes of rendered output (one batch larger than
+# this goes alone): what a slow reader makes pgtail hold is bounded, not the table
+QUEUE_BYTES = 8 << 20
 # at most this many bytes per write(2), cut after a newline: a kill between writes leaves
 # whole lines (one longer line is written whole, however long)
 WRITE_CHUNK = 1 << 20
@@ -235,6 +238,7 @@ class Batch:
     transactions: int
     changes: int
     data: bytes = b""  # the rendered output of ``items``
+    ends_snapshot: bool = False  # the last batch of a --snapshot's copy
 
 
 STOP = object()  # tells the writer to flush and end
@@ -296,6 +300,15 @@ class Writer(threading.Thread):
         self.error: BaseException | None = None
         self.finished = threading.Event()
         self._boundary: tuple[int, int] | None = None  # (position, file offset) at its end
+        # bytes of rendered output handed over and not yet written (QUEUE_BYTES bounds it)
+        self.queued_bytes = 0
+        self.room = threading.Condition()
+        self.abandoned = False  # stop now: what is not written yet is not written
+        self.in_write = False  # in os.write: blocked while a pipe's reader takes nothing
+        # where the --snapshot copy ended: None before its last batch was written; then
+        # the output offset after it (into a pipe) and whether it was flushed
+        self._snapshot_end: int | None = None
+        self._snapshot_flushed = False
 
     @property
     def failed(self) -> bool:
@@ -312,6 +325,42 @@ class Writer(threading.Thread):
         """
         pipe = self.pipe
         return self.done == self.enqueued and (pipe is None or pipe.settled)
+
+    def wait_for_room(self, size: int, timeout: float) -> bool:
+        """Reader side: whether ``size`` more bytes fit under QUEUE_BYTES now (or after
+        ``timeout``); one batch larger than the bound goes when the queue is empty."""
+        with self.room:
+            if self.queued_bytes and self.queued_bytes + size > QUEUE_BYTES:
+                self.room.wait(timeout)
+            if self.queued_bytes and self.queued_bytes + size > QUEUE_BYTES:
+                return False
+            self.queued_bytes += size
+            return True
+
+    def release(self, size: int) -> None:
+        """A batch `wait_for_room` made room for was not handed over after all."""
+        self._written(size)
+
+    def _written(self, size: int) -> None:
+        with self.room:
+            self.queued_bytes -= size
+            self.room.notify_all()
+
+    def abandon(self) -> None:
+        """Stop writing at the next line end between writes; the batches not written
+        yet are dropped (not confirmed: the next run gets them again)."""
+        self.abandoned = True
+        with contextlib.suppress(queue.Full):
+            self.queue.put_nowait(STOP)
+
+    def snapshot_delivered(self) -> bool:
+        """The --snapshot copy's last batch was written and flushed and, into a pipe,
+        its reader took it out."""
+        with self._lock:
+            end = self._snapshot_end
+            if end is None or not self._snapshot_flushed:
+                return False
+            return self.pipe is None or self.pipe.consumed_to >= end
 
     def request_reopen(self) -> None:
         """Reopen ``--output`` before the next write (called by the reader, not a handler)."""
@@ -362,13 +411,22 @@ class Writer(threading.Thread):
                     continue
                 batch: Batch = item
                 data = batch.data
+                # pending keeps the batch until the flush (up to 0.5s): not its output
+                batch.data = b""
+                if self.abandoned:
+                    self._written(len(data))
+                    continue
                 if data:
-                    self._write(data)
-                    # pending keeps the batch until the flush (up to 0.5s): not its output
-                    batch.data = b""
+                    whole = self._write(data)
+                    self._written(len(data))
+                    if not whole:  # abandoned midway: a part of it, ending at a line end
+                        continue
                 if pipe is not None:
                     with self._lock:
                         pipe.wrote(len(data), batch.confirm_lsn)
+                if batch.ends_snapshot:
+                    with self._lock:
+                        self._snapshot_end = pipe.offset if pipe is not None else 0
                 if batch.position and self._state is not None:
                     self._boundary = (batch.position, self._tell())
                 pending.append(batch)
@@ -397,12 +455,13 @@ class Writer(threading.Thread):
             self.finished.set()
             self._wake()
 
-    def _write(self, data: bytes) -> None:
-        """Write ``data`` whole, each write(2) ending at a line end where it can."""
+    def _write(self, data: bytes) -> bool:
+        """Write ``data`` whole, each write(2) ending at a line end where it can; False
+        when `abandon` stopped it after a part."""
         fd = self._fd
         if fd is None:
             self._out.write(data)
-            return
+            return True
         total = len(data)
         view = memoryview(data)
         start = 0
@@ -414,8 +473,13 @@ class Writer(threading.Thread):
                     cut = data.find(b"\n", start + WRITE_CHUNK)
                 if cut >= 0:
                     end = cut + 1
+            if start and self.abandoned:
+                return False
+            self.in_write = True  # (a reader that takes nothing keeps it here)
             while start < end:
                 start += os.write(fd, view[start:end])
+            self.in_write = False
+        return True
 
     def _tell(self) -> int:
         if self._fd is None:
@@ -436,6 +500,8 @@ class Writer(threading.Thread):
             self._state.save(*self._boundary)
             self._boundary = None
         with self._lock:
+            if self._snapshot_end is not None:
+                self._snapshot_flushed = True
             if confirm and self.pipe is None:
                 self._feedback.written(confirm)
             self.changes += sum(b.changes for b in pending)
@@ -480,7 +546,7 @@ class Writer(threading.Thread):
             if done > consumed:
                 consumed = done
                 stalled_since = now
-            elif now - stalled_since >= PIPE_STALL:
+            elif now - stalled_since >= (PIPE_GRACE if self.abandoned else PIPE_STALL):
                 return  # a reader that stopped reading: what it left is not confirmed
             time.sleep(min(wait if wait is not None else 0.05, 0.1))
 
