@@ -187,7 +187,7 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
             + b',"unchanged_toast":[]}\n'
         )
 
-    return row_encoders(table, text_converters, line, f"JSON lines of {table.qualified_name}")
+    return row_encoders(table, text_converters, line, "JSON lines")
 
 
 def json_columns_encoder(
@@ -202,14 +202,16 @@ def json_columns_encoder(
     def line(key: bytes, old: bytes, old_kind: bytes, new: bytes) -> bytes:
         return b"%d\t" + key + b"\t" + old + b"\t" + new + b"\n"
 
-    return row_encoders(table, text_converters, line, f"JSON columns of {table.qualified_name}")
+    return row_encoders(table, text_converters, line, "JSON columns")
 
 
 def row_encoders(
     table: Table, text_converters: Sequence[Converter], layout: LineLayout, title: str
 ) -> InsertEncoders | None:
     """The encoders of `insert_encoder`, with lines laid out by ``layout``: the one
-    generator of the JSON of a row straight from the server's text."""
+    generator of the JSON of a row straight from the server's text. The source holds
+    the shape only (each column's kind, the key's positions); names live in the line
+    templates in the namespace, so tables of one shape share the compiled code."""
     columns = table.columns
     if not columns or len(columns) > _ENCODE_MAX_COLUMNS or len(text_converters) != len(columns):
         return None
@@ -286,10 +288,10 @@ def row_encoders(
         namespace[f"{fname}_line"] = template
         arguments = ", ".join(["seq", *key_values, *values])
         source += [f"def {fname}(seq{args}):", *body, f"    return {fname}_line % ({arguments})"]
-    plain_encode, with_nulls, full_plain, full_with_nulls, key_delete = _codegen.define_all(
+    plain_encode, with_nulls, full_plain, full_with_nulls, key_delete = _codegen.define_shared(
         "\n".join(source),
         ["plain", "with_nulls", "full_delete_plain", "full_delete_with_nulls", "key_delete"],
-        title,
+        f"{title}, {len(columns)} columns",
         namespace,
     )
     return InsertEncoders(

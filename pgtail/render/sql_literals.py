@@ -319,8 +319,8 @@ def insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
         + "".join(line + "\n" for line in lines)
         + f"    return f'{{HEAD}}{values});\\n'\n"
     )
-    build: Callable[[Any], str] = _codegen.define(source, "build", "SQL insert", namespace)
-    return build
+    (build,) = _codegen.define_shared(source, ("build",), "SQL insert", namespace)
+    return build  # type: ignore[no-any-return]
 
 
 def text_insert_builders(
@@ -351,7 +351,7 @@ def text_insert_builders(
         *(f"    x{i} = None if v{i} is None else {expr}" for i, expr in enumerate(converted)),
         *tail,
     ]
-    plain, with_nulls = _codegen.define_all(
+    plain, with_nulls = _codegen.define_shared(
         "\n".join(source), ["plain", "with_nulls"], "SQL text insert", namespace
     )
     return plain, with_nulls
