@@ -30,7 +30,6 @@ from pgtail.render.jsonl import JsonLinesRenderer
 from pgtail.render.sql import SqlRenderer
 from tests import pgbytes as pb
 
-
 T0 = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
 
 
@@ -59,7 +58,9 @@ def test_tables_of_one_shape_share_their_generated_code(
     shape = [23, 25, 1700, 1184, 16, 3802, 1009]  # int, text, numeric, timestamptz, ...
 
     def table_info(oid: int, prefix: str, types: list[int]) -> TableInfo:
-        relation = _relation(oid, f"{prefix}{oid}", [(f"{prefix}c{i}", t) for i, t in enumerate(types)])
+        relation = _relation(
+            oid, f"{prefix}{oid}", [(f"{prefix}c{i}", t) for i, t in enumerate(types)]
+        )
         info = TableInfo(relation, {})
         if encoder is not None:
             encoders = encoder(info.table, info.text_converters)
@@ -116,5 +117,5 @@ def test_shared_code_writes_each_tables_own_names(codegen: Callable[[bool], None
         ("two", {"key": 4, "v\nw": None}),
     ]
     sql_text = outputs[True, "sql"].decode()
-    assert 'INSERT INTO s.one (id, "it\'s") VALUES (1, \'a\');' in sql_text
+    assert "INSERT INTO s.one (id, \"it's\") VALUES (1, 'a');" in sql_text
     assert "INSERT INTO s.two (key, " in sql_text
