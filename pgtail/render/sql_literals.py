@@ -27,9 +27,10 @@ from pgtail.values import Converter, decodes_text, to_text, type_name
 # server with standard_conforming_strings = off would read it as an escape, and
 # control characters, written as escapes so every statement stays on one line.
 _NEEDS_ESCAPE = re.compile(r"[\\\x00-\x1f\x7f]")
-_ESCAPES = {i: f"\\x{i:02X}" for i in range(0x20)}
-_ESCAPES.update({ord("\\"): "\\\\", ord("'"): "''", 0x7F: "\\x7F"})
-_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+# the other control characters, written \xHH once backslashes are doubled (rare: one
+# regex pass over text that holds any, none over text that holds none)
+_OTHER_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_LINE_CONTROLS = ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")
 _PLAIN_NUMERIC = re.compile(r"-?[0-9]+(?:\.[0-9]+)?\Z")
 
 
@@ -46,7 +47,21 @@ def quote_literal(text: str) -> str:
         return "'" + text.replace("'", "''") + "'"
     if "\x00" in text:
         raise ValueError("PostgreSQL text cannot contain NUL (0x00) characters")
-    return "E'" + text.translate(_ESCAPES) + "'"
+    # str.replace copies at memory speed, where str.translate took ~0.1 us a character
+    # (a bytea's "\\x<hex>" holds one backslash: 14 s for 50 MB)
+    escaped = text.replace("\\", "\\\\").replace("'", "''")
+    for control, escape in _LINE_CONTROLS:
+        if control in escaped:
+            escaped = escaped.replace(control, escape)
+    # isprintable: a fast test that none is left (False also for some non-ASCII, which
+    # the regex then passes)
+    if not escaped.isprintable() and _OTHER_CONTROL.search(escaped) is not None:
+        escaped = _OTHER_CONTROL.sub(_hex_escape, escaped)
+    return "E'" + escaped + "'"
+
+
+def _hex_escape(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02X}"
 
 
 def comment_string(text: str) -> str:
