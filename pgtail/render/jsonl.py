@@ -148,6 +148,10 @@ def message_content(content: bytes) -> tuple[str, str]:
         return base64.b64encode(content).decode("ascii"), "base64"
 
 
+# a line this long is written as its pieces, not copied into one (peak memory grows
+# with each copy of a large value)
+_LARGE_LINE = 1 << 20
+
 _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled source)
 
 
@@ -762,6 +766,13 @@ class JsonLinesRenderer:
             self._out.write(line if b"\xc2" not in line else c1_escaped(line))
             return
         if cls is EncodedRows:
+            if len(event.lines) > _LARGE_LINE and event.count == 1:  # type: ignore[union-attr]
+                # one large line (a large value's): its head and itself, not a copy
+                head = self._line_parts(event.tx, event.table, event.op)[3]  # type: ignore[union-attr]
+                line = event.lines  # type: ignore[union-attr]
+                self._out.write(head if b"\xc2" not in head else c1_escaped(head))
+                self._out.write(line if b"\xc2" not in line else c1_escaped(line))
+                return
             lines = self.encoded_lines(event)  # type: ignore[arg-type]
             self._out.write(lines if b"\xc2" not in lines else c1_escaped(lines))
             return

@@ -57,7 +57,7 @@ def quote_literal(text: str) -> str:
     # the regex then passes)
     if not escaped.isprintable() and _OTHER_CONTROL.search(escaped) is not None:
         escaped = _OTHER_CONTROL.sub(_hex_escape, escaped)
-    return "E'" + escaped + "'"
+    return "".join(("E'", escaped, "'"))  # (one copy of a large text, not two)
 
 
 def _hex_escape(match: re.Match[str]) -> str:
@@ -278,8 +278,9 @@ _INLINE_ARRAY = (
 )
 
 
-def _literal_lines(fns: list[Literal], namespace: dict[str, Any]) -> list[str]:
-    """``v<i> = <the literal of x<i>>`` for each column, inline for the common cases."""
+def _literal_lines(fns: list[Literal], namespace: dict[str, Any], target: str = "v") -> list[str]:
+    """``<target><i> = <the literal of x<i>>`` for each column, inline for the common
+    cases (target ``x``: the literal takes the value's place, which is freed then)."""
     lines = []
     for i, fn in enumerate(fns):
         namespace[f"L{i}"] = fn
@@ -295,7 +296,7 @@ def _literal_lines(fns: list[Literal], namespace: dict[str, Any]) -> list[str]:
                 template = _INLINE_CAST
         if template is None:
             template = "L{i}({x})"
-        lines.append(f"    v{i} = " + template.format(x=f"x{i}", i=i))
+        lines.append(f"    {target}{i} = " + template.format(x=f"x{i}", i=i))
     return lines
 
 
@@ -348,9 +349,10 @@ def text_insert_builders(
     if not _codegen.enabled():
         return _loop_text_insert_builders(head, fns, converters)
     namespace = _builder_namespace(head)
-    lines = _literal_lines(fns, namespace)
+    # each literal replaces its value (x<i>): a large value's text is freed once quoted
+    lines = _literal_lines(fns, namespace, "x")
     args = "".join(f", v{i}" for i in range(len(fns)))
-    values = ", ".join(f"{{v{i}}}" for i in range(len(fns)))
+    values = ", ".join(f"{{x{i}}}" for i in range(len(fns)))
     converted = []
     for i, convert in enumerate(converters):
         namespace[f"C{i}"] = convert
