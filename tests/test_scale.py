@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import io
 import linecache
+import random
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -31,7 +33,7 @@ from pgtail.render import insert_encoder
 from pgtail.render.jsonl import JsonLinesRenderer
 from pgtail.render.sql import SqlRenderer
 from tests import pgbytes as pb
-from tests.helpers import Database
+from tests.helpers import Database, create_database, drop_database, run_stream
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
 
@@ -216,3 +218,81 @@ def test_snapshot_tables_reads_the_catalog_in_a_few_queries(db: Database) -> Non
     if major >= 15:
         assert [c.name for c in by_name["f"].relation.columns] == ["id", "v"]
         assert by_name["f"].row_filter == "((id > 10))"
+
+
+# --- one large value ----------------------------------------------------------------
+
+_ALPHABET = [*"abc 'x\"\\\n\r\t\x01\x1f\x7f", "é", "⋯", "\u2028", "\x85", "\u200b", "中"]
+
+
+def _reference_literal(text: str) -> str:
+    """`quote_literal` as it was written first: one translate table."""
+    escapes = {i: f"\\x{i:02X}" for i in range(0x20)}
+    escapes.update({ord("\\"): "\\\\", ord("'"): "''", 0x7F: "\\x7F"})
+    escapes.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+    if re.search(r"[\\\x00-\x1f\x7f]", text) is None:
+        return "'" + text.replace("'", "''") + "'"
+    return "E'" + text.translate(escapes) + "'"
+
+
+def test_literals_and_cells_of_long_values_are_the_plain_ones() -> None:
+    """Long strings of every awkward character: the SQL literal is what one translate
+    table writes, and the table cell what showing the whole value and cutting it gives."""
+    from pgtail.render.cells import show_value, truncate, value_cell
+    from pgtail.render.sql_literals import quote_literal
+
+    rng = random.Random(34)
+    texts = ["", " a", "a ", '"q', "⋯", "x" * 5000, "\x01" + "y" * 3000]
+    for _ in range(3000):
+        alphabet = rng.sample(_ALPHABET, rng.randint(1, len(_ALPHABET)))
+        texts.append("".join(rng.choice(alphabet) for _ in range(rng.choice([3, 60, 700]))))
+    for text in texts:
+        if "\x00" not in text:
+            assert quote_literal(text) == _reference_literal(text), repr(text[:40])
+        for width in (4, 10, 40, 200):
+            whole, cells = truncate(show_value(text), width)
+            assert value_cell(text, width) == (cells, ((whole, ""),)), (repr(text[:40]), width)
+
+
+@pytest.mark.min_major(12)
+def test_a_large_value_streams_whole_in_every_format(db: Database) -> None:
+    """A few MB of text holding quotes, backslashes and control characters, and of bytea:
+    the JSON carries them exactly, the SQL replays into a server equal to the source, the
+    table shows their start."""
+    text = ('it\'s a \\path\\ "q"\n\ttab\r\x01\x7f é中 ' * 150_000)[: 3 << 20]
+    data = bytes(range(256)) * (8 << 10)  # 2 MB
+    db.execute("CREATE TABLE big (id int PRIMARY KEY, t text, b bytea)")
+    db.execute("CREATE PUBLICATION big_pub FOR TABLE big")
+    for fmt in ("json", "sql", "table"):
+        db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (f"s_{fmt}",))
+    db.execute("INSERT INTO big VALUES (1, %s, %s)", (text, data))
+    outputs = {}
+    for fmt in ("json", "sql", "table"):
+        done = run_stream(
+            db.dsn, "--slot", f"s_{fmt}", "--publication", "big_pub", "--format", fmt,
+            "--max-changes", "1", "--max-width", "30",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        outputs[fmt] = done.stdout
+    (line,) = outputs["json"].splitlines()
+    assert orjson.loads(line)["new"] == {"id": 1, "t": text, "b": "\\x" + data.hex()}
+    replayed = create_database(db.server)
+    try:
+        replayed.execute("CREATE TABLE big (id int PRIMARY KEY, t text, b bytea)")
+        conn = replayed.connect()
+        try:
+            with conn.cursor() as cur:
+                for statement in outputs["sql"].decode().splitlines():
+                    if statement and not statement.startswith("--"):
+                        cur.execute(statement)
+                cur.execute("SELECT id, t, b FROM big")
+                rows = cur.fetchall()
+        finally:
+            conn.close()
+    finally:
+        drop_database(db.server, replayed.name)
+    assert [(r[0], r[1], bytes(r[2])) for r in rows] == [(1, text, data)]
+    shown = outputs["table"].decode()
+    assert ' "it\'s a \\\\path\\\\ \\"q\\"\\n\\ttab… ' in shown  # --max-width 30
+    assert "\\x000102030405" in shown
+    assert len(outputs["table"]) < 10_000

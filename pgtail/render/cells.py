@@ -177,12 +177,14 @@ def _shown_head(value: str, length: int) -> str:
     """The start of `show_value` of a string longer than ``length``, enough to cut to
     ``length - 2`` cells the same way: showing each character depends on it alone (and
     whether to quote on the whole), so a large value is not escaped whole to show a
-    few characters of it. The whole when the start is not ASCII (a character's cells
-    then differ from its length)."""
+    few characters of it. ASCII text only (where a character is a cell, and `truncate`
+    cuts by length); other text is shown whole."""
+    if not value.isascii():
+        return show_value(value)
     head = value[:length]
     if needs_quotes(value):
-        head = escape_text(json.dumps(head, ensure_ascii=False)[:-1])  # no closing quote
-    return head if head.isascii() else show_value(value)
+        head = escape_text(json.dumps(head)[:-1])  # without the closing quote
+    return head
 
 
 def value_cell(value: Any, max_width: int, style: str = "") -> Cell:
