@@ -291,13 +291,18 @@ def row_encoders(
     for fname, body, template, values in functions:
         namespace[f"{fname}_line"] = template
         arguments = ", ".join(["seq", *key_values, *values])
-        source += [f"def {fname}(seq{args}):", *body, f"    return {fname}_line % ({arguments})"]
+        # a large string to escape: the nullable variant, which writes it with its quotes
+        # (not one more copy without them)
+        fallback = f"return {fname.replace('plain', 'with_nulls')}(seq{args})"
+        lines = [line.replace("return LARGE", fallback) for line in body]
+        source += [f"def {fname}(seq{args}):", *lines, f"    return {fname}_line % ({arguments})"]
     plain_encode, with_nulls, full_plain, full_with_nulls, key_delete = _codegen.define_shared(
         "\n".join(source),
         ["plain", "with_nulls", "full_delete_plain", "full_delete_with_nulls", "key_delete"],
         f"{title}, {len(columns)} columns",
         namespace,
     )
+    namespace.update(with_nulls=with_nulls, full_delete_with_nulls=full_with_nulls)
     return InsertEncoders(
         plain_encode,
         with_nulls,
@@ -392,6 +397,8 @@ def _string_checks(strings: list[int], checked: list[int]) -> list[str]:
     for i in strings:
         lines += [
             f"{indent}if not v{i}.isascii() or escapes(v{i}) is not None:",
+            f"{indent}    if len(v{i}) > {_LARGE_LINE}:",
+            f"{indent}        return LARGE",
             f"{indent}    j{i} = w{i}(v{i})[1:-1]",
         ]
     for i in checked:  # the converter decides
