@@ -42,9 +42,10 @@ from pgtail.server import LocalServer
 DATABASE_TABLES = 4000
 
 
-def run(args: list[str], cwd: str | None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of ``python -m pgtail ARGS`` into /dev/null, run
-    from checkout ``cwd`` (first on PYTHONPATH) when given."""
+def run(args: list[str], cwd: str | None) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB) and CPU seconds (user + system: what the load of a
+    shared machine changes least) of ``python -m pgtail ARGS`` into /dev/null, run from
+    checkout ``cwd`` (first on PYTHONPATH) when given."""
     env = os.environ.copy()
     if cwd is not None:
         env["PYTHONPATH"] = cwd
@@ -58,7 +59,7 @@ def run(args: list[str], cwd: str | None) -> tuple[float, float]:
     if code != 0:
         err = proc.stderr.read().decode() if proc.stderr else ""
         raise RuntimeError(f"pgtail {' '.join(args[:2])} exited {code}: {err.strip()}")
-    return elapsed, usage.ru_maxrss / 1024
+    return elapsed, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def checkouts(baseline: str | None) -> dict[str, str | None]:
@@ -98,21 +99,37 @@ def publish(dsn: str, count: int) -> str:
 def bench_snapshot(dsn: str, counts: list[int], repeat: int, baseline: str | None) -> None:
     print(f"snapshot: --snapshot --format json of N of {DATABASE_TABLES:,} tables")
     for count in counts:
-        times: dict[str, list[float]] = {name: [] for name in checkouts(baseline)}
-        firsts: dict[str, list[float]] = {name: [] for name in checkouts(baseline)}
+        times: dict[str, list[tuple[float, float, float]]] = {n: [] for n in checkouts(baseline)}
+        firsts: dict[str, list[tuple[float, float, float]]] = {n: [] for n in checkouts(baseline)}
         for _ in range(repeat):
             for name, cwd in checkouts(baseline).items():
                 for size, out in ((1, firsts), (count, times)):
                     args = ["stream", "--dsn", dsn, "--publication", publish(dsn, size)]
                     args += ["--snapshot", "--format", "json", "--idle-exit", "0.1"]
-                    out[name].append(run(args, cwd)[0])
+                    out[name].append(run(args, cwd))
         for name in times:
-            total = statistics.median(times[name])
-            each = (total - statistics.median(firsts[name])) / (count - 1)
-            print(
-                f"  {name:8s} {count:5,} tables: {total:6.2f} s,"
-                f" {each * 1000:5.2f} ms a table more than the first (goal <= 3)"
-            )
+            _report(name, count, times[name], firsts[name], count - 1, "more than the first", 3)
+
+
+def _report(
+    name: str,
+    count: int,
+    runs: list[tuple[float, float, float]],
+    bases: list[tuple[float, float, float]],
+    per: int,
+    what: str,
+    goal: float,
+) -> None:
+    """One line: the runs' wall time, and the cost a table (wall, and pgtail's CPU) over
+    the base runs'."""
+    wall = statistics.median(r[0] for r in runs)
+    cpu = statistics.median(r[2] for r in runs)
+    wall_each = (wall - statistics.median(r[0] for r in bases)) / per
+    cpu_each = (cpu - statistics.median(r[2] for r in bases)) / per
+    print(
+        f"  {name:8s} {count:5,} tables: {wall:6.2f} s; a table {what}:"
+        f" {wall_each * 1000:5.2f} ms wall, {cpu_each * 1000:5.2f} ms pgtail CPU (goal <= {goal})"
+    )
 
 
 def _first_changes(dsn: str, count: int, spread: bool) -> str:
@@ -122,13 +139,13 @@ def _first_changes(dsn: str, count: int, spread: bool) -> str:
     slot = f"fc_{count}_{int(spread)}_{os.getpid()}"
     with conn.cursor() as cur:
         cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+        cur.execute("CREATE SEQUENCE IF NOT EXISTS ids START 10")
         cur.execute(
             "DO $$ BEGIN FOR i IN 0..%s LOOP EXECUTE format("
-            "'INSERT INTO t%%s VALUES (%%s, ''x'')', CASE WHEN %s THEN lpad(i::text, 4, '0')"
-            " ELSE '0000' END, i + 10); END LOOP; END $$",
+            "'INSERT INTO t%%s VALUES (nextval(''ids''), ''x'')',"
+            " CASE WHEN %s THEN lpad(i::text, 4, '0') ELSE '0000' END); END LOOP; END $$",
             (count - 1, spread),
         )
-        cur.execute("DELETE FROM t0000 WHERE id >= 10")
     conn.close()
     return slot
 
@@ -143,8 +160,8 @@ def bench_first_change(dsn: str, counts: list[int], repeat: int, baseline: str |
     print("first-change: N inserts, one into each of N tables, against N into one table")
     for count in counts:
         publication = publish(dsn, count)
-        spread: dict[str, list[float]] = {name: [] for name in checkouts(baseline)}
-        single: dict[str, list[float]] = {name: [] for name in checkouts(baseline)}
+        spread: dict[str, list[tuple[float, float, float]]] = {n: [] for n in checkouts(baseline)}
+        single: dict[str, list[tuple[float, float, float]]] = {n: [] for n in checkouts(baseline)}
         for _ in range(repeat):
             for name, cwd in checkouts(baseline).items():
                 for flag, out in ((False, single), (True, spread)):
@@ -152,15 +169,11 @@ def bench_first_change(dsn: str, counts: list[int], repeat: int, baseline: str |
                     args = ["stream", "--dsn", dsn, "--slot", slot, "--publication", publication]
                     args += ["--format", "json", "--max-changes", str(count)]
                     try:
-                        out[name].append(run(args, cwd)[0])
+                        out[name].append(run(args, cwd))
                     finally:
                         _drop_slot(dsn, slot)
         for name in spread:
-            each = (statistics.median(spread[name]) - statistics.median(single[name])) / count
-            print(
-                f"  {name:8s} {count:5,} tables: {statistics.median(spread[name]):6.2f} s,"
-                f" {each * 1000:5.2f} ms a table's first change (goal <= 1)"
-            )
+            _report(name, count, spread[name], single[name], count, "for its first change", 1)
 
 
 VALUES: dict[str, Callable[[int], str]] = {

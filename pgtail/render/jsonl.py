@@ -773,14 +773,15 @@ class JsonLinesRenderer:
             self._out.write(line if b"\xc2" not in line else c1_escaped(line))
             return
         if cls is EncodedRows:
-            if len(event.lines) > _LARGE_LINE and event.count == 1:  # type: ignore[union-attr]
+            rows: EncodedRows = event  # type: ignore[assignment]
+            if len(rows.lines) > _LARGE_LINE and rows.count == 1:
                 # one large line (a large value's): its head and itself, not a copy
-                head = self._line_parts(event.tx, event.table, event.op)[3]  # type: ignore[union-attr]
-                line = event.lines  # type: ignore[union-attr]
+                head = self._line_parts(rows.tx, rows.table, rows.op)[3]
+                line = rows.lines
                 self._out.write(head if b"\xc2" not in head else c1_escaped(head))
                 self._out.write(line if b"\xc2" not in line else c1_escaped(line))
                 return
-            lines = self.encoded_lines(event)  # type: ignore[arg-type]
+            lines = self.encoded_lines(rows)
             self._out.write(lines if b"\xc2" not in lines else c1_escaped(lines))
             return
         if cls is SnapshotRows:

@@ -336,7 +336,7 @@ def insert_builder(head: str, fns: list[Literal]) -> Callable[[Any], str]:
         + f"    return f'{{HEAD}}{values});\\n'\n"
     )
     (build,) = _codegen.define_shared(source, ("build",), "SQL insert", namespace)
-    return build  # type: ignore[no-any-return]
+    return build
 
 
 def text_insert_builders(
