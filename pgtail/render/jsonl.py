@@ -148,9 +148,7 @@ def message_content(content: bytes) -> tuple[str, str]:
         return base64.b64encode(content).decode("ascii"), "base64"
 
 
-# a line this long is written as its pieces, not copied into one (peak memory grows
-# with each copy of a large value)
-_LARGE_LINE = 1 << 20
+_LARGE_LINE = 1 << 20  # a line this long is not copied once more (see render)
 
 _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled source)
 
@@ -291,11 +289,10 @@ def row_encoders(
     for fname, body, template, values in functions:
         namespace[f"{fname}_line"] = template
         arguments = ", ".join(["seq", *key_values, *values])
-        # a large string to escape: the nullable variant, which writes it with its quotes
-        # (not one more copy without them)
+        # a large string to escape: the nullable variant writes it with its quotes, not copied
         fallback = f"return {fname.replace('plain', 'with_nulls')}(seq{args})"
-        lines = [line.replace("return LARGE", fallback) for line in body]
-        source += [f"def {fname}(seq{args}):", *lines, f"    return {fname}_line % ({arguments})"]
+        code = [text.replace("return LARGE", fallback) for text in body]
+        source += [f"def {fname}(seq{args}):", *code, f"    return {fname}_line % ({arguments})"]
     plain_encode, with_nulls, full_plain, full_with_nulls, key_delete = _codegen.define_shared(
         "\n".join(source),
         ["plain", "with_nulls", "full_delete_plain", "full_delete_with_nulls", "key_delete"],
@@ -774,8 +771,7 @@ class JsonLinesRenderer:
             return
         if cls is EncodedRows:
             rows: EncodedRows = event  # type: ignore[assignment]
-            if len(rows.lines) > _LARGE_LINE and rows.count == 1:
-                # one large line (a large value's): its head and itself, not a copy
+            if len(rows.lines) > _LARGE_LINE and rows.count == 1:  # its head, itself: no copy
                 head = self._line_parts(rows.tx, rows.table, rows.op)[3]
                 line = rows.lines
                 self._out.write(head if b"\xc2" not in head else c1_escaped(head))
