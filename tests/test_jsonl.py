@@ -444,7 +444,7 @@ def test_plain_encoders_are_not_generated(codegen: Callable[[bool], None]) -> No
     codegen(True)
     encoders = insert_encoder(table, [converters(23)[0]])
     assert encoders is not None
-    assert encoders.plain.__code__.co_filename.startswith("<pgtail JSON lines of s.t #")
+    assert encoders.plain.__code__.co_filename.startswith("<pgtail JSON lines, 1 columns #")
 
 
 def test_traceback_through_generated_encoder_shows_its_line(
@@ -460,7 +460,7 @@ def test_traceback_through_generated_encoder_shows_its_line(
     with pytest.raises(ValueError) as caught:
         encoders.plain(0, b"x1")
     text = "".join(traceback.format_exception(caught.value))
-    assert '"<pgtail JSON lines of s.t #' in text
+    assert '"<pgtail JSON lines, 1 columns #' in text
     assert "    j0 = int(v0)\n" in text
 
 

@@ -136,11 +136,14 @@ def publication_table_rows(
         "FROM (SELECT pubname, format('%%I.%%I', schemaname, tablename)::regclass::oid AS relid "
         "      FROM pg_publication_tables WHERE pubname = ANY(%s)) pt "
         "JOIN pg_publication p ON p.pubname = pt.pubname "
-        # a partition published through its root gets the root's filter and column list
+        # a partition published through its root gets the root's filter and column list;
+        # each ancestor's row by the (prrelid, prpubid) index (OFFSET 0 keeps the lookup
+        # a lookup: joined, the planner scanned the publication's every row per table)
         "LEFT JOIN LATERAL (SELECT pr.* FROM (SELECT pt.relid, 0::bigint UNION ALL "
         "  SELECT * FROM pg_partition_ancestors(pt.relid) WITH ORDINALITY) anc(relid, depth) "
-        "  JOIN pg_publication_rel pr "
-        "  ON pr.prrelid = anc.relid AND pr.prpubid = p.oid ORDER BY anc.depth LIMIT 1) r "
+        "  CROSS JOIN LATERAL (SELECT * FROM pg_publication_rel x "
+        "    WHERE x.prrelid = anc.relid AND x.prpubid = p.oid OFFSET 0) pr "
+        "  ORDER BY anc.depth LIMIT 1) r "
         "ON true "
         "ORDER BY 1, 2",
         (list(publications),),

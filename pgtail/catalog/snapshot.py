@@ -56,10 +56,14 @@ class SnapshotTable:
         return f"{self.relation.namespace}.{self.relation.name}"
 
 
+# The catalog facts of every published table are read in three set-based queries (index
+# lookups by OID), not a few queries per table: a snapshot of 2,000 tables of a database
+# of 4,000 costs the same per table as one of ten.
+
 # The key flag as pgoutput sets it (logicalrep_write_attrs): every column for REPLICA
 # IDENTITY FULL, the primary key's for DEFAULT, the chosen index's for USING INDEX.
 _COLUMNS_SQL = """
-SELECT a.attname::text, a.atttypid::int, a.atttypmod,
+SELECT c.oid::int, a.attname::text, a.atttypid::int, a.atttypmod,
   CASE c.relreplident
     WHEN 'f' THEN true
     WHEN 'd' THEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid
@@ -70,28 +74,32 @@ SELECT a.attname::text, a.atttypid::int, a.atttypmod,
   has_column_privilege(c.oid, a.attnum, 'SELECT'),
   a.attgenerated <> ''
 FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
-WHERE c.oid = %s AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum
+WHERE c.oid = ANY (%s::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY c.oid, a.attnum
 """
 
-_TABLE_SQL = """
-SELECT n.nspname::text, c.relname::text, c.relreplident::text, c.relkind::text
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = %s
+_TABLES_SQL = """
+SELECT c.oid::int, n.nspname::text, c.relname::text, c.relreplident::text, c.relkind::text
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ANY (%s::oid[])
 """
 
 # What the planner sizes a table by (estimate_rel_size), for the table or each partition
 # of a partitioned one: the last VACUUM/ANALYZE's pages and rows, the file's size now, and
 # a row's width from its column types (before ANALYZE there are no statistics to use; 32
-# is get_typavgwidth's guess for a variable-length type).
-_SIZE_SQL = """
-SELECT c.relpages::bigint, c.reltuples::float8, pg_relation_size(c.oid),
-  (SELECT coalesce(sum(CASE WHEN t.typlen > 0 THEN t.typlen ELSE 32 END), 0)::int
-   FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+# is get_typavgwidth's guess for a variable-length type). The table itself or its leaf
+# partitions (pg_partition_tree: the table alone when it is not partitioned, nothing for
+# a relation that cannot be), each by an index lookup.
+_SIZES_SQL = """
+SELECT t.oid::int, c.relpages::bigint, c.reltuples::float8, pg_relation_size(c.oid),
+  (SELECT coalesce(sum(CASE WHEN ty.typlen > 0 THEN ty.typlen ELSE 32 END), 0)::int
+   FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
   current_setting('block_size')::int
-FROM pg_class c
+FROM unnest(%s::oid[]) t(oid)
+CROSS JOIN LATERAL (SELECT t.oid AS relid
+                    UNION SELECT p.relid FROM pg_partition_tree(t.oid) p WHERE p.isleaf) part
+JOIN pg_class c ON c.oid = part.relid
 WHERE c.relkind IN ('r', 'm')
-  AND (c.oid = %s OR c.oid IN (SELECT relid FROM pg_partition_tree(%s) WHERE isleaf))
 """
 
 _PAGE_HEADER = 24  # SizeOfPageHeaderData
@@ -137,49 +145,65 @@ def snapshot_tables(
         "WHERE pubname = ANY(%s) ORDER BY 2, 3",
         (list(publications),),
     )
+    wanted = [(oid, schema, name) for oid, schema, name in rows if selected(schema, name)]
+    described = _relations(conn, [oid for oid, _, _ in wanted], columns_of, version)
     out = []
-    for oid, schema, name in rows:
-        if not selected(schema, name):
-            continue
-        published = columns_of.get((schema, name))
-        table = _table(conn, oid, published, version)
+    for oid, _schema, _name in wanted:
+        relation, partitioned, estimate = described[oid]
         row_filters = filters.get(oid, [None])
         row_filter = None
         if all(f is not None for f in row_filters):
             # a row any of the publications sends is sent
             row_filter = " OR ".join(f"({f})" for f in sorted({str(f) for f in row_filters}))
-        out.append(
-            SnapshotTable(table.relation, table.partitioned, row_filter, table.rows_estimate)
-        )
+        out.append(SnapshotTable(relation, partitioned, row_filter, estimate))
     return out
 
 
-def _table(
-    conn: PgConnection, oid: int, published: Sequence[str] | None, version: int
-) -> SnapshotTable:
-    head = fetchall(conn, _TABLE_SQL, (oid,))
-    if not head:
-        raise ReplicationError(f"published table {oid} was dropped while pgtail read it")
-    schema, name, identity, relkind = head[0]
-    estimate = sum(estimate_rows(*row) for row in fetchall(conn, _SIZE_SQL, (oid, oid)))
-    columns = []
-    for attname, type_oid, typmod, is_key, readable, generated in fetchall(
-        conn, _COLUMNS_SQL, (oid,)
+def _relations(
+    conn: PgConnection,
+    oids: list[int],
+    columns_of: dict[tuple[str, str], tuple[str, ...]],
+    version: int,
+) -> dict[int, tuple[po.Relation, bool, int]]:
+    """OID -> (its Relation as pgoutput sends it, partitioned root?, rows estimate), for
+    every table of ``oids``, in three queries whatever their number."""
+    heads = {row[0]: row[1:] for row in fetchall(conn, _TABLES_SQL, (oids,))}
+    estimates: dict[int, int] = dict.fromkeys(oids, 0)
+    for oid, *size in fetchall(conn, _SIZES_SQL, (oids,)):
+        estimates[oid] += estimate_rows(*size)
+    columns: dict[int, list[po.RelationColumn]] = {oid: [] for oid in oids}
+    unreadable: dict[int, str] = {}  # the first column the role may not read, by table
+    for oid, attname, type_oid, typmod, is_key, readable, generated in fetchall(
+        conn, _COLUMNS_SQL, (oids,)
     ):
+        head = heads.get(oid)
+        if head is None:
+            continue
+        schema, name = head[0], head[1]
+        published = columns_of.get((schema, name))
         if published is not None and version >= FILTERS_VERSION:
             if attname not in published:
                 continue
         elif generated:  # before the column lists: pgoutput never sends generated columns
             continue
         if not readable:
+            unreadable.setdefault(oid, attname)
+        columns[oid].append(po.RelationColumn(1 if is_key else 0, attname, type_oid, typmod))
+    out = {}
+    for oid in oids:  # in name order: the first table's error is the one raised
+        head = heads.get(oid)
+        if head is None:
+            raise ReplicationError(f"published table {oid} was dropped while pgtail read it")
+        schema, name, identity, relkind = head
+        if oid in unreadable:
             raise ServerCapabilityError(
-                f"no SELECT privilege on column {attname!r} of {schema}.{name}: "
+                f"no SELECT privilege on column {unreadable[oid]!r} of {schema}.{name}: "
                 "--snapshot reads every published row",
                 hint=f"GRANT SELECT ON {schema}.{name} TO the role pgtail connects as",
             )
-        columns.append(po.RelationColumn(1 if is_key else 0, attname, type_oid, typmod))
-    relation = po.Relation(None, oid, schema, name, identity, tuple(columns))
-    return SnapshotTable(relation, relkind == "p", None, estimate)
+        relation = po.Relation(None, oid, schema, name, identity, tuple(columns[oid]))
+        out[oid] = (relation, relkind == "p", estimates[oid])
+    return out
 
 
 class _Chunks(io.RawIOBase):

@@ -234,23 +234,26 @@ def row_builders(
 
     ``row(values) -> {name: value}`` and ``insert(values, tx, seq) -> Change``, generated
     as one dict display with a direct call per column (``{'id': c0(v[0]), ...}``): about
-    twice as fast as ``dict(zip(names, map(...)))``, and this runs once per row. Column
-    names enter the source only through ``repr``. The plain builders serve wide tables
-    and ``PGTAIL_NO_CODEGEN=1``, with the same results.
+    twice as fast as ``dict(zip(names, map(...)))``, and this runs once per row. The
+    source holds only indexes: names and converters are the namespace's ``n<i>`` and
+    ``c<i>``, so every table of as many columns shares one compiled body. The plain
+    builders serve wide tables and ``PGTAIL_NO_CODEGEN=1``, with the same results.
     """
     if len(names) > _UNROLL_MAX or not _codegen.enabled():
         return _plain_row_builders(table, names, converters)
     namespace: dict[str, Any] = {f"c{i}": conv for i, conv in enumerate(converters)}
+    namespace.update({f"n{i}": name for i, name in enumerate(names)})
     namespace.update(make=new_change, table=table)
-    items = ", ".join(f"{name!r}: c{i}(v[{i}])" for i, name in enumerate(names))
+    items = ", ".join(f"n{i}: c{i}(v[{i}])" for i in range(len(names)))
     source = (
         f"def row(v):\n    return {{{items}}}\n"
         "def insert(v, tx, seq):\n"
         f"    return make('insert', table, tx, seq, {{{items}}}, None, None, ())\n"
     )
-    label = f"rows of {table.qualified_name}"
-    _codegen.define(source, "row", label, namespace)
-    return namespace["row"], namespace["insert"]
+    row, insert = _codegen.define_shared(
+        source, ("row", "insert"), f"rows of {len(names)} columns", namespace
+    )
+    return row, insert
 
 
 def _plain_row_builders(

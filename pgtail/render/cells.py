@@ -78,9 +78,20 @@ NULL_CELL: Cell = (len(NULL_MARKER), ((NULL_MARKER, "null"),))
 TOAST_CELL: Cell = (cell_len(TOAST_MARKER), ((TOAST_MARKER, "toast"),))
 
 
+def needs_quotes(text: str) -> bool:
+    """``_NEEDS_QUOTES.search(text) is not None``, without a regex pass over ASCII text
+    (whose unsafe characters are exactly what ``isprintable`` refuses): a large value is
+    scanned at C speed."""
+    if not text or text[0] in '"⋯' or text[0].isspace() or text[-1].isspace():
+        return True
+    if text.isascii():
+        return not text.isprintable()
+    return _NEEDS_QUOTES.search(text) is not None
+
+
 def show_string(text: str) -> str:
     """How a string value is shown: as is, or JSON-quoted (see the module docstring)."""
-    if text in _MARKERS or _NEEDS_QUOTES.search(text) is not None:
+    if text in _MARKERS or needs_quotes(text):
         return escape_text(json.dumps(text, ensure_ascii=False))
     return text
 
@@ -162,12 +173,29 @@ def fit_cell(cell: Cell, width: int) -> Cell:
     return (used, tuple(parts))
 
 
+def _shown_head(value: str, length: int) -> str:
+    """The start of `show_value` of a string longer than ``length``, enough to cut to
+    ``length - 2`` cells the same way: showing each character depends on it alone (and
+    whether to quote on the whole), so a large value is not escaped whole to show a
+    few characters of it. ASCII text only (where a character is a cell, and `truncate`
+    cuts by length); other text is shown whole."""
+    if not value.isascii():
+        return show_value(value)
+    head = value[:length]
+    if needs_quotes(value):
+        head = escape_text(json.dumps(head)[:-1])  # without the closing quote
+    return head
+
+
 def value_cell(value: Any, max_width: int, style: str = "") -> Cell:
     """The cell of one value, cut to ``max_width``; a number is never cut (a number cut
     short reads as another number): pass `NO_LIMIT` for a numeric column's text."""
     if value is None:
         return NULL_CELL
-    text = show_value(value)
+    if type(value) is str and len(value) > max_width + 2 and max_width < NO_LIMIT:
+        text = _shown_head(value, max_width + 2)
+    else:
+        text = show_value(value)
     if (len(text) <= max_width or type(value) in NUMBER_TYPES) and text.isascii():
         return (len(text), ((text, style),))
     text, width = truncate(text, max_width)

@@ -92,6 +92,8 @@ from pgtail.changes import (
 from pgtail.changes.schema import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.escape import c1_escaped
+from pgtail.render.jsonl_code import column_code as _column_code
+from pgtail.render.jsonl_code import string_checks as _string_checks
 from pgtail.render.jsonl_rows import int64, one_json_each, rows_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.render.tx_text import usual_tx
@@ -148,6 +150,8 @@ def message_content(content: bytes) -> tuple[str, str]:
         return base64.b64encode(content).decode("ascii"), "base64"
 
 
+_LARGE_LINE = 1 << 20  # a line this long is not copied once more (see render)
+
 _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled source)
 
 
@@ -187,7 +191,7 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
             + b',"unchanged_toast":[]}\n'
         )
 
-    return row_encoders(table, text_converters, line, f"JSON lines of {table.qualified_name}")
+    return row_encoders(table, text_converters, line, "JSON lines")
 
 
 def json_columns_encoder(
@@ -202,14 +206,16 @@ def json_columns_encoder(
     def line(key: bytes, old: bytes, old_kind: bytes, new: bytes) -> bytes:
         return b"%d\t" + key + b"\t" + old + b"\t" + new + b"\n"
 
-    return row_encoders(table, text_converters, line, f"JSON columns of {table.qualified_name}")
+    return row_encoders(table, text_converters, line, "JSON columns")
 
 
 def row_encoders(
     table: Table, text_converters: Sequence[Converter], layout: LineLayout, title: str
 ) -> InsertEncoders | None:
     """The encoders of `insert_encoder`, with lines laid out by ``layout``: the one
-    generator of the JSON of a row straight from the server's text."""
+    generator of the JSON of a row straight from the server's text. The source holds
+    the shape only (each column's kind, the key's positions); names live in the line
+    templates in the namespace, so tables of one shape share the compiled code."""
     columns = table.columns
     if not columns or len(columns) > _ENCODE_MAX_COLUMNS or len(text_converters) != len(columns):
         return None
@@ -280,17 +286,8 @@ def row_encoders(
     if not _codegen.enabled():
         templates = {fname: template for fname, _, template, _ in functions}
         return _loop_encoders(kinds, templates, [position[k] for k in keys])._replace(rows=many)
-    args = "".join(f", v{i}" for i in range(len(columns)))
-    source = []
-    for fname, body, template, values in functions:
-        namespace[f"{fname}_line"] = template
-        arguments = ", ".join(["seq", *key_values, *values])
-        source += [f"def {fname}(seq{args}):", *body, f"    return {fname}_line % ({arguments})"]
-    plain_encode, with_nulls, full_plain, full_with_nulls, key_delete = _codegen.define_all(
-        "\n".join(source),
-        ["plain", "with_nulls", "full_delete_plain", "full_delete_with_nulls", "key_delete"],
-        title,
-        namespace,
+    plain_encode, with_nulls, full_plain, full_with_nulls, key_delete = _define(
+        functions, key_values, len(columns), title, namespace
     )
     return InsertEncoders(
         plain_encode,
@@ -302,95 +299,32 @@ def row_encoders(
     )
 
 
-def _column_code(i: int, kind: JsonKind) -> tuple[list[str], list[str], bytes]:
-    """`row_encoders`' source for column ``i`` of ``kind``: the lines that make ``j{i}``
-    from ``v{i}`` in the plain encoder, those after the NULL test in the nullable one,
-    and the column's format in the plain template."""
-    value = f"v{i}"
-    if kind == "int":
-        # the server's text of an integer is its JSON, unless it is not canonical; one
-        # of more than 19 characters may not fit 64 bits (no JSON reader takes it)
-        return (
-            [f"    j{i} = int({value})", f"    if len({value}) > 19:", f"        _int64(j{i})"],
-            [
-                f"    elif len(j{i}) > 19:",
-                f"        j{i} = b'%d' % _int64(int(j{i}))",
-                f"    elif not j{i}.isdigit() or (j{i}[0] == 48 and len(j{i}) > 1):",
-                f"        j{i} = b'%d' % int(j{i})",
-            ],
-            b":%d",
-        )
-    if kind == "string":
-        return (
-            [f"    j{i} = {value}"],
-            [
-                f"    elif j{i}.isascii() and escapes(j{i}) is None:",
-                f"        j{i} = b'\"' + j{i} + b'\"'",
-                "    else:",
-                f"        j{i} = w{i}(j{i})",
-            ],
-            b':"%b"',
-        )
-    if kind == "raw":
-        # embedded as it is once orjson reads it as one JSON value (else the general
-        # path decides: what orjson refuses and PostgreSQL takes, or a DecodeError)
-        # (a shape orjson took before is not parsed again: see `JSON_SHAPE`)
-        return (
-            [
-                f"    if {value}.translate(_shape) not in _shapes:",
-                f"        _learn({value})",
-                f"    j{i} = {value}",
-            ],
-            [f"    elif j{i}.translate(_shape) not in _shapes:", f"        _learn(j{i})"],
-            b":%b",
-        )
-    if kind == "convert":
-        return (
-            [f"    j{i} = _dumps(c{i}({value}), default=_default)"],
-            ["    else:", f"        j{i} = _dumps(c{i}(j{i}), default=_default)"],
-            b":%b",
-        )
-    if kind == "utc_timestamp":
-        # "D T+00" -> "DTT+00:00"; in plain its bytes are checked with the strings
-        utc = "b'\"' + {x}[:-3].replace(b' ', b'T', 1) + b'+00:00\"'"
-        convert = "_dumps(c{i}({x}), default=_default)"
-        return (
-            [
-                f"    j{i} = {utc.format(x=value)} if {value}[-3:] == b'+00'"
-                f" else {convert.format(i=i, x=value)}",
-            ],
-            [
-                f"    elif j{i}[-3:] == b'+00' and j{i}.isascii() and escapes(j{i}) is None:",
-                f"        j{i} = {utc.format(x=f'j{i}')}",
-                f"    else:\n        j{i} = {convert.format(i=i, x=f'j{i}')}",
-            ],
-            b":%b",
-        )
-    return [f"    j{i} = w{i}({value})"], ["    else:", f"        j{i} = w{i}(j{i})"], b":%b"
-
-
-def _string_checks(strings: list[int], checked: list[int]) -> list[str]:
-    """The plain encoder's one check of all string (and shortcut timestamp) values at
-    once; per value only when it finds something JSON escapes (or non-ASCII, whose
-    escaping orjson decides)."""
-    if not strings and not checked:
-        return []
-    lines = []
-    indent = "    "
-    if len(strings) + len(checked) > 1:
-        lines += [
-            "    s = " + " + ".join(f"v{i}" for i in [*strings, *checked]),
-            "    if not s.isascii() or escapes(s) is not None:",
-        ]
-        indent += "    "
-    for i in strings:
-        lines += [
-            f"{indent}if not v{i}.isascii() or escapes(v{i}) is not None:",
-            f"{indent}    j{i} = w{i}(v{i})[1:-1]",
-        ]
-    for i in checked:  # the converter decides
-        lines.append(f"{indent}j{i} = _dumps(c{i}(v{i}), default=_default)")
-    return lines
+def _define(
+    functions: list[tuple[str, list[str], bytes, list[str]]],
+    key_values: list[str],
+    width: int,
+    title: str,
+    namespace: dict[str, Any],
+) -> list[Callable[..., bytes]]:
+    """`row_encoders`' five functions, from (name, body, template, values) each: compiled
+    once per shape (`_codegen.define_shared`), bound to this table's ``namespace``."""
+    args = "".join(f", v{i}" for i in range(width))
+    source = []
+    for fname, body, template, values in functions:
+        namespace[f"{fname}_line"] = template
+        arguments = ", ".join(["seq", *key_values, *values])
+        # a large string to escape: the nullable variant writes it with its quotes, not copied
+        fallback = f"return {fname.replace('plain', 'with_nulls')}(seq{args})"
+        code = [text.replace("return LARGE", fallback) for text in body]
+        source += [f"def {fname}(seq{args}):", *code, f"    return {fname}_line % ({arguments})"]
+    defined = _codegen.define_shared(
+        "\n".join(source),
+        ["plain", "with_nulls", "full_delete_plain", "full_delete_with_nulls", "key_delete"],
+        f"{title}, {width} columns",
+        namespace,
+    )
+    namespace.update(with_nulls=defined[1], full_delete_with_nulls=defined[3])
+    return defined
 
 
 def _loop_encoders(
@@ -760,7 +694,14 @@ class JsonLinesRenderer:
             self._out.write(line if b"\xc2" not in line else c1_escaped(line))
             return
         if cls is EncodedRows:
-            lines = self.encoded_lines(event)  # type: ignore[arg-type]
+            rows: EncodedRows = event  # type: ignore[assignment]
+            if len(rows.lines) > _LARGE_LINE and rows.count == 1:  # its head, itself: no copy
+                head = self._line_parts(rows.tx, rows.table, rows.op)[3]
+                line = rows.lines
+                self._out.write(head if b"\xc2" not in head else c1_escaped(head))
+                self._out.write(line if b"\xc2" not in line else c1_escaped(line))
+                return
+            lines = self.encoded_lines(rows)
             self._out.write(lines if b"\xc2" not in lines else c1_escaped(lines))
             return
         if cls is SnapshotRows:
