@@ -21,6 +21,7 @@ from pgtail.catalog.activity import (
     Watcher,
     read_replication,
     replication_facts,
+    transaction_waits,
 )
 from pgtail.catalog.connection import (
     APPLICATION_NAME,
@@ -88,6 +89,7 @@ from pgtail.catalog.facts import (
     SlotListing,
     SlotStats,
     TableFacts,
+    TransactionWait,
     WalsenderFacts,
 )
 from pgtail.catalog.identity import (
@@ -170,6 +172,8 @@ __all__ = [
     "SlotStats",
     "read_replication",
     "replication_facts",
+    "transaction_waits",
+    "TransactionWait",
     "SnapshotReader",
     "SnapshotTable",
     "APPLICATION_NAME",

@@ -107,7 +107,7 @@ def _log(message: str) -> None:
 @click.option(
     "--snapshot",
     is_flag=True,
-    help="First every existing row of the published tables (JSON op \"snapshot\"; SQL: "
+    help='First every existing row of the published tables (JSON op "snapshot"; SQL: '
     "each table emptied and filled in one transaction), then every change, with no gap "
     "and no duplicate. An existing --slot gets a temporary slot's snapshot, and its "
     "changes to the copied tables from before it are skipped.",
@@ -192,8 +192,10 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
         raise usage_error("--end is before --start")
     snapshot = opts["snapshot"] or bool(opts["snapshot_tables"])
     if snapshot and start is not None:
-        raise usage_error("--snapshot cannot be combined with --start (the rows are consistent"
-                          " with the point the new slot's changes start at)")
+        raise usage_error(
+            "--snapshot cannot be combined with --start (the rows are consistent"
+            " with the point the new slot's changes start at)"
+        )
     tables = tuple(opts["tables"])
     # --ops message asks for messages: without them decoded, it would show nothing and
     # confirm past them (gone from the slot), so it implies --messages
@@ -226,9 +228,7 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
             max_delay=opts["reconnect_max_delay"],
             # a server that does not answer before it was ever reached: a few seconds (a
             # restart), unless --reconnect-attempts asks to wait for it
-            first_contact_wait=(
-                None if _given(ctx, "reconnect_attempts") else FIRST_CONTACT_WAIT
-            ),
+            first_contact_wait=(None if _given(ctx, "reconnect_attempts") else FIRST_CONTACT_WAIT),
         ),
         snapshot=snapshot,
         snapshot_tables=tuple(opts["snapshot_tables"]),

@@ -117,12 +117,12 @@ def _live(views: Iterator[TopView], once: bool, interval: float) -> None:
     if once:
         next(views)
         time.sleep(interval)
-        console.print(render(next(views), console.width))
+        console.print(render(next(views), console.width, live=False))
         return
     with _keys() as pressed, Live(console=console, auto_refresh=False, screen=True) as live:
         try:
             for view in views:
-                live.update(render(view, console.width), refresh=True)
+                live.update(render(view, console.width, console.height), refresh=True)
                 if pressed(interval):
                     return
         except KeyboardInterrupt:

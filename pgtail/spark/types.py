@@ -215,4 +215,3 @@ def recorded_in(fields: Sequence[StructField]) -> tuple[ColumnType, ...]:
     log's metadata fields describe none)."""
     found = (column_of(f) for f in fields)
     return tuple(c for c in found if c is not None)
-
