@@ -718,7 +718,8 @@ def test_inactive_slot_holding_wal(db: Database) -> None:
     assert "pgtail stream --slot" not in warn.fix
     assert "its pgtail spark run with the same --checkpoint" in warn.fix
     fine = one(doctor.evaluate(facts), "slot.activity", "idle")  # default threshold 1 GB
-    assert fine.status == "ok" and "inactive" in fine.summary
+    # the verdict top and slot info give: a slot without consumer holding a few MB informs
+    assert fine.status == "info" and "no consumer" in fine.summary
     code, out, _ = run_cli(
         ["doctor", "--slot", "idle", "--wal-warn", "1MB", "--json", "--dsn", db.dsn]
     )
@@ -773,7 +774,7 @@ def test_inactive_slot_past_max_wal_size(small_wal_server: LocalServer) -> None:
     checks = run_doctor(dsn)
     assert not [c for c in checks if c.status in ("warn", "fail")], checks
     check = one(checks, "slot.activity", "idle")
-    assert check.status == "ok" and "inactive" in check.summary
+    assert check.status == "info" and "no consumer" in check.summary
     try:
         with conn.cursor() as cur:
             for _ in range(40):
@@ -811,7 +812,7 @@ def test_inactive_slot_past_max_wal_size(small_wal_server: LocalServer) -> None:
     (slot,) = catalog.list_slots(dsn).slots
     assert slot.retained_bytes is not None
     if small_wal_server.major >= 13 or slot.retained_bytes < 32 * 1024**2:
-        assert check.status == "ok", check
+        assert check.status == "info", check
     else:  # 12 may keep restart_lsn where it was until the slot decodes further
         assert check.status == "warn", check
 

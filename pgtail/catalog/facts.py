@@ -319,6 +319,9 @@ class DoctorFacts:
     run_publications: tuple[RunPublication, ...] = ()
     # walsenders, slot statistics, open transactions: for the slots' root causes
     replication: ReplicationFacts | None = None
+    # with no publication in the database: its tables without a replica identity (a few),
+    # whose fix comes before `publication create --all-tables`
+    keyless_tables: tuple[TableFacts, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
