@@ -337,9 +337,9 @@ def _unconfirmed(
         t = watched.unconfirmed_seconds
         found.append((t, f"its confirmed position has not moved for {human_seconds(t)}"))
     if sender is not None:
-        if sender.flush_lag is not None:
-            t = sender.flush_lag
-            found.append((t, f"flush_lag {human_seconds(t)}"))
+        if sender.flush_lag is not None:  # measured at its last reply; no reply since
+            t = sender.flush_lag + (sender.reply_ago or 0.0)
+            found.append((t, f"what it was sent waits {human_seconds(t)} for its flush"))
         if sender.reply_ago is not None:
             found.append((sender.reply_ago, f"no reply for {human_seconds(sender.reply_ago)}"))
         elif sender.started_ago is not None:
