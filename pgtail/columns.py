@@ -67,7 +67,7 @@ def fit_columns(
         if not rows or not cut:
             return fit
         top = min(names_first, max(rank[i] for i in cut))
-        lesser = [i for i in fit.keep if i != 0 and i not in flex and rank[i] < top]
+        lesser = [i for i in fit.keep if i != 0 and rank[i] < top]
         if not lesser:
             return fit
         dropped.add(min(lesser, key=lambda i: rank[i]))

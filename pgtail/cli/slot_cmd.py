@@ -167,7 +167,7 @@ _LIST_IMPORTANCE = {
 
 
 # a slot or database name is cut only once the columns ranked below this have given way
-_NAMES_BEFORE = 75
+_NAMES_BEFORE = 81
 
 
 def _seconds(value: float | None, at_least: bool = False) -> str:

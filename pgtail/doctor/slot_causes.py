@@ -252,7 +252,7 @@ def _no_consumer(
 ) -> SlotCause:
     if slot.inactive_since is not None:
         since = f" since {slot.inactive_since.isoformat(sep=' ', timespec='seconds')}"
-    elif watched is not None and watched.inactive_seconds:
+    elif watched is not None and (watched.inactive_seconds or 0) >= 1:
         since = f" for at least {human_seconds(watched.inactive_seconds)} (seen by this view)"
     elif facts.version_num < 170000:
         since = " (since when: PostgreSQL 17+ shows inactive_since)"
