@@ -46,6 +46,10 @@ FORECAST_SECONDS = 3600.0  # warn when invalidation is nearer than this
 # intervals of a consumer at the usual 10 s, whatever the byte rate)
 CONFIRM_WINDOW = 20.0
 NO_CONSUMER_WARN_BYTES = 64 * 1024 * 1024  # a slot without consumer holding this warns
+# a transaction younger than this is not named as what pins a restart position: the
+# server moves restart positions only at its running-transactions records (every 15 s),
+# so a slot's restart_lsn normally trails by that much anyway
+PIN_SECONDS = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +165,11 @@ def _who(sender: SenderFacts | None, slot: SlotInfo) -> str:
 def _pinning(facts: ReplicationFacts) -> OpenTransaction | None:
     """The oldest transaction that has written (an xid) or is prepared: it holds every
     logical slot's restart position at or before its start."""
-    writers = [t for t in (*facts.prepared, *facts.transactions) if t.xid is not None]
+    writers = [
+        t
+        for t in (*facts.prepared, *facts.transactions)
+        if t.xid is not None and (t.age_seconds or 0.0) >= PIN_SECONDS
+    ]
     return max(writers, key=lambda t: t.age_seconds or 0.0, default=None)
 
 
