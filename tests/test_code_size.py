@@ -11,7 +11,6 @@ MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 100
 
 
-
 def long_modules(root: Path) -> set[str]:
     return {
         str(path.relative_to(root))

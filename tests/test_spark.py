@@ -190,7 +190,7 @@ def test_json_with_raw_tabs_and_line_breaks_reads_with_spaces(spark: Any, db15: 
     db15.execute("CREATE PUBLICATION p FOR TABLE j")
     db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
     db15.execute(
-        "INSERT INTO j SELECT g, E'{\"a\":\\t1,\\r\\n\\t\"t\": \"x\\\\ty\"}', '{\"c\": 1}' "
+        'INSERT INTO j SELECT g, E\'{"a":\\t1,\\r\\n\\t"t": "x\\\\ty"}\', \'{"c": 1}\' '
         "FROM generate_series(1, 3) g"
     )
     rows = spark.read.format("pgoutput").options(**options(db15)).load().orderBy("seq").collect()
@@ -1169,5 +1169,10 @@ def test_run_values_give_each_change_its_runs_attributes() -> None:
         [None, None, None, "o", "o", "o"],
     ]
     assert [a.to_pylist() for a in run_values(runs[2:], columns)] == [
-        ["insert"] * 3, ["public"] * 3, ["items"] * 3, [8] * 3, [210] * 3, ["o"] * 3
+        ["insert"] * 3,
+        ["public"] * 3,
+        ["items"] * 3,
+        [8] * 3,
+        [210] * 3,
+        ["o"] * 3,
     ]

@@ -89,6 +89,7 @@ def test_snapshot_rows_are_inserts_of_their_key_and_keyless_copies_count() -> No
 
 # --- end to end -----------------------------------------------------------------------
 
+
 def _setup(db: Any) -> None:
     db.execute(
         "CREATE TABLE items (id int PRIMARY KEY, name text, price numeric, ok boolean,"
@@ -101,9 +102,7 @@ def _setup(db: Any) -> None:
     )
     db.execute("CREATE TABLE bag (a int, b text)")  # no key: a multiset
     db.execute("ALTER TABLE bag REPLICA IDENTITY FULL")
-    db.execute(
-        "INSERT INTO bag SELECT g % 7, repeat('b', 100) FROM generate_series(1, 2000) g"
-    )
+    db.execute("INSERT INTO bag SELECT g % 7, repeat('b', 100) FROM generate_series(1, 2000) g")
     db.execute("CREATE TABLE empty (id int PRIMARY KEY)")
     db.execute("CREATE PUBLICATION p FOR TABLE items, bag, empty")
     db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
@@ -131,8 +130,7 @@ class _Writer:
                     n = self.rounds
                     cur.execute("UPDATE items SET price = price + 1 WHERE id %% 50 = %s", (n,))
                     cur.execute(
-                        "INSERT INTO items VALUES (%s, 'new', 1, true, 1, 0.5, '2020-01-01',"
-                        " '{}')",
+                        "INSERT INTO items VALUES (%s, 'new', 1, true, 1, 0.5, '2020-01-01', '{}')",
                         (self.base + n,),
                     )
                     cur.execute("DELETE FROM items WHERE id = %s", (3000 - n,))

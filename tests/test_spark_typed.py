@@ -1131,8 +1131,7 @@ def test_cli_run_error_is_one_line_and_materialize_prints_counts(
     assert refused.returncode == 1
     errors = [line for line in refused.stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1 and errors[0].startswith(
-        f"pgtail: error: {out} already holds change logs written by the query of checkpoint "
-        f"{chk}"
+        f"pgtail: error: {out} already holds change logs written by the query of checkpoint {chk}"
     ), refused.stderr[-3000:]
     assert f"(go on with --checkpoint {chk}, or write to a new --output" in errors[0]
     done = pgtail("materialize", "--changes", str(out), "--output", str(tmp_path / "current"))

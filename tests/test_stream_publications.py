@@ -184,4 +184,3 @@ def test_clean_exit_drops_the_run_publication(db: Any) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143, err
     assert publications(db) == ["pub"]
-

@@ -229,9 +229,7 @@ def test_idle_database_beside_a_busy_one(db: Database) -> None:
             wait_sent(db, "s", current_lsn(db))
             with writer(busy):
                 wait_for(busy, "SELECT count(*) > 2000 FROM w")
-                write(
-                    busy, "INSERT INTO w SELECT repeat('z', 100) FROM generate_series(1, 15000)"
-                )
+                write(busy, "INSERT INTO w SELECT repeat('z', 100) FROM generate_series(1, 15000)")
                 wait_sent(db, "s", current_lsn(db))
                 wait_unconfirmed_window(db)
                 doc = top_json(db, interval="1")

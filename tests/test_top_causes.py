@@ -233,7 +233,10 @@ def test_not_confirming_is_decided_by_time_not_bytes() -> None:
     f = facts(small, senders=(sender(flush_lsn=CURRENT - 2000, flush_lag=25.0),))
     cause = slot_cause(f, small)
     assert (cause.code, cause.status) == ("not_confirming", "warn")
-    assert "PID 42 'app' from 10.0.0.5/32" in cause.summary and "waits 26 s for its flush" in cause.summary
+    assert (
+        "PID 42 'app' from 10.0.0.5/32" in cause.summary
+        and "waits 26 s for its flush" in cause.summary
+    )
     assert "heartbeat" in (cause.fix or "")  # one look cannot tell an idle database apart
     # a consumer that never sent a flush position, connected 40 s ago
     never = facts(small, senders=(sender(flush_lsn=None, flush_lag=None, started_ago=40.0),))
@@ -292,7 +295,7 @@ def test_hidden_positions_decide_nothing() -> None:
     f = facts(s, senders=(hidden,), sees_all=False)
     cause = slot_cause(f, s, trend(), Watched(seconds=60.0))
     assert (cause.code, cause.status) == ("hidden", "info")
-    assert "not confirming" not in cause.summary and "GRANT pg_monitor TO me;" == cause.fix
+    assert "not confirming" not in cause.summary and cause.fix == "GRANT pg_monitor TO me;"
     view = build_view(f)
     assert sum("GRANT pg_monitor TO me;" in n for n in view.notes) == 1
     assert view.slots[0].lag_seconds is None

@@ -205,6 +205,7 @@ def test_slot_blocked_in_creation_names_what_it_waits_for(db: Database, protocol
         assert f"PID {pid} (forgotten)" in cause["summary"] and f"xid {xid}" in cause["summary"]
         assert "behind" not in cause["summary"] and "not confirming" not in cause["summary"]
         assert f"pg_terminate_backend({pid})" in cause["fix"]
+
     def aged(text: str) -> str:
         return re.sub(r"open \d+ s", "open N s", text)
 

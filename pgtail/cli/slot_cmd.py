@@ -166,8 +166,8 @@ _LIST_IMPORTANCE = {
 }
 
 
-# a slot or database name is cut only once the columns ranked below this have given way
-_NAMES_BEFORE = 81
+# a slot or database name is cut only once every other column (ranked below this) has gone
+_NAMES_BEFORE = 101
 
 
 def _seconds(value: float | None, at_least: bool = False) -> str:

@@ -7,6 +7,7 @@ Pure: facts in, data out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -53,8 +54,8 @@ class SlotRow:
         if self.sender is None:
             return f"{self.slot.active_pid}" if self.slot.active_pid else "-"
         who = self.sender.application_name or "?"
-        if self.sender.client_addr:
-            who += "@" + self.sender.client_addr
+        if self.sender.client_addr:  # a host address without its /32 or /128
+            who += "@" + self.sender.client_addr.removesuffix("/32").removesuffix("/128")
         return f"{self.sender.pid} {who}"
 
     def to_dict(self, optional: tuple[str, ...]) -> dict[str, Any]:
@@ -152,17 +153,17 @@ def lag_seconds(
         sent, confirmed = sender.sent_lsn, slot.confirmed_flush_lsn
         if sent is not None and confirmed is not None and confirmed >= sent:
             return 0.0, False  # it confirmed all it was sent
-        if watched is not None and watched.unconfirmed_seconds > 0:
-            return watched.unconfirmed_seconds, True
+        if watched is not None and watched.unconfirmed_seconds >= 1:
+            return float(math.floor(watched.unconfirmed_seconds)), True
         return None, False
     if slot.lag_bytes == 0:
         return 0.0, False
     if slot.active:
         return None, False
     if slot.inactive_since is not None:
-        return max(0.0, facts.taken_at - slot.inactive_since.timestamp()), True
-    if watched is not None and watched.inactive_seconds:
-        return watched.inactive_seconds, True
+        return float(math.floor(max(0.0, facts.taken_at - slot.inactive_since.timestamp()))), True
+    if watched is not None and (watched.inactive_seconds or 0) >= 1:
+        return float(math.floor(watched.inactive_seconds or 0)), True
     return None, False
 
 
