@@ -217,15 +217,17 @@ def _count(value: int | None) -> str:
 @connection_options
 @json_option()
 def slot_list(dsn: str | None, as_json: bool) -> None:
-    """List every replication slot on the server.
+    """List every replication slot on the server, worst first.
 
-    Shows plugin, database, activity (with the walsender PID), temporary,
-    two-phase, the confirmed position and its lag behind the current WAL (in bytes
-    and in time), the WAL each slot retains, wal_status / safe_wal_size (13+), the
-    age of its catalog_xmin, and on newer servers inactive_since, conflicting,
-    invalidation_reason and failover. On a narrow terminal the least important
-    columns give way. `slot info` and --json add the slot type, restart_lsn, xmin,
-    the consumer's positions, spill/stream statistics (14+) and the root cause.
+    Shows plugin, database, activity (with the walsender PID), its state (the
+    cause `pgtail top` and `slot info` name), temporary, two-phase, the confirmed
+    position and its lag behind the current WAL (in bytes, and in time where
+    observed: > marks a lower bound), the WAL each slot retains, wal_status /
+    safe_wal_size (13+), the age of its catalog_xmin, and on newer servers
+    inactive_since, conflicting, invalidation_reason and failover. On a narrow
+    terminal the least important columns give way before a name is cut. `slot
+    info` and --json add the slot type, restart_lsn, xmin, the consumer's
+    positions, spill/stream statistics (14+) and the cause with its fix.
 
     \b
     Examples:
