@@ -4,6 +4,7 @@ of `top --publication`: pure, on constructed facts."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -539,3 +540,69 @@ def transactions_free(database: str) -> ReplicationFacts:
     """An earlier look of the same slot (so the view has a trend)."""
     s = slot(database=database, active=False, active_pid=None)
     return replace(facts(s, taken_at=0.0), database=database)
+
+
+# --------------------------------------------------------------------------- layout rules
+
+
+def test_worst_first_and_nothing_cut_silently() -> None:
+    fine = slot(name="a_fine")
+    stuck = slot(
+        name="z_stuck",
+        active_pid=43,
+        confirmed_flush_lsn=CURRENT - 2000,
+        restart_lsn=CURRENT - 2000,
+    )
+    idle = [slot(name=f"idle_{i}", active=False, active_pid=None) for i in range(6)]
+    now = facts(
+        fine,
+        stuck,
+        *idle,
+        senders=(
+            sender(slot="a_fine"),
+            sender(pid=43, slot="z_stuck", flush_lsn=CURRENT - 2000, flush_lag=40.0),
+        ),
+    )
+    view = build_view(now)
+    assert [r.slot.name for r in view.slots][:2] == ["z_stuck", "idle_0"]  # warn, then info
+    assert view.slots[-1].slot.name == "a_fine"
+    text = render_text(view, 80, 16).splitlines()
+    assert len(text) <= 16
+    assert "below: resize the terminal, or pgtail top --json" in text[-1]
+    assert re.search(r"the causes of \d+ slots", text[-1]), text[-1]
+    whole = render_text(view, 80)
+    assert "below: resize" not in whole and "q quits" in whole
+    once = "\n".join(_lines(render(view, 80, live=False), 80))
+    assert "q quits" not in once
+    # wrapped lines keep their indent: every line after a cause's first starts with spaces
+    for line in whole.splitlines():
+        if line.startswith("       "):
+            continue  # a fix's continuation
+        assert not line.startswith(" ") or line.startswith("  ")
+
+
+def test_a_name_is_cut_only_after_the_less_important_columns() -> None:
+    headers = ["slot", "active", "lag", "confirmed_flush", "xmin_age"]
+    row = ["orders_to_warehouse_sync_slot_01x", "yes (1234)", "12.5 MB", "0/1A2B3C40", "1234"]
+    importance = [100, 90, 85, 30, 60]
+    cut = fit_columns(headers, [row], 60, importance=importance, flex=(0,))
+    assert cut.widths[0] < len(row[0])  # without the rule: the name is cut
+    fit = fit_columns(headers, [row], 60, importance=importance, flex=(0,), names_first=101)
+    assert fit.widths[0] == len(row[0]) and [headers[i] for i in fit.keep] == [
+        "slot",
+        "active",
+        "lag",
+    ]
+
+
+def test_singular_and_plural_of_changes() -> None:
+    counter = ChangeCounter()
+    messages = [
+        pgbytes.begin(100, 0, 7),
+        pgbytes.relation(16400, "public", "orders", [("id", 23, True)]),
+        pgbytes.insert(16400, [b"1"]),
+        pgbytes.commit(100, 110, 0),
+    ]
+    view = replace(build_view(facts(slot())), publication=counter.count("pub", messages, 2.0))
+    text = render_text(view, 120)
+    assert "xid 7: 1 change (" in text and "1 changes" not in text
