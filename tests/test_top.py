@@ -232,7 +232,7 @@ def test_idle_database_beside_a_busy_one(db: Database) -> None:
                 write(busy, "INSERT INTO w SELECT repeat('z', 100) FROM generate_series(1, 15000)")
                 wait_sent(db, "s", current_lsn(db))
                 wait_unconfirmed_window(db)
-                doc = top_json(db, interval="1")
+                doc = top_json(db, interval="2")
     finally:
         drop_database(db.server, busy.name)
     s = slot_of(doc, "s")

@@ -253,6 +253,9 @@ def test_not_confirming_is_decided_by_time_not_bytes() -> None:
     idle = slot_cause(quiet, small, trend(database_change_rate=0.0, other_change_rate=100.0), seen)
     assert idle.code == "idle_database"
     assert "pg_logical_emit_message" in (idle.fix or "")
+    # looks under 2 s apart: the change counters lag, so no idle database from them
+    quick = trend(seconds=0.5, database_change_rate=0.0, other_change_rate=100.0)
+    assert slot_cause(quiet, small, quick, seen).code == "not_confirming"
 
 
 def test_a_slot_being_created_names_the_transaction_it_waits_for() -> None:

@@ -386,7 +386,7 @@ def test_layout_through_a_pty(db: Database, columns: int) -> None:
     # slot info wraps its cause and fix under themselves, no escaped newline
     info = run_pty(["slot", "info", names[0], db.dsn], columns, 30)
     assert "\\u000a" not in info
-    lines = [r for r in info.splitlines() if r.strip()]
+    lines = [r for r in info.splitlines() if r.strip() and not r.startswith("note: ")]
     assert max(len(r) for r in lines) <= columns
     at = next(i for i, r in enumerate(lines) if r.startswith("  fix "))
     value = len(lines[at]) - len(lines[at][6:].lstrip())  # where the values start

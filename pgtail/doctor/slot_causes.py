@@ -50,6 +50,7 @@ NO_CONSUMER_WARN_BYTES = 64 * 1024 * 1024  # a slot without consumer holding thi
 # server moves restart positions only at its running-transactions records (every 15 s),
 # so a slot's restart_lsn normally trails by that much anyway
 PIN_SECONDS = 15.0
+TREND_SECONDS = 2.0  # two looks this far apart, at least, tell an idle database
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,6 +445,11 @@ def _not_confirming(
     slot: SlotInfo, trend: SlotTrend | None, who: str, lag: int, how: str
 ) -> SlotCause:
     name = slot.name
+    # the change counters (pg_stat_database) lag up to a second (the statistics are sent
+    # at most every 500 ms, before PostgreSQL 15 through the collector): a shorter
+    # interval cannot tell an idle database
+    if trend is not None and trend.seconds < TREND_SECONDS:
+        trend = None
     if trend is not None and trend.database_change_rate == 0 and trend.wal_rate > 0:
         return SlotCause(
             name,
