@@ -172,7 +172,7 @@ def test_consumer_that_reads_but_never_confirms(db: Database) -> None:
         assert s["cause"]["code"] in ("not_confirming", "idle_database"), s["cause"]
         assert s["consumer"]["application_name"] == "test_consumer"
         assert "test_consumer" in s["cause"]["summary"]
-        assert s["lag_bytes"] >= 2 * MB
+        assert s["lag_bytes"] > 0  # not confirming is decided by time, not by bytes
         code, out, _ = run_cli(["doctor", "--json", db.dsn])
         checks = orjson.loads(out)["checks"]
         cause = [c for c in checks if c["id"] == "slot.activity" and c["subject"] == "s"]
