@@ -43,12 +43,56 @@ def fit_columns(
     importance: Sequence[int] | None = None,
     flex: Sequence[int] = (),
     fold: int | None = None,
+    names_first: int | None = None,
 ) -> Fit:
     """Columns and widths for a table of ``rows`` within ``width`` cells.
 
     ``importance``: a rank per column, higher = dropped later (default: left to right
     matter more); ``flex``: columns cut with an ellipsis to fit; ``fold``: one column that
-    wraps. The first column is never dropped."""
+    wraps. The first column is never dropped. With ``names_first`` (a rank) a name (a
+    ``flex`` column) is cut only once every column less important than it, or than
+    ``names_first`` if that is lower, has given way."""
+    fit = _fit(headers, rows, width, separator, importance, flex, fold)
+    if names_first is None:
+        return fit
+    rank = (
+        list(importance)
+        if importance is not None
+        else [len(headers) - i for i in range(len(headers))]
+    )
+    dropped: set[int] = set()
+    while True:
+        shown = dict(zip(fit.keep, fit.widths, strict=True))
+        cut = [i for i in flex if i in shown and shown[i] < max(len(r[i]) for r in rows)]
+        if not rows or not cut:
+            return fit
+        top = min(names_first, max(rank[i] for i in cut))
+        lesser = [i for i in fit.keep if i != 0 and rank[i] < top]
+        if not lesser:
+            return fit
+        dropped.add(min(lesser, key=lambda i: rank[i]))
+        left = [i for i in range(len(headers)) if i not in dropped]
+        sub = _fit(
+            [headers[i] for i in left],
+            [[r[i] for i in left] for r in rows],
+            width,
+            separator,
+            [rank[i] for i in left],
+            [left.index(i) for i in flex if i in left],
+            left.index(fold) if fold is not None and fold in left else None,
+        )
+        fit = Fit(tuple(left[i] for i in sub.keep), sub.widths)
+
+
+def _fit(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    separator: int,
+    importance: Sequence[int] | None,
+    flex: Sequence[int],
+    fold: int | None,
+) -> Fit:
     count = len(headers)
     natural = [max([len(headers[i]), *(len(r[i]) for r in rows)]) for i in range(count)]
     minimum = []

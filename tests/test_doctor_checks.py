@@ -480,6 +480,14 @@ def test_create_publication_by_task() -> None:
         "pgtail publication create pgtail --all-tables"
         "  # refuses while a table has no replica identity, naming its fix"
     )
+    # a keyless table in the database: its fix comes first, or --all-tables refuses
+    keyless = replace(root, keyless_tables=(table(primary_key=None), table(kind="f")))
+    (fix,) = [c.fix for c in doctor.publication_checks(keyless) if c.id == "publication.exists"]
+    assert fix is not None and fix.startswith("first give each table a replica identity: ")
+    assert fix.count("ALTER TABLE") == 1  # the FULL one has one already
+    assert fix.index("REPLICA IDENTITY") < fix.index(
+        "pgtail publication create pgtail --all-tables"
+    )
 
 
 def test_slot_past_max_wal_size_before_13() -> None:

@@ -4,8 +4,9 @@ of `top --publication`: pure, on constructed facts."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,10 +23,11 @@ from pgtail.catalog.facts import (
     SlotInfo,
     SlotListing,
     SlotStats,
+    TransactionWait,
 )
 from pgtail.cli.printing import fitted_table
 from pgtail.columns import fit_columns
-from pgtail.doctor.slot_causes import SlotTrend, cause_checks, slot_cause, slot_trend
+from pgtail.doctor.slot_causes import SlotTrend, Watched, slot_cause, slot_trend
 from pgtail.top.changes import ChangeCounter
 from pgtail.top.model import build_view, version_notes
 from pgtail.top.render import render
@@ -105,6 +107,8 @@ def facts(
     taken_at: float = 1000.0,
     current: int = CURRENT,
     changes: dict[str, int] | None = None,
+    waits: tuple[TransactionWait, ...] = (),
+    sees_all: bool = True,
 ) -> ReplicationFacts:
     optional = ("inactive_since",) if version >= 170000 else ()
     return ReplicationFacts(
@@ -119,6 +123,9 @@ def facts(
         transactions=transactions,
         prepared=prepared,
         database_changes=changes if changes is not None else {"shop": 10, "other": 10},
+        waits=waits,
+        role="me",
+        sees_all=sees_all,
     )
 
 
@@ -215,18 +222,105 @@ def test_pinned_by_an_open_or_prepared_transaction() -> None:
     assert cause.code != "pinned"
 
 
-def test_not_confirming_and_idle_database() -> None:
+def test_not_confirming_is_decided_by_time_not_bytes() -> None:
     s = slot(confirmed_flush_lsn=CURRENT - 30 * MB, restart_lsn=CURRENT - 30 * MB)
-    f = facts(s, senders=(sender(flush_lsn=CURRENT - 30 * MB),))
-    cause = slot_cause(f, s)
+    # 30 MB sent beyond what it confirmed, but it replied a second ago and the server
+    # measures no flush lag past the window: one look does not call it stuck
+    fresh = facts(s, senders=(sender(flush_lsn=CURRENT - 30 * MB),))
+    cause = slot_cause(fresh, s)
+    assert cause.code == "ok" and "one look cannot tell" in cause.summary
+    # 2 kB unconfirmed for 25 s (flush_lag, measured by the server): not confirming
+    small = slot(confirmed_flush_lsn=CURRENT - 2000, restart_lsn=CURRENT - 2000)
+    f = facts(small, senders=(sender(flush_lsn=CURRENT - 2000, flush_lag=25.0),))
+    cause = slot_cause(f, small)
     assert (cause.code, cause.status) == ("not_confirming", "warn")
-    assert "PID 42 'app' from 10.0.0.5/32" in cause.summary
+    assert (
+        "PID 42 'app' from 10.0.0.5/32" in cause.summary
+        and "waits 26 s for its flush" in cause.summary
+    )
     assert "heartbeat" in (cause.fix or "")  # one look cannot tell an idle database apart
-    cause = slot_cause(f, s, trend(database_change_rate=50.0))
-    assert cause.code == "not_confirming" and "heartbeat" not in (cause.fix or "")
-    idle = slot_cause(f, s, trend(database_change_rate=0.0, other_change_rate=100.0))
+    # a consumer that never sent a flush position, connected 40 s ago
+    never = facts(small, senders=(sender(flush_lsn=None, flush_lag=None, started_ago=40.0),))
+    assert slot_cause(never, small).code == "not_confirming"
+    # what a live view saw: the confirmed position stayed 21 s while more was sent
+    quiet = facts(small, senders=(sender(flush_lag=None),))
+    seen = Watched(seconds=30.0, unconfirmed_seconds=21.0)
+    cause = slot_cause(quiet, small, trend(database_change_rate=50.0), seen)
+    assert cause.code == "not_confirming" and "has not moved for 21 s" in cause.summary
+    assert "heartbeat" not in (cause.fix or "")
+    soon = slot_cause(quiet, small, trend(), Watched(seconds=30.0, unconfirmed_seconds=6.0))
+    assert soon.code == "ok" and "not confirming past 20 s" in soon.summary
+    idle = slot_cause(quiet, small, trend(database_change_rate=0.0, other_change_rate=100.0), seen)
     assert idle.code == "idle_database"
     assert "pg_logical_emit_message" in (idle.fix or "")
+    # looks under 2 s apart: the change counters lag, so no idle database from them
+    quick = trend(seconds=0.5, database_change_rate=0.0, other_change_rate=100.0)
+    assert slot_cause(quiet, small, quick, seen).code == "not_confirming"
+
+
+def test_a_slot_being_created_names_the_transaction_it_waits_for() -> None:
+    creating = slot(confirmed_flush_lsn=None, restart_lsn=CURRENT - 400_000, active_pid=55)
+    wait = TransactionWait(55, 900, 77, 90.0, "shop", "batch", "idle in transaction")
+    cause = slot_cause(facts(creating, waits=(wait,)), creating)
+    assert (cause.code, cause.status) == ("creating", "warn")
+    assert "PID 77 (batch) in shop (xid 900, open 90 s" in cause.summary
+    assert "behind" not in cause.summary  # a null position is not a number
+    assert "pg_terminate_backend(77)" in (cause.fix or "")
+    view = build_view(facts(creating, waits=(wait,)))
+    assert view.slots[0].lag_seconds is None and creating.lag_bytes is None
+    # a blocker hidden from the role: its xid, and the grant that shows it
+    hidden = TransactionWait(55, 900, None, None, None, None, None)
+    cause = slot_cause(facts(creating, waits=(hidden,), sees_all=False), creating)
+    assert "xid 900" in cause.summary and "GRANT pg_monitor TO me" in (cause.fix or "")
+    # a prepared transaction: its gid and COMMIT PREPARED
+    prepared = tx(pid=None, prepared_gid="g1", state="prepared", xid=900)
+    cause = slot_cause(facts(creating, waits=(hidden,), prepared=(prepared,)), creating)
+    assert "'g1'" in cause.summary and "COMMIT PREPARED 'g1'" in (cause.fix or "")
+    alone = slot_cause(facts(creating), creating)
+    assert alone.code == "creating" and alone.status == "info"
+
+
+def test_hidden_positions_decide_nothing() -> None:
+    s = slot(confirmed_flush_lsn=CURRENT - 300 * MB, restart_lsn=CURRENT - 300 * MB)
+    hidden = sender(
+        application_name="",
+        client_addr=None,
+        state=None,
+        started_ago=None,
+        sent_lsn=None,
+        write_lsn=None,
+        flush_lsn=None,
+        replay_lsn=None,
+        write_lag=None,
+        flush_lag=None,
+        replay_lag=None,
+        reply_ago=None,
+    )
+    f = facts(s, senders=(hidden,), sees_all=False)
+    cause = slot_cause(f, s, trend(), Watched(seconds=60.0))
+    assert (cause.code, cause.status) == ("hidden", "info")
+    assert "not confirming" not in cause.summary and cause.fix == "GRANT pg_monitor TO me;"
+    view = build_view(f)
+    assert sum("GRANT pg_monitor TO me;" in n for n in view.notes) == 1
+    assert view.slots[0].lag_seconds is None
+
+
+def test_lag_in_time_only_from_observations() -> None:
+    since = datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)
+    s = slot(active=False, active_pid=None, inactive_since=since)
+    f = replace(facts(s, version=170000), taken_at=since.timestamp() + 23 * 60)
+    row = build_view(f, facts(s, version=170000, taken_at=0.0, current=0)).slots[0]
+    assert (row.lag_seconds, row.lag_at_least) == (23 * 60, True)  # a bound, not a rate
+    assert render_text(build_view(f)).count("> 23 min") == 1
+    old = slot(active=False, active_pid=None)
+    row = build_view(facts(old), facts(old, taken_at=0.0, current=0)).slots[0]
+    assert row.lag_seconds is None  # 13-16, one look: nothing observed
+    seen = build_view(facts(old), watched={"s": Watched(120.0, 0.0, 120.0)}).slots[0]
+    assert (seen.lag_seconds, seen.lag_at_least) == (120.0, True)
+
+
+def render_text(view: Any, width: int = 120, height: int | None = None) -> str:
+    return "\n".join(_lines(render(view, width, height), width))
 
 
 def test_keeping_up() -> None:
@@ -245,7 +339,8 @@ def test_physical_slot_of_a_standby_that_keeps_up() -> None:
     )
     assert slot_cause(facts(s, senders=(sender(),)), s).code == "ok"
     behind = replace(s, restart_lsn=CURRENT - 50 * MB)
-    assert slot_cause(facts(behind, senders=(sender(),)), behind).code == "not_confirming"
+    stuck = sender(flush_lag=40.0)
+    assert slot_cause(facts(behind, senders=(stuck,)), behind).code == "not_confirming"
 
 
 def test_trend_between_two_looks() -> None:
@@ -274,15 +369,18 @@ def test_trend_between_two_looks() -> None:
     assert slot_trend(before, now, "nosuch") is None
 
 
-def test_doctor_reports_causes_the_other_slot_checks_do_not() -> None:
+def test_doctor_names_the_same_verdict_as_top() -> None:
     lagging = slot(name="lag", confirmed_flush_lsn=CURRENT - 30 * MB, restart_lsn=CURRENT - 30 * MB)
-    gone = slot(name="gone", active=False, active_pid=None)
-    replication = facts(lagging, gone, senders=(sender(slot="lag"),))
-    checks = cause_checks(doctor_facts_with(replication))
-    assert [(c.id, c.subject, c.status) for c in checks] == [("slot.cause", "lag", "warn")]
-    assert "not confirming" in checks[0].summary
-    assert checks[0].fix
-    assert any(c.id == "slot.cause" for c in doctor.evaluate(doctor_facts_with(replication)))
+    gone = slot(name="gone", active=False, active_pid=None, restart_lsn=CURRENT - 336 * MB)
+    replication = facts(lagging, gone, senders=(sender(slot="lag", flush_lag=45.0),))
+    checks = [c for c in doctor.evaluate(doctor_facts_with(replication)) if c.section == "slot"]
+    view = build_view(replication)
+    assert [(c.id, c.subject, c.status, c.summary) for c in checks] == [
+        ("slot.activity", r.slot.name, r.cause.status, r.cause.summary)
+        for r in sorted(view.slots, key=lambda r: ["lag", "gone"].index(r.slot.name))
+    ]
+    assert checks[0].status == "warn" and "not confirming" in checks[0].summary
+    assert checks[1].status == "warn" and "336.0 MB" in checks[1].summary  # never [ok]
 
 
 # --------------------------------------------------------------------------- versions
@@ -324,9 +422,13 @@ def test_top_fits_the_terminal(width: int) -> None:
     assert cells[:1] == ["slot"] and "lag" in cells and "retained" in cells
     assert all(cells)  # no column of zero width
     text = "\n".join(lines)
-    assert "a_rather_long" in text and "…" in text  # the long name is cut, not dropped
+    assert "a_rather_long" in text
+    # the long name is cut (not dropped) only where the less important columns have gone
+    assert ("…" in text) == (width == 80)
     assert "gone: no consumer" in text and "holding back:" in text
-    assert ("sent" in cells) == (width >= 160)  # positions only where there is room
+    if width == 160:  # the whole name, before the positions (less important) show
+        assert "a_rather_long_replication_slot_name_for_the_orders_service │" in text
+        assert "sent" not in cells
 
 
 def test_fit_columns_never_gives_zero_width() -> None:
@@ -441,3 +543,69 @@ def transactions_free(database: str) -> ReplicationFacts:
     """An earlier look of the same slot (so the view has a trend)."""
     s = slot(database=database, active=False, active_pid=None)
     return replace(facts(s, taken_at=0.0), database=database)
+
+
+# --------------------------------------------------------------------------- layout rules
+
+
+def test_worst_first_and_nothing_cut_silently() -> None:
+    fine = slot(name="a_fine")
+    stuck = slot(
+        name="z_stuck",
+        active_pid=43,
+        confirmed_flush_lsn=CURRENT - 2000,
+        restart_lsn=CURRENT - 2000,
+    )
+    idle = [slot(name=f"idle_{i}", active=False, active_pid=None) for i in range(6)]
+    now = facts(
+        fine,
+        stuck,
+        *idle,
+        senders=(
+            sender(slot="a_fine"),
+            sender(pid=43, slot="z_stuck", flush_lsn=CURRENT - 2000, flush_lag=40.0),
+        ),
+    )
+    view = build_view(now)
+    assert [r.slot.name for r in view.slots][:2] == ["z_stuck", "idle_0"]  # warn, then info
+    assert view.slots[-1].slot.name == "a_fine"
+    text = render_text(view, 80, 16).splitlines()
+    assert len(text) <= 16
+    assert "below: resize the terminal, or pgtail top --json" in text[-1]
+    assert re.search(r"the causes of \d+ slots", text[-1]), text[-1]
+    whole = render_text(view, 80)
+    assert "below: resize" not in whole and "q quits" in whole
+    once = "\n".join(_lines(render(view, 80, live=False), 80))
+    assert "q quits" not in once
+    # wrapped lines keep their indent: every line after a cause's first starts with spaces
+    for line in whole.splitlines():
+        if line.startswith("       "):
+            continue  # a fix's continuation
+        assert not line.startswith(" ") or line.startswith("  ")
+
+
+def test_a_name_is_cut_only_after_the_less_important_columns() -> None:
+    headers = ["slot", "active", "lag", "confirmed_flush", "xmin_age"]
+    row = ["orders_to_warehouse_sync_slot_01x", "yes (1234)", "12.5 MB", "0/1A2B3C40", "1234"]
+    importance = [100, 90, 85, 30, 60]
+    cut = fit_columns(headers, [row], 60, importance=importance, flex=(0,))
+    assert cut.widths[0] < len(row[0])  # without the rule: the name is cut
+    fit = fit_columns(headers, [row], 60, importance=importance, flex=(0,), names_first=101)
+    assert fit.widths[0] == len(row[0]) and [headers[i] for i in fit.keep] == [
+        "slot",
+        "active",
+        "lag",
+    ]
+
+
+def test_singular_and_plural_of_changes() -> None:
+    counter = ChangeCounter()
+    messages = [
+        pgbytes.begin(100, 0, 7),
+        pgbytes.relation(16400, "public", "orders", [("id", 23, True)]),
+        pgbytes.insert(16400, [b"1"]),
+        pgbytes.commit(100, 110, 0),
+    ]
+    view = replace(build_view(facts(slot())), publication=counter.count("pub", messages, 2.0))
+    text = render_text(view, 120)
+    assert "xid 7: 1 change (" in text and "1 changes" not in text

@@ -21,6 +21,7 @@ from pgtail.catalog.activity import (
     Watcher,
     read_replication,
     replication_facts,
+    transaction_waits,
 )
 from pgtail.catalog.connection import (
     APPLICATION_NAME,
@@ -87,6 +88,7 @@ from pgtail.catalog.facts import (
     SlotListing,
     SlotStats,
     TableFacts,
+    TransactionWait,
     WalsenderFacts,
 )
 from pgtail.catalog.identity import (
@@ -176,6 +178,8 @@ __all__ = [
     "SlotStats",
     "read_replication",
     "replication_facts",
+    "transaction_waits",
+    "TransactionWait",
     "SnapshotReader",
     "SnapshotTable",
     "APPLICATION_NAME",

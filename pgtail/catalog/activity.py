@@ -16,7 +16,13 @@ from psycopg2.extensions import connection as PgConnection
 
 from pgtail.catalog.connection import connect, fetchall, fetchone, open_connection
 from pgtail.catalog.errors import translate_error
-from pgtail.catalog.facts import OpenTransaction, ReplicationFacts, SenderFacts, SlotStats
+from pgtail.catalog.facts import (
+    OpenTransaction,
+    ReplicationFacts,
+    SenderFacts,
+    SlotStats,
+    TransactionWait,
+)
 from pgtail.catalog.server_info import CURRENT_LSN, lsn_or_none, server_version_num, settings
 from pgtail.catalog.slots import slot_listing
 from pgtail.catalog.waiting import Blocker, WaitFacts, describe_blocker, wait_for_server
@@ -56,6 +62,45 @@ FROM pg_prepared_xacts ORDER BY prepared
 """
 
 
+# backends waiting for a transaction to end (a slot being created waits so for every
+# transaction running when it started), the transaction's xid and, where this role may see
+# it, its session; pg_locks shows every role's locks, pg_stat_activity hides other roles'
+# xact_start without pg_read_all_stats
+_WAITS = """
+SELECT l.pid, l.transactionid::text, b.pid,
+       extract(epoch FROM clock_timestamp() - b.xact_start)::float8,
+       b.datname, b.application_name, b.state
+FROM pg_locks l
+LEFT JOIN LATERAL (
+    SELECT h.pid FROM pg_locks h
+    WHERE h.locktype = 'transactionid' AND h.transactionid = l.transactionid AND h.granted
+      AND h.pid IS NOT NULL
+    LIMIT 1
+) holder ON true
+LEFT JOIN pg_stat_activity b ON b.pid = holder.pid
+WHERE l.locktype = 'transactionid' AND NOT l.granted AND l.pid IS NOT NULL
+  AND (%(pid)s::int IS NULL OR l.pid = %(pid)s::int)
+ORDER BY l.pid
+"""
+
+
+def transaction_waits(conn: PgConnection, pid: int | None = None) -> tuple[TransactionWait, ...]:
+    """The backends (or only ``pid``) waiting for a transaction to end, with the session
+    that holds it: what a slot being created waits for."""
+    return tuple(
+        TransactionWait(
+            pid=int(r[0]),
+            xid=int(r[1]),
+            blocker_pid=r[2],
+            blocker_age_seconds=r[3],
+            blocker_database=r[4],
+            blocker_application_name=r[5],
+            blocker_state=r[6],
+        )
+        for r in fetchall(conn, _WAITS, {"pid": pid})
+    )
+
+
 def _stats_query(version: int) -> str:
     totals = "total_txns, total_bytes" if version >= 150000 else "NULL, NULL"
     return (
@@ -71,10 +116,11 @@ def _int(text: str | None) -> int | None:
 def replication_facts(conn: PgConnection) -> ReplicationFacts:
     """Everything one interval of `pgtail top` shows, read now."""
     version = server_version_num(conn)
-    taken_at, database, current = fetchone(
+    taken_at, database, current, role, sees_all = fetchone(
         conn,
         "SELECT extract(epoch FROM clock_timestamp())::float8, current_database(),"
-        f" ({CURRENT_LSN})::text",
+        f" ({CURRENT_LSN})::text, current_user::text,"
+        " pg_has_role('pg_read_all_stats', 'USAGE')",
     )
     listing = slot_listing(conn)
     stats: dict[str, SlotStats] = {}
@@ -159,6 +205,9 @@ def replication_facts(conn: PgConnection) -> ReplicationFacts:
         transactions=transactions,
         prepared=prepared,
         database_changes=changes,
+        waits=transaction_waits(conn),
+        role=str(role),
+        sees_all=bool(sees_all),
     )
 
 

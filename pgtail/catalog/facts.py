@@ -319,6 +319,9 @@ class DoctorFacts:
     run_publications: tuple[RunPublication, ...] = ()
     # walsenders, slot statistics, open transactions: for the slots' root causes
     replication: ReplicationFacts | None = None
+    # with no publication in the database: its tables without a replica identity (a few),
+    # whose fix comes before `publication create --all-tables`
+    keyless_tables: tuple[TableFacts, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,11 +387,18 @@ class SenderFacts:
     replay_lag: float | None
     reply_ago: float | None  # seconds since the consumer's last reply (reply_time, 12+)
 
+    @property
+    def hidden(self) -> bool:
+        """The walsender belongs to another role and this one lacks pg_read_all_stats
+        (pg_monitor): the server shows its PID and nothing else."""
+        return self.state is None
+
     def to_dict(self) -> dict[str, Any]:
         def lsn(value: int | None) -> str | None:
             return format_lsn(value) if value is not None else None
 
         out: dict[str, Any] = {name: getattr(self, name) for name in self.__slots__}
+        out["hidden"] = self.hidden
         for name in ("sent_lsn", "write_lsn", "flush_lsn", "replay_lsn"):
             out[name] = lsn(out[name])
         return out
@@ -414,6 +424,25 @@ class OpenTransaction:
 
 
 @dataclass(frozen=True, slots=True)
+class TransactionWait:
+    """A backend waiting for a transaction to end (a transactionid lock): a slot being
+    created waits so for every transaction running when it started. ``blocker_*`` is the
+    session of that transaction (None when it is a prepared one, or hidden from a role
+    without pg_monitor)."""
+
+    pid: int  # the waiting backend (a slot's active_pid while it is being created)
+    xid: int  # the transaction it waits for
+    blocker_pid: int | None
+    blocker_age_seconds: float | None  # since the blocker's xact_start
+    blocker_database: str | None
+    blocker_application_name: str | None
+    blocker_state: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicationFacts:
     """One look at the server's logical replication, taken at ``taken_at`` (server clock,
     seconds since the epoch): slots, their statistics and walsenders, the oldest
@@ -431,6 +460,13 @@ class ReplicationFacts:
     prepared: tuple[OpenTransaction, ...]
     # per database: rows inserted, updated and deleted so far (pg_stat_database)
     database_changes: dict[str, int]
+    waits: tuple[TransactionWait, ...] = ()  # backends waiting for a transaction to end
+    role: str = ""  # the connected role
+    # the role may see every session's activity (pg_read_all_stats: pg_monitor or superuser)
+    sees_all: bool = True
+
+    def wait_of(self, pid: int | None) -> TransactionWait | None:
+        return next((w for w in self.waits if pid is not None and w.pid == pid), None)
 
     @property
     def has_slot_stats(self) -> bool:

@@ -62,6 +62,18 @@ def _catalog_changed(exc: psycopg2.Error) -> bool:
     return exc.pgcode == "XX000" and "cache lookup failed" in str(exc.pgerror or "")
 
 
+# user tables that may lack a replica identity (no primary key under DEFAULT, NOTHING, or
+# an index to look at): `pgtail.doctor` decides with `identity_of`
+_KEYLESS = """
+SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'
+  AND (c.relreplident IN ('n', 'i') OR (c.relreplident = 'd' AND NOT EXISTS (
+       SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)))
+ORDER BY n.nspname, c.relname LIMIT 20
+"""
+
+
 def doctor_facts(
     dsn: str | None, publications: Sequence[str] = (), slots: Sequence[str] = ()
 ) -> DoctorFacts:
@@ -98,6 +110,7 @@ def _read_facts(
     tables += table_facts(conn, leaves, sample_toast=True)
     listing = slot_listing(conn)
     run_pubs = tuple(run_publications(conn))
+    keyless = () if all_pubs else tuple(table_facts(conn, [r[0] for r in fetchall(conn, _KEYLESS)]))
     return DoctorFacts(
         server=server,
         role=role,
@@ -111,6 +124,7 @@ def _read_facts(
         all_publications=all_pubs,
         run_publications=run_pubs,
         replication=replication_facts(conn),
+        keyless_tables=keyless,
     )
 
 

@@ -39,6 +39,7 @@ def print_table(
     importance: Sequence[int] | None = None,
     flex: Sequence[int] = (0,),
     fold: int | None = -1,
+    names_first: int | None = None,
 ) -> None:
     """A rich table on a terminal, fitted to its width (`pgtail.columns`: the least
     important columns give way, never a column of zero width; names are cut with an
@@ -51,7 +52,9 @@ def print_table(
         from rich.console import Console
 
         console = Console()
-        console.print(fitted_table(headers, rows, console.width, title, importance, flex, fold))
+        console.print(
+            fitted_table(headers, rows, console.width, title, importance, flex, fold, names_first)
+        )
         return
     if title:
         click.echo(title)
@@ -70,6 +73,7 @@ def fitted_table(
     importance: Sequence[int] | None = None,
     flex: Sequence[int] = (0,),
     fold: int | None = -1,
+    names_first: int | None = None,
 ) -> Any:
     """The rich Table `print_table` prints on a terminal ``width`` cells wide."""
     from rich.table import Table
@@ -81,7 +85,14 @@ def fitted_table(
         fold += len(headers)
     # a rich column without edges is its width, one cell of padding each side and a rule
     fit = fit_columns(
-        headers, rows, width, separator=3, importance=importance, flex=flex, fold=fold
+        headers,
+        rows,
+        width,
+        separator=3,
+        importance=importance,
+        flex=flex,
+        fold=fold,
+        names_first=names_first,
     )
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for i, w in zip(fit.keep, fit.widths, strict=True):
@@ -98,10 +109,19 @@ def fitted_table(
     return table
 
 
-def print_fields(pairs: Sequence[tuple[str, str]], *, title: str | None = None) -> None:
-    """Key/value lines (``info``/``show``), control characters escaped."""
+def print_fields(
+    pairs: Sequence[tuple[str, str]], *, title: str | None = None, width: int | None = None
+) -> None:
+    """Key/value lines (``info``/``show``), control characters escaped; with ``width``
+    (a terminal's) a long value wraps at spaces, its lines under its first."""
+    import textwrap
+
     if title:
         click.echo(escape_text(title))
-    width = max((len(k) for k, _ in pairs), default=0)
+    key_width = max((len(k) for k, _ in pairs), default=0)
+    room = max(20, width - key_width - 4) if width is not None else 0
+    indent = " " * (key_width + 4)
     for key, value in pairs:
-        click.echo(f"  {key.ljust(width)}  {escape_text(value)}")
+        text = escape_text(value)
+        lines = textwrap.wrap(text, room, break_on_hyphens=False) if room else [text]
+        click.echo(f"  {key.ljust(key_width)}  " + f"\n{indent}".join(lines or [""]))

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 
 def _yes(value: bool | None) -> str:
-    return "" if value is None else ("yes" if value else "no")
+    return "-" if value is None else ("yes" if value else "no")
 
 
 def _lsn(value: int | None) -> str:
@@ -140,12 +140,14 @@ _LIST_HEADERS = {
     "failover": "failover",
     "lag_time": "lag_time",
     "catalog_xmin_age": "xmin_age",
+    "state": "state",
 }
 
 # on a narrow terminal the least important columns give way first (higher stays longer)
 _LIST_IMPORTANCE = {
     "slot": 100,
     "active": 90,
+    "state": 88,
     "lag": 85,
     "retained": 84,
     "wal_status": 80,
@@ -164,15 +166,20 @@ _LIST_IMPORTANCE = {
 }
 
 
-def _seconds(value: float | None, estimated: bool = False) -> str:
+# a slot or database name is cut only once every other column (ranked below this) has gone
+_NAMES_BEFORE = 101
+
+
+def _seconds(value: float | None, at_least: bool = False) -> str:
+    """A time, or '> 5 min' for a lower bound, '-' when nothing observed tells."""
     from pgtail.doctor.slot_causes import human_seconds
 
-    return "-" if value is None else ("~" if estimated else "") + human_seconds(value)
+    return "-" if value is None else ("> " if at_least else "") + human_seconds(value)
 
 
 def _print_listing(view: TopView) -> None:
     optional = view.facts.slots.optional_columns
-    full = [*_HEADERS, *optional, "lag_time", "catalog_xmin_age"]
+    full = [*_HEADERS, *optional, "lag_time", "catalog_xmin_age", "state"]
     keep = [i for i, h in enumerate(full) if h in _LIST_HEADERS]
     rows = []
     for r in view.slots:
@@ -180,7 +187,11 @@ def _print_listing(view: TopView) -> None:
         row = _slot_row(s, optional)
         if s.slot_type != "logical":
             row[1] = s.slot_type  # plugin column: "physical"
-        row += [_seconds(r.lag_seconds, r.lag_estimated), _count(s.catalog_xmin_age)]
+        row += [
+            _seconds(r.lag_seconds, r.lag_at_least),
+            _count(s.catalog_xmin_age),
+            r.cause.code.replace("_", " "),
+        ]
         rows.append([row[i] for i in keep])
     if not rows:
         click.echo("no replication slots", err=True)
@@ -191,7 +202,11 @@ def _print_listing(view: TopView) -> None:
         importance=[_LIST_IMPORTANCE[full[i]] for i in keep],
         flex=(0, 2),
         fold=None,
+        names_first=_NAMES_BEFORE,
     )
+    for note in view.notes:
+        if "two_phase" in note or "pg_monitor" in note or "inactive_since" in note:
+            click.echo(f"note: {note}", err=True)
 
 
 def _count(value: int | None) -> str:
@@ -202,15 +217,17 @@ def _count(value: int | None) -> str:
 @connection_options
 @json_option()
 def slot_list(dsn: str | None, as_json: bool) -> None:
-    """List every replication slot on the server.
+    """List every replication slot on the server, worst first.
 
-    Shows plugin, database, activity (with the walsender PID), temporary,
-    two-phase, the confirmed position and its lag behind the current WAL (in bytes
-    and in time), the WAL each slot retains, wal_status / safe_wal_size (13+), the
-    age of its catalog_xmin, and on newer servers inactive_since, conflicting,
-    invalidation_reason and failover. On a narrow terminal the least important
-    columns give way. `slot info` and --json add the slot type, restart_lsn, xmin,
-    the consumer's positions, spill/stream statistics (14+) and the root cause.
+    Shows plugin, database, activity (with the walsender PID), its state (the
+    cause `pgtail top` and `slot info` name), temporary, two-phase, the confirmed
+    position and its lag behind the current WAL (in bytes, and in time where
+    observed: > marks a lower bound), the WAL each slot retains, wal_status /
+    safe_wal_size (13+), the age of its catalog_xmin, and on newer servers
+    inactive_since, conflicting, invalidation_reason and failover. On a narrow
+    terminal the least important columns give way before a name is cut. `slot
+    info` and --json add the slot type, restart_lsn, xmin, the consumer's
+    positions, spill/stream statistics (14+) and the cause with its fix.
 
     \b
     Examples:
@@ -262,21 +279,11 @@ def slot_info(name: str, dsn: str | None, as_json: bool) -> None:
     pairs = list(zip([*_HEADERS, *optional], _slot_row(s, optional), strict=True))
     pairs.insert(8, ("current_wal", _lsn(s.current_lsn)))
     pairs += _activity_pairs(row, view.facts.version_num)
-    if stdout_is_terminal():
-        pairs = _wrapped(pairs[1:], shutil.get_terminal_size().columns)
-        print_fields(pairs, title=f"slot {s.name}")
-        return
-    print_fields(pairs[1:], title=f"slot {s.name}")
-
-
-def _wrapped(pairs: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
-    """Long values (the cause, the fix) wrapped under themselves to fit ``width``."""
-    import textwrap
-
-    key_width = max((len(k) for k, _ in pairs), default=0)
-    room = max(20, width - key_width - 4)
-    indent = "\n" + " " * (key_width + 4)
-    return [(k, indent.join(textwrap.wrap(v, room)) if len(v) > room else v) for k, v in pairs]
+    width = shutil.get_terminal_size().columns if stdout_is_terminal() else None
+    print_fields(pairs[1:], title=f"slot {s.name}", width=width)
+    for note in view.notes:
+        if ("two_phase" in note and s.two_phase is None) or "pg_monitor" in note:
+            click.echo(f"note: {note}", err=True)
 
 
 def _activity_pairs(row: SlotRow, version: int) -> list[tuple[str, str]]:
@@ -290,7 +297,7 @@ def _activity_pairs(row: SlotRow, version: int) -> list[tuple[str, str]]:
             if s.catalog_xmin
             else "-",
         ),
-        ("lag_time", _seconds(row.lag_seconds, row.lag_estimated)),
+        ("lag_time", _seconds(row.lag_seconds, row.lag_at_least)),
         ("consumer", row.consumer),
     ]
     if sender is not None:

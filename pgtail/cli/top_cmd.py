@@ -67,10 +67,12 @@ def top(
     (PostgreSQL 14+), sent/flush/replay positions, catalog_xmin age, and one line
     naming the root cause with its fix: no consumer, consumer not confirming,
     server side slow or spilling, pinned by an old or prepared transaction, an
-    idle database (send a heartbeat), invalidated or about to be. Below: the
-    server's WAL rate and what holds back the oldest position. Quit with q or
-    Ctrl-C. On a terminal it fits the width (80 columns and up); piped or with
-    --json it prints one JSON document per interval.
+    idle database (send a heartbeat), invalidated or about to be, being created
+    (and the transaction it waits for). Worst slots first; not confirming is
+    decided by time, lag in time only from observations. Below: the server's WAL
+    rate and what holds back the oldest position. Quit with q or Ctrl-C. On a
+    terminal it fits the width (80 columns and up) and height, saying what is
+    left out; piped or with --json it prints one JSON document per interval.
 
     \b
     Examples:
@@ -117,12 +119,12 @@ def _live(views: Iterator[TopView], once: bool, interval: float) -> None:
     if once:
         next(views)
         time.sleep(interval)
-        console.print(render(next(views), console.width))
+        console.print(render(next(views), console.width, live=False))
         return
     with _keys() as pressed, Live(console=console, auto_refresh=False, screen=True) as live:
         try:
             for view in views:
-                live.update(render(view, console.width), refresh=True)
+                live.update(render(view, console.width, console.height), refresh=True)
                 if pressed(interval):
                     return
         except KeyboardInterrupt:

@@ -42,7 +42,6 @@ from pgtail.doctor.publication_checks import (
 )
 from pgtail.doctor.role import role_checks
 from pgtail.doctor.server_checks import server_checks, slot_checks
-from pgtail.doctor.slot_causes import cause_checks
 from pgtail.doctor.table_checks import (
     Identity,
     UnchangedToast,
@@ -67,7 +66,6 @@ __all__ = [
     "Identity",
     "Status",
     "UnchangedToast",
-    "cause_checks",
     "counts",
     "evaluate",
     "failed",
@@ -103,6 +101,5 @@ def evaluate(facts: DoctorFacts, *, wal_warn_bytes: int | None = None) -> list[C
         *role_checks(facts),
         *publication_checks(facts),
         *slot_checks(facts, wal_warn_bytes),
-        *cause_checks(facts),
         *run_publication_checks(facts),
     ]

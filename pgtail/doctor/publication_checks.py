@@ -10,7 +10,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pgtail.doctor.findings import Check, ident
-from pgtail.doctor.table_checks import table_checks, table_publication_checks
+from pgtail.doctor.table_checks import (
+    identity_fix,
+    identity_of,
+    table_checks,
+    table_publication_checks,
+)
 
 if TYPE_CHECKING:
     from pgtail.catalog.facts import (
@@ -41,10 +46,13 @@ def _create_publication_fix(facts: DoctorFacts, name: str) -> str:
     # would fail its next UPDATE/DELETE. `publication create` refuses exactly that and
     # names each such table's fix.
     if facts.role.superuser:
-        return (
-            f"pgtail publication create {shlex.quote(name)} --all-tables"
-            "  # refuses while a table has no replica identity, naming its fix"
-        )
+        create = f"pgtail publication create {shlex.quote(name)} --all-tables"
+        keyless = [t for t in facts.keyless_tables if identity_of(t).mode == "nothing"]
+        if not keyless:
+            return create + "  # refuses while a table has no replica identity, naming its fix"
+        first = " ".join(identity_fix(t) for t in keyless[:3])
+        more = f" (and {len(keyless) - 3} more tables like them)" if len(keyless) > 3 else ""
+        return f"first give each table a replica identity: {first}{more}; then: {create}"
     return (
         f"pgtail publication create {shlex.quote(name)} --table SCHEMA.TABLE"
         "  # the tables to stream"

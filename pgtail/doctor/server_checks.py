@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pgtail.doctor.findings import Check, human_bytes, literal
+from pgtail.doctor.slot_causes import slot_cause
 
 if TYPE_CHECKING:
     from pgtail.catalog.facts import (
@@ -284,7 +285,8 @@ def _activity_check(
         extended = slot.wal_status == "extended"
     else:  # before PostgreSQL 13: compare with max_wal_size ourselves
         extended = retained is not None and max_wal is not None and retained > max_wal
-    if slot.active:
+    verdict = _verdict(slot, facts)
+    if slot.active and verdict is None:
         return Check(
             "slot.activity",
             "slot",
@@ -292,6 +294,8 @@ def _activity_check(
             "ok",
             f"active (PID {slot.active_pid}), {human_bytes(slot.lag_bytes)} behind",
         )
+    elif slot.active and verdict is not None:
+        return verdict
     elif extended and retained is not None:
         return Check(
             "slot.activity",
@@ -313,6 +317,8 @@ def _activity_check(
             f"({retained} bytes), past --wal-warn {human_bytes(wal_warn_bytes)}",
             _restart_or_drop(slot.name, drop),
         )
+    elif verdict is not None:
+        return verdict
     else:
         return Check(
             "slot.activity",
@@ -321,3 +327,16 @@ def _activity_check(
             "ok",
             f"inactive, holds {human_bytes(retained)} of WAL",
         )
+
+
+def _verdict(slot: SlotInfo, facts: DoctorFacts) -> Check | None:
+    """The slot's state as `pgtail top` and `slot info` name it (`slot_causes`, one look),
+    as the doctor's slot.activity check; None without the replication facts."""
+    replication = facts.replication
+    if replication is None:
+        return None
+    seen = next((s for s in replication.slots.slots if s.name == slot.name), None)
+    if seen is None:
+        return None
+    cause = slot_cause(replication, seen)
+    return Check("slot.activity", "slot", slot.name, cause.status, cause.summary, cause.fix)

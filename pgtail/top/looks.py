@@ -15,6 +15,7 @@ from pgtail import catalog
 from pgtail.catalog.facts import ReplicationFacts
 from pgtail.errors import PgtailError
 from pgtail.top.changes import ChangeCounter, PublicationActivity, unavailable
+from pgtail.top.history import SlotHistory
 from pgtail.top.model import TopView, build_view
 
 # a temporary slot that could not start while transactions were open is tried again
@@ -69,6 +70,7 @@ class TopLooks:
         publication = self.publication
         reason = self.note
         counter = ChangeCounter()
+        history = SlotHistory()
         before: ReplicationFacts | None = None
         hide = (sampler.slot,) if sampler is not None else ()
         looks = 0
@@ -89,7 +91,7 @@ class TopLooks:
                         sampler.close()
                         sampler = self._sampler = None
                         activity = unavailable(publication, reason)
-            view = build_view(facts, before, activity, hide=hide)
+            view = build_view(facts, before, activity, hide=hide, watched=history.see(facts))
             before = facts
             yield view
 

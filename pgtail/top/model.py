@@ -7,12 +7,22 @@ Pure: facts in, data out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pgtail.doctor.slot_causes import SlotCause, SlotTrend, human_seconds, slot_cause, slot_trend
+from pgtail.doctor.findings import STATUS_ORDER
+from pgtail.doctor.slot_causes import (
+    SlotCause,
+    SlotTrend,
+    Watched,
+    human_seconds,
+    slot_cause,
+    slot_trend,
+)
 from pgtail.lsn import format_lsn
+from pgtail.sqlnames import quote_ident
 
 if TYPE_CHECKING:
     from pgtail.catalog.facts import (
@@ -32,8 +42,11 @@ class SlotRow:
     stats: SlotStats | None
     trend: SlotTrend | None
     cause: SlotCause
-    lag_seconds: float | None  # flush_lag from the walsender; else lag / WAL rate
-    lag_estimated: bool  # lag_seconds is bytes over the WAL rate, not the server's figure
+    # observed only: the walsender's flush_lag; or at least how long it was seen
+    # unconfirmed, or without consumer (inactive_since, 17+, or this view's looks)
+    lag_seconds: float | None
+    lag_at_least: bool  # lag_seconds is a lower bound ("> 5 min"), not a measure
+    watched: Watched | None = None
 
     @property
     def consumer(self) -> str:
@@ -41,8 +54,8 @@ class SlotRow:
         if self.sender is None:
             return f"{self.slot.active_pid}" if self.slot.active_pid else "-"
         who = self.sender.application_name or "?"
-        if self.sender.client_addr:
-            who += "@" + self.sender.client_addr
+        if self.sender.client_addr:  # a host address without its /32 or /128
+            who += "@" + self.sender.client_addr.removesuffix("/32").removesuffix("/128")
         return f"{self.sender.pid} {who}"
 
     def to_dict(self, optional: tuple[str, ...]) -> dict[str, Any]:
@@ -52,7 +65,8 @@ class SlotRow:
             "stats": self.stats.to_dict() if self.stats else None,
             "trend": self.trend.to_dict() if self.trend else None,
             "lag_seconds": self.lag_seconds,
-            "lag_seconds_estimated": self.lag_estimated,
+            "lag_seconds_at_least": self.lag_at_least,
+            "watched": self.watched.to_dict() if self.watched else None,
             "cause": self.cause.to_dict(),
         }
 
@@ -109,24 +123,60 @@ def version_notes(version: int) -> list[str]:
         notes.append("spill/stream statistics (pg_stat_replication_slots) need PostgreSQL 14+")
     elif version < 150000:
         notes.append("decoded totals (total_txns, total_bytes) need PostgreSQL 15+")
+    if version < 140000:
+        notes.append("two_phase (shown as -) needs PostgreSQL 14+")
     if version < 170000:
         notes.append("inactive_since (how long a slot has had no consumer) needs PostgreSQL 17+")
     return notes
 
 
-def _lag_seconds(
-    slot: SlotInfo, sender: SenderFacts | None, wal_rate: float | None
+def privilege_note(facts: ReplicationFacts) -> str | None:
+    """One line naming what a role without pg_monitor cannot see, and the grant."""
+    if facts.sees_all:
+        return None
+    return (
+        f"role {facts.role} lacks pg_monitor: other roles' open transactions, their "
+        "consumers' sent/flush positions and lags are hidden, and no cause is drawn from "
+        f"them; to see them: GRANT pg_monitor TO {quote_ident(facts.role)};"
+    )
+
+
+def lag_seconds(
+    facts: ReplicationFacts, slot: SlotInfo, sender: SenderFacts | None, watched: Watched | None
 ) -> tuple[float | None, bool]:
-    if sender is not None and (sender.flush_lag is not None or sender.write_lag is not None):
-        return (sender.flush_lag if sender.flush_lag is not None else sender.write_lag), False
-    lag = slot.lag_bytes
-    if lag is None:
+    """How far behind in time, from observations only: (seconds, is it a lower bound)."""
+    if slot.lag_bytes is None:
         return None, False
-    if lag == 0:
+    if sender is not None and not sender.hidden:
+        if sender.flush_lag is not None:
+            return sender.flush_lag, False
+        sent, confirmed = sender.sent_lsn, slot.confirmed_flush_lsn
+        if sent is not None and confirmed is not None and confirmed >= sent:
+            return 0.0, False  # it confirmed all it was sent
+        if watched is not None and watched.unconfirmed_seconds >= 1:
+            return float(math.floor(watched.unconfirmed_seconds)), True
+        return None, False
+    if slot.lag_bytes == 0:
         return 0.0, False
-    if wal_rate:
-        return lag / wal_rate, True
+    if slot.active:
+        return None, False
+    if slot.inactive_since is not None:
+        return float(math.floor(max(0.0, facts.taken_at - slot.inactive_since.timestamp()))), True
+    if watched is not None and (watched.inactive_seconds or 0) >= 1:
+        return float(math.floor(watched.inactive_seconds or 0)), True
     return None, False
+
+
+def severity_order(rows: list[SlotRow]) -> list[SlotRow]:
+    """Worst first (fail, warn, info, ok), then the most WAL retained, then by name."""
+    return sorted(
+        rows,
+        key=lambda r: (
+            -STATUS_ORDER[r.cause.status],
+            -(r.slot.retained_bytes or 0),
+            r.slot.name,
+        ),
+    )
 
 
 def _describe(tx: OpenTransaction) -> str:
@@ -182,9 +232,11 @@ def build_view(
     publication: PublicationActivity | None = None,
     notes: tuple[str, ...] = (),
     hide: tuple[str, ...] = (),
+    watched: dict[str, Watched] | None = None,
 ) -> TopView:
-    """The view of ``facts``; with the previous look, rates and trends too. Slots named
-    in ``hide`` (top's own temporary slot) are left out."""
+    """The view of ``facts``, worst slot first; with the previous look, rates and trends
+    too, and with ``watched`` (`pgtail.top.history`) what a live view saw of each slot.
+    Slots named in ``hide`` (top's own temporary slot) are left out."""
     wal_rate: float | None = None
     if before is not None and facts.taken_at > before.taken_at:
         wal_rate = max(
@@ -196,23 +248,26 @@ def build_view(
             continue
         trend = slot_trend(before, facts, slot.name) if before is not None else None
         sender = facts.sender_of(slot)
-        lag_seconds, estimated = _lag_seconds(slot, sender, wal_rate)
+        seen = watched.get(slot.name) if watched is not None else None
+        lag, at_least = lag_seconds(facts, slot, sender, seen)
         rows.append(
             SlotRow(
                 slot=slot,
                 sender=sender,
                 stats=facts.stats.get(slot.name),
                 trend=trend,
-                cause=slot_cause(facts, slot, trend),
-                lag_seconds=lag_seconds,
-                lag_estimated=estimated,
+                cause=slot_cause(facts, slot, trend, seen),
+                lag_seconds=lag,
+                lag_at_least=at_least,
+                watched=seen,
             )
         )
+    hidden = privilege_note(facts)
     return TopView(
         facts=facts,
         wal_rate=wal_rate,
-        slots=tuple(rows),
+        slots=tuple(severity_order(rows)),
         pins=tuple(pins(facts)),
-        notes=(*notes, *version_notes(facts.version_num)),
+        notes=(*notes, *([hidden] if hidden else []), *version_notes(facts.version_num)),
         publication=publication,
     )

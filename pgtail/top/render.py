@@ -1,19 +1,23 @@
 """`pgtail top` on a terminal: the view model laid out with rich for a given width.
 
 Fits 80 columns: the slot table's least important columns give way first
-(`pgtail.columns`), names are cut with an ellipsis, never a column of zero width; each
-slot's cause and fix wrap below the table. Colour says the state (green ok, yellow
-warn, red fail, dim for what the server cannot show). Names are data: control and
-formatting characters in them show as \\uXXXX escapes, never reach the terminal.
-Pure: a view in, a renderable out.
+(`pgtail.columns`), names are cut (with an ellipsis) only once every less important
+column has gone, never a column of zero width; each slot's cause and fix wrap below the
+table, their lines keeping their indent. Slots come worst first. Given a height, nothing
+is cut silently: what does not fit is left out whole and the last line says what and
+how to see it. Colour says the state (green ok, yellow warn, red fail, dim for what the
+server cannot show). Names are data: control and formatting characters in them show as
+\\uXXXX escapes, never reach the terminal. Pure: a view in, a renderable out.
 """
 
 from __future__ import annotations
 
+import io
+import textwrap
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -49,6 +53,8 @@ _SLOT_COLUMNS = (
     ("replay", 28),
 )
 _FLEX = (0, 1)
+# a name (slot, consumer) is cut only once the columns ranked below this have given way
+_NAMES_BEFORE = 80
 _PUB_COLUMNS = (("table", 100), ("op", 90), ("changes", 80), ("per s", 85))
 
 
@@ -74,7 +80,7 @@ def slot_cells(row: SlotRow) -> list[str]:
     trend = row.trend
     lag_t = "-"
     if row.lag_seconds is not None:
-        lag_t = ("~" if row.lag_estimated else "") + human_seconds(row.lag_seconds)
+        lag_t = ("> " if row.lag_at_least else "") + human_seconds(row.lag_seconds)
     safe = human_bytes(s.safe_wal_size) if s.safe_wal_size is not None else "-"
     if row.cause.invalidation_in is not None:
         safe = human_seconds(row.cause.invalidation_in)
@@ -106,7 +112,15 @@ def _table(
     flex: tuple[int, ...],
 ) -> Table:
     rows = [[escape_text(cell) for cell in row] for row in rows]  # names are data
-    fit = fit_columns(headers, rows, width, separator=3, importance=importance, flex=flex)
+    fit = fit_columns(
+        headers,
+        rows,
+        width,
+        separator=3,
+        importance=importance,
+        flex=flex,
+        names_first=_NAMES_BEFORE,
+    )
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     for i, w in zip(fit.keep, fit.widths, strict=True):
         right = headers[i] not in ("slot", "consumer", "wal", "table", "op")
@@ -122,7 +136,7 @@ def _table(
     return table
 
 
-def _header(view: TopView) -> Text:
+def _header(view: TopView, live: bool) -> Text:
     facts = view.facts
     when = datetime.fromtimestamp(facts.taken_at).strftime("%H:%M:%S")
     rate = _rate(view.wal_rate) if view.wal_rate is not None else "…"
@@ -130,7 +144,7 @@ def _header(view: TopView) -> Text:
     text.append("pgtail top", style="bold")
     text.append(f"  PG {view.major}  {escape_text(facts.database)}  WAL {_lsn(facts.current_lsn)} ")
     text.append(rate, style="bold")
-    text.append(f"  {when}  q quits", style="dim")
+    text.append(f"  {when}" + ("  q quits" if live else ""), style="dim")
     return text
 
 
@@ -155,7 +169,7 @@ def _publication(activity: PublicationActivity, width: int) -> list[RenderableTy
     )
     if activity.largest:
         sizes = ", ".join(
-            f"xid {t.xid}: {t.changes} changes ({human_bytes(t.bytes)}, {t.table})"
+            f"xid {t.xid}: {_plural(t.changes, 'change')} ({human_bytes(t.bytes)}, {t.table})"
             for t in activity.largest[:3]
         )
         out.append(Text(f"largest transactions: {escape_text(sizes)}", overflow="fold"))
@@ -164,37 +178,131 @@ def _publication(activity: PublicationActivity, width: int) -> list[RenderableTy
     return out
 
 
-def render(view: TopView, width: int) -> RenderableType:
-    """The whole screen for one interval, at most ``width`` cells wide."""
-    parts: list[RenderableType] = [_header(view)]
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _wrapped(text: str, width: int, first: str, rest: str, style: str) -> list[Text]:
+    """``text`` wrapped at spaces to ``width``, the first line after ``first``, the others
+    after ``rest`` (a hanging indent), each line one Text."""
+    lines = textwrap.wrap(
+        text,
+        max(10, width),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_on_hyphens=False,
+    )
+    return [Text(line, style=style, no_wrap=True, overflow="ellipsis") for line in lines]
+
+
+def _cause_lines(row: SlotRow, width: int) -> list[Text]:
+    name = escape_text(row.slot.name)
+    lines = _wrapped(
+        f"{name}: {escape_text(row.cause.summary)}",
+        width,
+        "",
+        "  ",
+        STATUS_STYLE.get(row.cause.status, ""),
+    )
+    if lines:
+        lines[0].stylize("bold", 0, len(name) + 1)
+    if row.cause.fix:
+        lines += _wrapped(escape_text(row.cause.fix), width, "  fix: ", "       ", "dim")
+    return lines
+
+
+def _lines(renderable: RenderableType, width: int) -> list[Text]:
+    """A renderable as the lines it takes at ``width`` (to count and to cut them)."""
+    console = Console(width=width, file=io.StringIO(), color_system=None, legacy_windows=False)
+    return [
+        Text.assemble(*((seg.text, seg.style or "") for seg in line if not seg.control))
+        for line in console.render_lines(renderable, console.options, pad=False)
+    ]
+
+
+def render(view: TopView, width: int, height: int | None = None, live: bool = True) -> Group:
+    """The whole screen for one interval, at most ``width`` cells wide and, with
+    ``height``, as many lines: then what does not fit is left out whole, worst slots
+    kept first, and the last line says what is below. ``live``: the key hint."""
+    header = [_header(view, live)]
+    table: list[Text] = []
+    causes: list[list[Text]] = []
     if view.slots:
         rows = [slot_cells(r) for r in view.slots]
         styles = [STATUS_STYLE.get(r.cause.status, "") for r in view.slots]
-        parts.append(
-            _table(
-                [h for h, _ in _SLOT_COLUMNS],
-                [i for _, i in _SLOT_COLUMNS],
-                rows,
-                styles,
-                width,
-                _FLEX,
-            )
-        )
-        for r in view.slots:
-            line = Text()
-            line.append(f"{r.slot.name}: ", style="bold")
-            line.append(escape_text(r.cause.summary), style=STATUS_STYLE.get(r.cause.status, ""))
-            if r.cause.fix:
-                line.append(f"\n  fix: {escape_text(r.cause.fix)}", style="dim")
-            parts.append(line)
+        headers = [h for h, _ in _SLOT_COLUMNS]
+        importance = [i for _, i in _SLOT_COLUMNS]
+        table = _lines(_table(headers, importance, rows, styles, width, _FLEX), width)
+        causes = [_cause_lines(r, width) for r in view.slots]
     else:
-        parts.append(Text("no replication slots", style="dim"))
+        table = [Text("no replication slots", style="dim")]
+    pins: list[Text] = []
     if view.pins:
-        pins = Text("holding back: ", style="bold")
-        pins.append(escape_text("; ".join(f"{p.kind} {p.subject} ({p.detail})" for p in view.pins)))
-        parts.append(pins)
+        text = "; ".join(f"{p.kind} {p.subject} ({p.detail})" for p in view.pins)
+        pins = _wrapped(escape_text(text), width, "holding back: ", "  ", "")
+        pins[0].stylize("bold", 0, len("holding back:"))
+    publication: list[Text] = []
     if view.publication is not None:
-        parts.extend(_publication(view.publication, width))
-    for note in view.notes:
-        parts.append(Text(note, style="dim"))
-    return Group(*parts)
+        publication = _lines(Group(*_publication(view.publication, width)), width)
+    notes = [line for note in view.notes for line in _wrapped(note, width, "", "  ", "dim")]
+    every = header + table + [line for c in causes for line in c] + pins + publication + notes
+    if height is None or len(every) <= height:
+        return Group(*every)
+    return Group(*_fit_height(view, width, height, header, table, causes, pins, publication, notes))
+
+
+def _fit_height(
+    view: TopView,
+    width: int,
+    height: int,
+    header: list[Text],
+    table: list[Text],
+    causes: list[list[Text]],
+    pins: list[Text],
+    publication: list[Text],
+    notes: list[Text],
+) -> list[Text]:
+    """The screen cut to ``height`` lines: the header and the table first (worst slots
+    first), then what holds back, then each slot's cause in order, the publication and
+    the notes, each whole or not at all; the last line says what was left out."""
+    room = height - 1 - len(header)  # the last line is the marker
+    shown_rows = len(view.slots)
+    table_head = len(table) - shown_rows
+    if len(table) > room:
+        shown_rows = max(0, room - table_head)
+        table = table[: table_head + shown_rows] if shown_rows else []
+    room -= len(table)
+    kept_pins = pins if len(pins) <= room else []
+    room -= len(kept_pins)
+    kept_causes: list[list[Text]] = []
+    for lines in causes[:shown_rows]:
+        if len(lines) > room:
+            break
+        kept_causes.append(lines)
+        room -= len(lines)
+    left_out = []
+    kept_pub = publication if len(publication) <= room else []
+    room -= len(kept_pub)
+    kept_notes = notes if len(notes) <= room else []
+    if pins and not kept_pins:
+        left_out.append("holding back")
+    if publication and not kept_pub:
+        left_out.append("publication")
+    if notes and not kept_notes:
+        left_out.append("notes")
+    hidden_rows = len(view.slots) - shown_rows
+    hidden_causes = shown_rows - len(kept_causes)
+    what = [_plural(hidden_rows, "more slot")] if hidden_rows else []
+    if hidden_causes:
+        what.append(
+            ("the causes of " if hidden_causes > 1 else "the cause of ")
+            + _plural(hidden_causes, "more slot" if hidden_rows else "slot")
+        )
+    marker = Text(
+        ", ".join(what + left_out) + " below: resize the terminal, or pgtail top --json",
+        style="reverse",
+        no_wrap=True,
+        overflow="ellipsis",
+    )
+    out = header + table + [line for c in kept_causes for line in c] + kept_pins
+    return [*out, *kept_pub, *kept_notes, marker][:height]
