@@ -113,7 +113,8 @@ def test_a_pipeline_on_a_standalone_cluster(
     db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
     out, chk, current = tmp_path / "changes", tmp_path / "chk", tmp_path / "current"
     run = ["spark", "run", "--dsn", db15.dsn, "--slot", "s", "--publication", "p",
-           "--output", str(out), "--checkpoint", str(chk), "--master", url]  # fmt: skip
+           "--output", str(out), "--checkpoint", str(chk), "--master", url,
+           "--trigger", "available-now"]  # fmt: skip
     pgtail(*run, "--snapshot")
     db15.execute("UPDATE t SET v = 'changed' WHERE id % 7 = 0")
     db15.execute("DELETE FROM t WHERE id > 450")

@@ -270,8 +270,9 @@ def _plan(
         (int(v) for bs in present.values() for b in bs if (v := batch_value(b) or "").isdigit()),
         default=-1,
     )
+    # by value (snapshot-<X>-<n>): the same load whichever name its directory has
     loads = {
-        name: [b for b in bs if not (batch_value(b) or "").isdigit()]
+        name: [v for b in bs if not (v := batch_value(b) or "").isdigit()]
         for name, bs in present.items()
     }
     record = {**identity, "batch": last, "loads": loads}
@@ -284,8 +285,8 @@ def _plan(
         name: [
             b
             for b in bs
-            if b not in done.get(name, ())
-            and (not (value := batch_value(b) or "").isdigit() or int(value) > applied)
+            if (value := batch_value(b) or "") not in done.get(name, ())
+            and (not value.isdigit() or int(value) > applied)
         ]
         for name, bs in present.items()
     }
@@ -363,7 +364,6 @@ def materialize(
     root = str(changes).rstrip("/")
     out = str(output).rstrip("/")
     refuse_unfinished(spark, root)
-    follow_parallelism(spark)
     batches, record, previous = _plan(spark, root, out, full)
     before = None if previous is None or previous.get("rebuild") else previous
     kept = None
@@ -379,6 +379,7 @@ def materialize(
         touched = {
             (r["schema"], r["table"]) for r in log.select(*PARTITION_COLUMNS).distinct().collect()
         }
+        follow_parallelism(spark)  # again: on a cluster, executors have registered by now
         if before is not None and not touched:
             say("nothing new since the last run")
             return {str(k): int(v) for k, v in (before.get("counts") or {}).items()}
