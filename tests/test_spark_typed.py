@@ -1223,7 +1223,7 @@ def test_batch_directories_of_both_names_and_the_names_the_log_keeps() -> None:
     """A log's batches in order whether named pgtail_batch=<id> or, by earlier versions,
     _pg_batch=<id>; a table column may not take the batch directories' name."""
     from pgtail.catalog.spark import ColumnType
-    from pgtail.spark.changelog import batch_dirs, batch_ids, log_schema
+    from pgtail.spark.changelog import batch_dirs, batch_ids, log_schema, table_dir, table_of_dir
 
     names = ["pgtail_batch=10", "_pg_batch=2", "_SUCCESS", "pgtail_batch=snapshot-00A-1",
              "_pg_batch=snapshot-001-0", "pgtail_batch=3", "other=1"]  # fmt: skip
@@ -1232,6 +1232,10 @@ def test_batch_directories_of_both_names_and_the_names_the_log_keeps() -> None:
         "_pg_batch=snapshot-001-0", "pgtail_batch=snapshot-00A-1",
         "_pg_batch=2", "pgtail_batch=3", "pgtail_batch=10",
     ]  # fmt: skip
+    for schema_name, table_name in [("a.b", "c"), ("public", "_audit"), ("s", "tä/b:*")]:
+        name = table_dir("", schema_name, table_name)[1:]
+        assert table_of_dir(name) == (schema_name, table_name)
+    assert table_of_dir("_messages") is None and table_of_dir("x") is None
     plain = ColumnType("pg_batch", 20, "bigint", -1, 0, 0)
     assert log_schema("public.t", [plain]).fieldNames()[0] == "pg_batch"
     for name in ("pgtail_batch", "_pg_x"):

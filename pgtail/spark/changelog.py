@@ -118,6 +118,16 @@ def path_name(name: str) -> str:
     return "".join(pieces)
 
 
+def table_of_dir(name: str) -> tuple[str, str] | None:
+    """(schema, table) of a directory `table_dir` named, or None for another name."""
+    from urllib.parse import unquote
+
+    parts = name.split(".")
+    if len(parts) != 2 or name.startswith(("_", ".")):
+        return None
+    return unquote(parts[0], errors="strict"), unquote(parts[1], errors="strict")
+
+
 def batch_path(root: str | Path, schema_name: str, table_name: str, batch_id: int | str) -> str:
     """Where a table's rows of one batch go."""
     return f"{table_dir(root, schema_name, table_name)}/{BATCH_COLUMN}={batch_id}"

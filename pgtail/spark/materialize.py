@@ -34,6 +34,7 @@ from pgtail.spark.changelog import (
     refuse_untyped_log,
     rename_path,
     table_dir,
+    table_of_dir,
     typed_columns,
     write_text,
 )
@@ -373,13 +374,12 @@ def materialize(
         say(f"applying {count} new batch directories onto the state of the last run")
     else:
         say(f"reading the change logs of {len(batches)} tables")
+    follow_parallelism(spark)  # again: on a cluster, executors may have registered since
+    # the tables with batches to apply, by their directories' names (no job)
+    touched = {table for name in batches if (table := table_of_dir(name)) is not None}
     log = read_changes(spark, root, batches).where(F.col("op") != "message").cache()
     cached: list[Any] = [log]
     try:
-        touched = {
-            (r["schema"], r["table"]) for r in log.select(*PARTITION_COLUMNS).distinct().collect()
-        }
-        follow_parallelism(spark)  # again: on a cluster, executors have registered by now
         if before is not None and not touched:
             say("nothing new since the last run")
             return {str(k): int(v) for k, v in (before.get("counts") or {}).items()}
