@@ -98,6 +98,7 @@ def pgtail(*args: str) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.timeout(1500)  # three applications, each waiting for its executor
 def test_a_pipeline_on_a_standalone_cluster(
     db15: Any, tmp_path: Path, cluster: tuple[str, Path]
 ) -> None:
