@@ -890,7 +890,7 @@ def test_an_output_belongs_to_the_checkpoint_recorded_in_it(
     from pgtail.spark.changelog import RUN_FILE, record_run, refuse_other_checkpoint
 
     out, chk = tmp_path / "out", tmp_path / "chk"
-    (out / "public.t" / "_pg_batch=0").mkdir(parents=True)
+    (out / "public.t" / "pgtail_batch=0").mkdir(parents=True)
     chk.mkdir()
     (chk / "metadata").write_text('{"id":"q1"}\n')
     names = ["public.t"]

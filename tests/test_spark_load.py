@@ -208,7 +208,7 @@ def test_run_snapshot_then_materialize_equals_the_tables(
     assert confirmed(db) >= before
     assert any("ranges in" in line for line in lines)
     # the load in several batches, of several ranges each (before 14: a task per table)
-    batches = list((out / "public.items").glob("_pg_batch=snapshot-*"))
+    batches = list((out / "public.items").glob("pgtail_batch=snapshot-*"))
     assert len(batches) >= (2 if db.major >= 14 else 1)
     log = read_changes(spark, out)
     snap = log.where("op = 'snapshot'").collect()
@@ -221,9 +221,9 @@ def test_run_snapshot_then_materialize_equals_the_tables(
     # An existing pipeline loads one table again (a crash left that load unfinished:
     # the next run deletes what it wrote and loads it again from a new snapshot).
     db.execute("UPDATE bag SET b = 'changed' WHERE a = 5")
-    stale = out / "public.bag" / f"_pg_batch=snapshot-{1:016X}-0"
+    stale = out / "public.bag" / f"pgtail_batch=snapshot-{1:016X}-0"
     stale.mkdir()
-    first = next((out / "public.bag").glob("_pg_batch=snapshot-*/*.parquet"))
+    first = next((out / "public.bag").glob("pgtail_batch=snapshot-*/*.parquet"))
     (stale / first.name).write_bytes(first.read_bytes())  # rows that would count twice
     (out / LOAD_FILE).write_text('{"state": "loading", "lsn": 1, "patterns": ["bag"]}')
     with pytest.raises(ConfigurationError, match="did not finish"):

@@ -166,6 +166,37 @@ def by(rows: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
 WRITERS = ["pyarrow", "spark"]  # pgtail spark run --writer: the same logs either way
 
 
+def read_elsewhere(log: Path, seqs: list[int]) -> None:
+    """Every change of a table's log, read as it is (no option) by pandas, pyarrow
+    (read_table and dataset) and, when installed, DuckDB and Polars: the batch id a
+    column (0 and 1), Spark's _SUCCESS marker files skipped."""
+    import pandas
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    tables = {
+        "read_table": pq.read_table(str(log)).to_pandas(),
+        "dataset": ds.dataset(str(log), partitioning="hive").to_table().to_pandas(),
+        "pandas": pandas.read_parquet(str(log)),
+    }
+    try:
+        import duckdb
+
+        query = f"SELECT * FROM read_parquet('{log}/*/*.parquet', hive_partitioning = true)"
+        tables["duckdb"] = duckdb.sql(query).df()
+    except ImportError:
+        pass
+    try:
+        import polars
+
+        tables["polars"] = polars.read_parquet(str(log)).to_pandas()
+    except ImportError:
+        pass
+    for reader, frame in tables.items():
+        assert sorted(frame["_pg_seq"]) == sorted(seqs), reader
+        assert sorted({int(b) for b in frame["pgtail_batch"]}) == [0, 1], reader
+
+
 @pytest.mark.majors(15, 18)
 @pytest.mark.parametrize("writer", WRITERS)
 def test_run_writes_typed_logs_and_materialize_equals_select(
@@ -201,9 +232,9 @@ def test_run_writes_typed_logs_and_materialize_equals_select(
     assert [f.name for f in log.schema.fields][len(columns) :] == [
         "_pg_op", "_pg_commit_lsn", "_pg_end_lsn", "_pg_commit_time", "_pg_xid", "_pg_seq",
         "_pg_unchanged_toast", "_pg_origin", "_pg_schema", "_pg_table", "_pg_key",
-        "_pg_before", "_pg_after", "_pg_batch",
+        "_pg_before", "_pg_after", "pgtail_batch",
     ]  # fmt: skip
-    assert log.schema["_pg_batch"].dataType == T.IntegerType()
+    assert log.schema["pgtail_batch"].dataType == T.IntegerType()
     assert log.schema["price"].dataType == T.DecimalType(12, 2)
     rows = as_dicts(log.orderBy("_pg_commit_lsn", "_pg_seq").collect())
     # the same values as the typed read of the same changes, every type
@@ -223,28 +254,11 @@ def test_run_writes_typed_logs_and_materialize_equals_select(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    arrow = pq.read_schema(next((out / "public.typed").glob("_pg_batch=0/*.parquet")))
+    arrow = pq.read_schema(next((out / "public.typed").glob("pgtail_batch=0/*.parquet")))
     assert arrow.field("at").type == pa.timestamp("us", tz="UTC")
     assert arrow.field("local").type == pa.timestamp("us")
     assert arrow.field("_pg_commit_time").type == pa.timestamp("us", tz="UTC")
-    # read outside Spark as the README says: every row (not 0: _pg_batch=N is not hidden
-    # with these prefixes), _pg_batch a column, _SUCCESS files of Spark's writer skipped
-    import pyarrow.dataset as ds
-
-    skip = [".", "_SUCCESS"]
-    read = pq.read_table(str(out / "public.typed"), ignore_prefixes=skip)
-    assert sorted(read.column("_pg_seq").to_pylist()) == sorted(r["_pg_seq"] for r in rows)
-    assert read.num_rows == len(rows) and sorted(set(read.column("_pg_batch").to_pylist())) == [
-        0, 1
-    ]  # fmt: skip
-    log_files = ds.dataset(
-        str(out / "public.typed"), format="parquet", partitioning="hive", ignore_prefixes=skip
-    )
-    unified = pa.unify_schemas(
-        [pq.read_schema(f) for f in log_files.files] + [log_files.partitioning.schema]
-    )
-    whole = log_files.replace_schema(unified).to_table()
-    assert whole.num_rows == len(rows) and whole.schema.names == log.columns
+    read_elsewhere(out / "public.typed", [r["_pg_seq"] for r in rows])
     pairs = as_dicts(typed_log(spark, out, "public.pairs").orderBy("_pg_commit_lsn").collect())
     assert [(r["_pg_op"], r["a"], r["b"]) for r in pairs] == [
         ("insert", 1, "x"), ("insert", 2, "y"), ("truncate", None, None), ("insert", 3, "z")
@@ -288,7 +302,7 @@ def test_a_replayed_batch_rewrites_its_directories(spark: Any, db15: Any, tmp_pa
         writer(batch, 7)  # Spark replays a batch it did not commit with the same id
         assert sorted(map(tuple, read_changes(spark, out).collect())) == once
         assert len(once) == expected
-        assert sorted(p.name for p in (out / "public.typed").iterdir()) == ["_pg_batch=7"]
+        assert sorted(p.name for p in (out / "public.typed").iterdir()) == ["pgtail_batch=7"]
         writer(batch.where("op = 'insert'"), 8)  # another batch adds
         assert read_changes(spark, out).count() == expected + 5
     finally:
@@ -359,8 +373,8 @@ def test_the_pyarrow_writer_stages_in_the_task_and_moves_the_files_on_commit(
     assert not (out / "_pg_staging").exists()  # the stale attempt's files too
     committer(stage(), 7)  # Spark replays a batch it did not commit with the same id
     assert sorted(map(tuple, read_changes(spark, out).collect())) == expected
-    assert sorted(p.name for p in (out / "public.typed").iterdir()) == ["_pg_batch=7"]
-    assert len(list((out / "public.typed" / "_pg_batch=7").iterdir())) == 1
+    assert sorted(p.name for p in (out / "public.typed").iterdir()) == ["pgtail_batch=7"]
+    assert len(list((out / "public.typed" / "pgtail_batch=7").iterdir())) == 1
     committer(stage(), 8)  # another batch adds
     assert read_changes(spark, out).count() == 2 * len(expected)
 
@@ -396,7 +410,7 @@ def test_a_column_added_mid_stream_appears_from_then_on(
     db15.execute("UPDATE t SET b = 2 WHERE id = 1")
     settle(db15)
     run(spark, options=options(db15), output=out, checkpoint=chk, writer="pyarrow")
-    batches = sorted(p.name for p in (out / "public.t").iterdir() if p.name.startswith("_pg"))
+    batches = sorted(p.name for p in (out / "public.t").iterdir() if p.name.startswith("pgtail"))
     first = spark.read.parquet(str(out / "public.t" / batches[0]))
     assert [f.name for f in first.schema.fields][:2] == ["id", "a"]
     assert "b" not in first.columns
@@ -468,7 +482,7 @@ def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
     run(spark, options=options(db15), output=out, checkpoint=chk, writer=writer)
     (gone,) = typed_log(spark, out, "public.gone").collect()
     assert gone["_pg_op"] == "insert" and orjson.loads(gone["_pg_after"]) == {"id": 1, "v": "v"}
-    assert not [c for c in gone.asDict() if not c.startswith("_pg_")]
+    assert not [c for c in gone.asDict() if not c.startswith("_pg_") and c != "pgtail_batch"]
     assert materialize(spark, out, tmp_path / "current") == {"public.t": 1}
     db15.execute("ALTER TABLE t ALTER COLUMN a TYPE text")
     db15.execute("INSERT INTO t VALUES (2, 'two')")
@@ -482,7 +496,7 @@ def test_a_dropped_table_keeps_its_json_and_a_retyped_column_stops_the_run(
     assert "new --output" in message
     assert confirmed(db15) == kept  # the batch was not committed: the slot kept it
     # nothing of the failed batch reached the logs, nothing staged is left behind
-    assert sorted(p.name for p in (out / "public.t").iterdir()) == ["_pg_batch=0"]
+    assert sorted(p.name for p in (out / "public.t").iterdir()) == ["pgtail_batch=0"]
     assert not (out / "_pg_staging").exists()
     # the way out the message gives: a new log from the slot's position has the change
     run(
@@ -530,12 +544,14 @@ def test_an_output_refuses_a_checkpoint_that_did_not_write_it(
     spark: Any, db15: Any, tmp_path: Path
 ) -> None:
     """A new (or lost and re-created) --checkpoint numbers its batches from 0 again: on an
-    output written under another checkpoint it would replace that log's _pg_batch=0, 1,
+    output written under another checkpoint it would replace that log's pgtail_batch=0, 1,
     ... files. The run refuses, names the checkpoint that wrote the log, and changes
     nothing; the checkpoint that wrote it goes on."""
     import shutil
 
-    from pgtail.spark.pipeline import run
+    import pyarrow.parquet as pq
+
+    from pgtail.spark.pipeline import materialize, run
 
     db15.execute("CREATE TABLE t (id int PRIMARY KEY)")
     db15.execute("CREATE PUBLICATION p FOR TABLE t")
@@ -556,7 +572,7 @@ def test_an_output_refuses_a_checkpoint_that_did_not_write_it(
     assert f"{out} already holds change logs written by the query of checkpoint {chk}" in str(
         info.value
     )
-    assert "_pg_batch" in str(info.value) and "\n" not in str(info.value)
+    assert "pgtail_batch" in str(info.value) and "\n" not in str(info.value)
     assert f"go on with --checkpoint {chk}" in info.value.hint
     assert files() == before and confirmed(db15) == kept
     assert not (tmp_path / "new").exists()  # refused before Spark started a query
@@ -569,14 +585,21 @@ def test_an_output_refuses_a_checkpoint_that_did_not_write_it(
     assert files() == before
     shutil.rmtree(chk, ignore_errors=True)
     shutil.copytree(saved, chk)
-    # a log of an earlier pgtail (nothing recorded): only its own checkpoint goes on
+    # a log of an earlier pgtail (nothing recorded, its batch directories _pg_batch=<id>,
+    # hidden from pandas and pyarrow): only its own checkpoint goes on; materialize reads
+    # it as it is, and the next run renames the directories
     (out / "_pgtail_run.json").unlink()
+    (out / "public.t" / "pgtail_batch=0").rename(out / "public.t" / "_pg_batch=0")
     with pytest.raises(ConfigurationError, match="another checkpoint"):
         run(spark, options=options(db15), output=out, checkpoint=tmp_path / "other")
+    assert materialize(spark, out, tmp_path / "current") == {"public.t": 1}
     run(spark, options=options(db15), output=out, checkpoint=chk)
     ids = sorted(r["id"] for r in typed_log(spark, out, "public.t").collect())
     assert ids == [1, 2]
-    assert sorted(p.name for p in (out / "public.t").iterdir()) == ["_pg_batch=0", "_pg_batch=1"]
+    assert sorted(p.name for p in (out / "public.t").iterdir()) == [
+        "pgtail_batch=0", "pgtail_batch=1"
+    ]  # fmt: skip
+    assert sorted(pq.read_table(str(out / "public.t")).column("id").to_pylist()) == [1, 2]
 
 
 def test_column_names_of_the_metadata_kind(spark: Any, db15: Any, tmp_path: Path) -> None:
@@ -1192,4 +1215,112 @@ def test_ctrl_c_stops_a_running_cli_query_cleanly_in_one_line(db15: Any, tmp_pat
     assert stopped.endswith(f"written to {out}; the slot is confirmed up to the last of them")
     assert [line for line in lines if line.strip()][-1] == stopped
     assert confirmed(db15) > before  # the committed batch is confirmed on the slot
-    assert sorted(p.name for p in (out / "public.t").iterdir()) == ["_pg_batch=0"]
+    assert sorted(p.name for p in (out / "public.t").iterdir()) == ["pgtail_batch=0"]
+
+
+def test_batch_directories_of_both_names_and_the_names_the_log_keeps() -> None:
+    """A log's batches in order whether named pgtail_batch=<id> or, by earlier versions,
+    _pg_batch=<id>; a table column may not take the batch directories' name."""
+    from pgtail.catalog.spark import ColumnType
+    from pgtail.spark.changelog import batch_dirs, batch_ids, log_schema, table_dir, table_of_dir
+
+    names = ["pgtail_batch=10", "_pg_batch=2", "_SUCCESS", "pgtail_batch=snapshot-00A-1",
+             "_pg_batch=snapshot-001-0", "pgtail_batch=3", "other=1"]  # fmt: skip
+    assert batch_ids(names) == [2, 3, 10]
+    assert batch_dirs(names) == [
+        "_pg_batch=snapshot-001-0", "pgtail_batch=snapshot-00A-1",
+        "_pg_batch=2", "pgtail_batch=3", "pgtail_batch=10",
+    ]  # fmt: skip
+    for schema_name, table_name in [("a.b", "c"), ("public", "_audit"), ("s", "tä/b:*")]:
+        name = table_dir("", schema_name, table_name)[1:]
+        assert table_of_dir(name) == (schema_name, table_name)
+    assert table_of_dir("_messages") is None and table_of_dir("x") is None
+    plain = ColumnType("pg_batch", 20, "bigint", -1, 0, 0)
+    assert log_schema("public.t", [plain]).fieldNames()[0] == "pg_batch"
+    for name in ("pgtail_batch", "_pg_x"):
+        with pytest.raises(ConfigurationError, match=f"column '{name}' of public.t"):
+            log_schema("public.t", [ColumnType(name, 20, "bigint", -1, 0, 0)])
+
+
+def test_materialize_onto_its_own_output_applies_only_the_new_batches(
+    spark: Any, db15: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second materialize reads only the batches written since the first (its state
+    kept as JSON rows): unchanged TOAST and key changes fill from rows of the first run,
+    a truncate resets, a keyless FULL table stays a multiset, an untouched table is not
+    rewritten; an interrupted run leaves the last state readable; --full agrees."""
+    from pgtail.spark import materialize as module
+    from pgtail.spark.pipeline import materialize, run
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY, n int, note text)")
+    db15.execute("CREATE TABLE bag (n int, s text)")
+    db15.execute("ALTER TABLE bag REPLICA IDENTITY FULL")
+    db15.execute("CREATE TABLE u (id int PRIMARY KEY)")
+    db15.execute("CREATE TABLE w (id int PRIMARY KEY)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t, bag, u, w")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    db15.execute("INSERT INTO t SELECT i, i, %s FROM generate_series(1, 5) i", (BIG,))
+    db15.execute("INSERT INTO bag VALUES (1, 'dup'), (1, 'dup'), (2, 'b')")
+    db15.execute("INSERT INTO u VALUES (1), (2)")
+    db15.execute("INSERT INTO w VALUES (1)")
+    settle(db15)
+    out, chk, current = tmp_path / "changes", tmp_path / "chk", tmp_path / "current"
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    assert materialize(spark, out, current) == {
+        "public.t": 5, "public.bag": 3, "public.u": 2, "public.w": 1
+    }  # fmt: skip
+    untouched = {p.name: p.stat().st_mtime_ns for p in (current / "public.w").iterdir()}
+
+    def changes() -> None:
+        db15.execute("UPDATE t SET n = n + 10 WHERE id <= 2")  # note: unchanged TOAST
+        db15.execute("UPDATE t SET id = 30 WHERE id = 3")  # a key change, note unchanged
+        db15.execute("DELETE FROM t WHERE id = 4")
+        one = "ctid = (SELECT ctid FROM bag WHERE s = 'dup' LIMIT 1)"
+        db15.execute(f"DELETE FROM bag WHERE {one}")
+        db15.execute("INSERT INTO bag VALUES (2, 'b')")
+        db15.execute("TRUNCATE u")
+        db15.execute("INSERT INTO u VALUES (3)")
+
+    def assert_equal(where: Path, tables: tuple[str, ...] = ("t", "bag", "u", "w")) -> None:
+        for table in tables:
+            got = spark.read.parquet(str(where / f"public.{table}"))
+            assert sorted(map(str, as_dicts(got.collect()))) == sorted(
+                map(str, select_typed(spark, db15, table, got.schema))
+            ), table
+
+    changes()
+    settle(db15)
+    run(spark, options=options(db15), output=out, checkpoint=chk)
+    before = {t: spark.read.parquet(str(current / t)).collect() for t in ("public.t", "public.u")}
+    # interrupted after the first table was swapped in: each table still reads whole
+    calls = []
+    real = module._write_table
+
+    def crash(*args: Any) -> Any:
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(real(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(module, "_write_table", crash)
+    with pytest.raises(KeyboardInterrupt):
+        materialize(spark, out, current)
+    monkeypatch.undo()
+    assert sorted(map(str, spark.read.parquet(str(current / "public.u")).collect())) == sorted(
+        map(str, before["public.u"])
+    )
+    assert_equal(current, ("bag",))  # the first in order, swapped in before the crash
+    lines: list[str] = []
+    counts = materialize(spark, out, current, on_progress=lines.append)
+    assert counts == {"public.t": 4, "public.bag": 3, "public.u": 1, "public.w": 1}
+    assert any("applying 3 new batch directories" in line for line in lines), lines
+    assert_equal(current)
+    assert {p.name: p.stat().st_mtime_ns for p in (current / "public.w").iterdir()} == untouched
+    moved = spark.read.parquet(str(current / "public.t")).where("id = 30").collect()
+    assert moved[0]["note"] == BIG  # from the row the first run kept
+    # nothing new: nothing read, nothing written
+    assert materialize(spark, out, current, on_progress=lines.append) == counts
+    assert lines[-1] == "nothing new since the last run"
+    # a full rebuild of the same log gives the same tables
+    assert materialize(spark, out, tmp_path / "full", full=True) == counts
+    assert_equal(tmp_path / "full")

@@ -206,7 +206,7 @@ def spark_run(
 ) -> None:
     """Stream a slot into typed Parquet change logs, one per table.
 
-    Each micro-batch goes to OUTPUT/<schema>.<table>/_pg_batch=<id>/ (in a
+    Each micro-batch goes to OUTPUT/<schema>.<table>/pgtail_batch=<id>/ (in a
     name, characters other than letters, digits, _ and - as %XX): one
     row per change, the table's own columns with Spark types (the new row of
     an insert or update, the key or old row of a delete, nulls for a
@@ -214,10 +214,12 @@ def spark_run(
     _pg_end_lsn, _pg_commit_time, _pg_xid, _pg_seq, _pg_unchanged_toast,
     _pg_origin, _pg_schema, _pg_table and _pg_key, _pg_before, _pg_after
     (the rows as JSON). Logical decoding messages go to
-    OUTPUT/_messages/_pg_batch=<id>/. A column added mid-stream appears in the
+    OUTPUT/_messages/pgtail_batch=<id>/. A column added mid-stream appears in the
     batches written after it was added (read a log with mergeSchema: earlier
     rows are null there); a column whose type changes stops the run with an error. Columns
-    may not start with _pg_. Restarting with the same --checkpoint continues
+    may not start with _pg_ nor be named pgtail_batch. An earlier version's
+    _pg_batch=<id> directories are renamed pgtail_batch=<id>. Restarting
+    with the same --checkpoint continues
     exactly where the last committed batch ended; a batch replayed after a
     crash rewrites its own directories. An OUTPUT belongs to one checkpoint
     (recorded in OUTPUT/_pgtail_run.json): a run with another one, whose
@@ -225,7 +227,7 @@ def spark_run(
 
     --snapshot first copies the published tables (--snapshot-table: those
     only) into the logs as _pg_op 'snapshot' rows in
-    OUTPUT/<schema>.<table>/_pg_batch=snapshot-<LSN>-<n>/, all at the LSN of
+    OUTPUT/<schema>.<table>/pgtail_batch=snapshot-<LSN>-<n>/, all at the LSN of
     an exported snapshot (a temporary slot's, held open by the driver until
     the load is committed), read in parallel block ranges; materialize takes
     them as the table's state at that LSN, then the changes after it. The
@@ -287,19 +289,32 @@ def spark_run(
 @spark_group.command("materialize")
 @click.option("--changes", required=True, metavar="DIR", help="Change log written by spark run.")
 @click.option("--output", required=True, metavar="DIR", help="Where to write one dir per table.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Rebuild from the whole change log, not from the last run's state.",
+)
 @master_option
 @conf_option
-def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, ...]) -> None:
+def spark_materialize(
+    changes: str, output: str, full: bool, master: str, conf: tuple[str, ...]
+) -> None:
     """Compute the current state of every table from a change log, as Parquet.
 
     The latest change per replica identity key wins (ordered by commit_lsn, then
     seq); deletes remove a row; a truncate empties the table as of its position.
     Equal rows of a table without a primary key (REPLICA IDENTITY FULL) are
-    kept as often as the table holds them. Progress goes to stderr; on a local
-    master, spark.sql.shuffle.partitions defaults to the number of cores.
-    Each table goes to OUTPUT/<schema>.<table>/ with the table's columns in
-    order and the Spark types of its change log, as SELECT * gives them. No
-    database connection is needed.
+    kept as often as the table holds them. Progress goes to stderr;
+    spark.sql.shuffle.partitions defaults to the cluster's parallelism (the
+    cores of a local master). Each table goes to OUTPUT/<schema>.<table>/ with
+    the table's columns in order and the Spark types of its change log, as
+    SELECT * gives them. No database connection is needed.
+
+    Run onto an OUTPUT it wrote before from the same log, it applies only the
+    batches written since (OUTPUT/_pgtail_materialized.json records what it
+    applied, OUTPUT/_pgtail_state/ each key's row) and rewrites only the tables
+    they touch; --full rebuilds from the whole log. Each table is written
+    aside, then swapped in: an interrupted run leaves the last state readable.
 
     \b
     Examples:
@@ -325,7 +340,11 @@ def spark_materialize(changes: str, output: str, master: str, conf: tuple[str, .
     try:
         with _spark_errors():
             counts = materialize(
-                spark, changes, output, on_progress=lambda line: click.echo(line, err=True)
+                spark,
+                changes,
+                output,
+                on_progress=lambda line: click.echo(line, err=True),
+                full=full,
             )
     finally:
         spark.stop()

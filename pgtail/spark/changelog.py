@@ -1,6 +1,6 @@
 """The typed change log of ``pgtail spark run``: one Parquet log per table.
 
-``<output>/<schema>.<table>/_pg_batch=<id>/`` holds a micro-batch of a table's changes:
+``<output>/<schema>.<table>/pgtail_batch=<id>/`` holds a micro-batch of a table's changes:
 its columns with Spark types (`pgtail.spark.types`; each field records its PostgreSQL
 type), then the `LOG_METADATA` columns, prefixed ``_pg_``; ``<output>/_messages/`` the
 logical decoding messages, untyped. Two writers write a batch (`ChangeLogSink`, the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import string
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,7 +26,11 @@ from pgtail.catalog.spark import ColumnType
 from pgtail.errors import ConfigurationError
 
 METADATA_PREFIX = "_pg_"  # the change log's own columns; a table column may not start so
-BATCH_COLUMN = "_pg_batch"  # the partition directory of a micro-batch: _pg_batch=<id>
+# The partition directory of a micro-batch: pgtail_batch=<id>. Not "_pg_batch", which
+# pandas, pyarrow, DuckDB and Polars take for a hidden directory (earlier versions wrote
+# it: `rename_old_batches` renames those, the readers here read both).
+BATCH_COLUMN = "pgtail_batch"
+OLD_BATCH_COLUMN = "_pg_batch"
 MESSAGES_DIR = "_messages"  # logical decoding messages, untyped (the source's columns)
 CONCURRENT_WRITES = 4  # tables of a batch written at once (`run_all`)
 
@@ -80,11 +84,15 @@ def log_schema(table: str, columns: Sequence[ColumnType]) -> Any:
 
     for column in columns:
         if column.name.startswith(METADATA_PREFIX):
-            raise ConfigurationError(
-                f"column {column.name!r} of {table} starts with {METADATA_PREFIX!r}, which "
-                "the change log keeps for its metadata columns",
-                hint="rename the column, or read the slot with format pgoutput in your own job",
-            )
+            kept = f"starts with {METADATA_PREFIX!r}, which the change log keeps for its metadata"
+        elif column.name == BATCH_COLUMN:
+            kept = "is the name of the change log's batch directories (a column to readers)"
+        else:
+            continue
+        raise ConfigurationError(
+            f"column {column.name!r} of {table} {kept}",
+            hint="rename the column, or read the slot with format pgoutput in your own job",
+        )
     fields = [
         StructField(c.name, spark_field(c)[0].dataType, True, field_metadata(c)) for c in columns
     ]
@@ -108,6 +116,16 @@ def path_name(name: str) -> str:
         else:
             pieces.append("".join(f"%{byte:02X}" for byte in ch.encode()))
     return "".join(pieces)
+
+
+def table_of_dir(name: str) -> tuple[str, str] | None:
+    """(schema, table) of a directory `table_dir` named, or None for another name."""
+    from urllib.parse import unquote
+
+    parts = name.split(".")
+    if len(parts) != 2 or name.startswith(("_", ".")):
+        return None
+    return unquote(parts[0], errors="strict"), unquote(parts[1], errors="strict")
 
 
 def batch_path(root: str | Path, schema_name: str, table_name: str, batch_id: int | str) -> str:
@@ -175,26 +193,68 @@ def list_dirs(spark: Any, path: str) -> list[str]:
     )
 
 
+def batch_value(name: str) -> str | None:
+    """The batch of a batch directory's name (``pgtail_batch=<batch>``, or an earlier
+    version's ``_pg_batch=<batch>``), or None for another name."""
+    for column in (BATCH_COLUMN, OLD_BATCH_COLUMN):
+        if name.startswith(column + "="):
+            return name[len(column) + 1 :]
+    return None
+
+
 def batch_ids(names: Iterable[str]) -> list[int]:
-    """The ids of the ``_pg_batch=<id>`` directories among ``names``, sorted."""
-    prefix = BATCH_COLUMN + "="
-    return sorted(
-        int(name[len(prefix) :])
-        for name in names
-        if name.startswith(prefix) and name[len(prefix) :].isdigit()
-    )
+    """The ids of the micro-batch directories among ``names``, sorted."""
+    values = (batch_value(name) for name in names)
+    return sorted(int(value) for value in values if value is not None and value.isdigit())
 
 
 def batch_dirs(names: Iterable[str]) -> list[str]:
     """The batch directories among ``names``, oldest first as far as a name tells: an
-    initial load's (``_pg_batch=snapshot-...``, `pgtail.spark.load`), then the
+    initial load's (``pgtail_batch=snapshot-...``, `pgtail.spark.load`), then the
     micro-batches' by id."""
-    loads = sorted(n for n in names if n.startswith(BATCH_COLUMN + "=snapshot-"))
-    return [*loads, *(f"{BATCH_COLUMN}={i}" for i in batch_ids(names))]
+    loads: list[tuple[str, str]] = []
+    batches: list[tuple[int, str]] = []
+    for name in names:
+        value = batch_value(name)
+        if value is None:
+            continue
+        if value.isdigit():
+            batches.append((int(value), name))
+        elif value.startswith("snapshot-"):
+            loads.append((value, name))
+    return [name for _, name in sorted(loads)] + [name for _, name in sorted(batches)]
 
 
-def _batch_ids(spark: Any, directory: str) -> list[int]:
-    return batch_ids(list_dirs(spark, directory))
+def rename_old_batches(spark: Any, root: str, names: Sequence[str]) -> int:
+    """Rename an earlier version's ``_pg_batch=<id>`` directories under ``root`` (each
+    table's log and the messages) to ``pgtail_batch=<id>``: a rename, no file rewritten.
+    Returns how many were renamed."""
+    renamed = 0
+    for name in names:
+        if name.startswith(".") or (name.startswith("_") and name != MESSAGES_DIR):
+            continue
+        directory = f"{root}/{name}"
+        for batch in list_dirs(spark, directory):
+            if batch.startswith(OLD_BATCH_COLUMN + "="):
+                new = BATCH_COLUMN + batch[len(OLD_BATCH_COLUMN) :]
+                rename_path(spark, f"{directory}/{batch}", f"{directory}/{new}")
+                renamed += 1
+    return renamed
+
+
+def rename_path(spark: Any, source: str, target: str) -> None:
+    if is_local(source):
+        Path(source.removeprefix("file://")).rename(target.removeprefix("file://"))
+        return
+    context = spark.sparkContext
+    jvm = context._jvm
+    old = jvm.org.apache.hadoop.fs.Path(source)
+    fs = old.getFileSystem(context._jsc.hadoopConfiguration())
+    if not fs.rename(old, jvm.org.apache.hadoop.fs.Path(target)):
+        raise ConfigurationError(
+            f"could not rename {source} to {target}",
+            hint="check that the output is writable, and rename it by hand",
+        )
 
 
 class LogFiles(Protocol):
@@ -371,7 +431,7 @@ def refuse_other_checkpoint(
 ) -> str | None:
     """`ConfigurationError` when ``output`` holds change logs another query wrote: its
     batch ids are that checkpoint's, and a new checkpoint, numbering from 0 again, would
-    replace its ``_pg_batch=0, 1, ...`` directories. Returns the recorded query id."""
+    replace its ``pgtail_batch=0, 1, ...`` directories. Returns the recorded query id."""
     import json
 
     recorded: dict[str, Any] = {}
@@ -456,8 +516,8 @@ def run_all(tasks: Sequence[Callable[[], None]], concurrent: int) -> None:
 
 class ChangeLogWriter:
     """The ``foreachBatch`` function of `run`: writes one micro-batch of the source's rows
-    as typed per-table change logs, ``<output>/<schema>.<table>/_pg_batch=<id>/``, and
-    the messages under ``<output>/_messages/_pg_batch=<id>/``.
+    as typed per-table change logs, ``<output>/<schema>.<table>/pgtail_batch=<id>/``, and
+    the messages under ``<output>/_messages/pgtail_batch=<id>/``.
 
     Each directory is overwritten, so a batch Spark replays after a failure (same id,
     same offsets, same changes) replaces what its first attempt wrote. A batch's columns
@@ -518,6 +578,8 @@ class ChangeLogWriter:
 
         from pgtail.spark.schema import COLUMNS
 
+        if is_local(self.output):
+            _no_checksum_files(frame.sparkSession, self.output)
         frame = frame.persist()  # each write below would read the slot again
         try:
             # the tables of the batch: a global aggregate (one final task, not a shuffle
@@ -561,9 +623,25 @@ class ChangeLogWriter:
             frame.unpersist()
 
 
-def read_changes(spark: Any, changes: str | Path) -> Any:
+def _no_checksum_files(spark: Any, path: str) -> None:
+    """Have Hadoop's local file system write no ``.<file>.crc`` beside each file of a
+    local output (its instance is shared by the driver and local executors): Polars
+    reads every file it finds in a directory."""
+    context = spark.sparkContext
+    hadoop_path = context._jvm.org.apache.hadoop.fs.Path(path)
+    hadoop_path.getFileSystem(context._jsc.hadoopConfiguration()).setWriteChecksum(False)
+
+
+def read_changes(
+    spark: Any, changes: str | Path, batches: Mapping[str, Sequence[str]] | None = None
+) -> Any:
     """The change log of every table (and the messages) as one DataFrame with the
-    source's untyped columns (`pgtail.spark.schema.SCHEMA`)."""
+    source's untyped columns (`pgtail.spark.schema.SCHEMA`); with ``batches`` (directory
+    name in the output -> its batch directories' names), those batches only.
+
+    Each batch directory is read by its files (``recursiveFileLookup``), not as a
+    partition: a log may hold an earlier version's ``_pg_batch=<id>`` directories beside
+    ``pgtail_batch=<id>`` ones, which Spark's partition discovery would refuse to mix."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -582,27 +660,31 @@ def read_changes(spark: Any, changes: str | Path) -> Any:
     metadata = StructType(metadata_fields())
     source_of = dict(LOG_METADATA)
     for name in names:
+        if name != MESSAGES_DIR and name.startswith((".", "_")):
+            continue
+        if batches is not None:
+            chosen = list(batches.get(name, ()))
+        else:
+            chosen = batch_dirs(list_dirs(spark, f"{root}/{name}"))
+        if not chosen:
+            continue
+        paths = [f"{root}/{name}/{batch}" for batch in chosen]
         if name == MESSAGES_DIR:
-            # its batch directories by name: Spark would ignore the "_messages" root it
-            # is given (a hidden name), reading it all the same, with a warning
-            base = f"{root}/{name}"
-            batches = [f"{base}/{BATCH_COLUMN}={i}" for i in _batch_ids(spark, base)]
-            if batches:
-                messages = spark.read.schema(SCHEMA).option("basePath", base).parquet(*batches)
-                frames.append(messages.select(*COLUMNS))
-        elif not name.startswith((".", "_")):
-            log = spark.read.schema(metadata).parquet(f"{root}/{name}")
-            renamed = {source: F.col(column) for column, source in source_of.items()}
-            frames.append(
-                log.select(
-                    *[
-                        (
-                            renamed[column] if column in renamed else F.lit(None).cast(MESSAGE_TYPE)
-                        ).alias(column)
-                        for column in COLUMNS
-                    ]
-                )
+            messages = spark.read.schema(SCHEMA).option("recursiveFileLookup", "true")
+            frames.append(messages.parquet(*paths).select(*COLUMNS))
+            continue
+        log = spark.read.schema(metadata).option("recursiveFileLookup", "true").parquet(*paths)
+        renamed = {source: F.col(column) for column, source in source_of.items()}
+        frames.append(
+            log.select(
+                *[
+                    (
+                        renamed[column] if column in renamed else F.lit(None).cast(MESSAGE_TYPE)
+                    ).alias(column)
+                    for column in COLUMNS
+                ]
             )
+        )
     if not frames:
         return spark.createDataFrame([], SCHEMA)
     return reduce(lambda a, b: a.unionByName(b), frames)

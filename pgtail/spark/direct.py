@@ -18,7 +18,7 @@ JVM:
 - on the driver (`ChangeLogCommitter`, the ``foreachBatch`` function): once every task
   of the batch succeeded, each table's columns are checked against its log (a retyped
   column stops the run before anything moves), then each staged file moves into
-  ``<schema>.<table>/_pg_batch=<id>/``, which is replaced: a batch Spark replays after a
+  ``<schema>.<table>/pgtail_batch=<id>/``, which is replaced: a batch Spark replays after a
   failure (same id, same offsets, same changes) replaces its first attempt, as with
   Spark's writer. Files of failed task attempts are never moved; the staging directory
   is emptied after each batch.

@@ -11,7 +11,7 @@ per range: each task opens its own connection, imports the snapshot (``SET TRANS
 SNAPSHOT``), copies its blocks and converts the rows as the stream's inserts are
 converted (`pgtail.changes.snapshot.TableRows`, the Spark source's encoder), and the
 batch is written by the run's writer -- as a micro-batch of changes would be -- to
-``<schema>.<table>/_pg_batch=snapshot-<X>-<n>/``. A batch that fails and is run again
+``<schema>.<table>/pgtail_batch=snapshot-<X>-<n>/``. A batch that fails and is run again
 rewrites the same directories.
 
 Every row is stamped ``commit_lsn`` = ``end_lsn`` = X; each table's first range also
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 LOAD_FORMAT = "pgtail_load"
 LOAD_FILE = "_pgtail_load.json"
-BATCH_PREFIX = "snapshot-"  # _pg_batch=snapshot-<X as 16 hex digits>-<batch of the load>
+BATCH_PREFIX = "snapshot-"  # pgtail_batch=snapshot-<X as 16 hex digits>-<batch of the load>
 SNAPSHOT_OP = "snapshot"
 MARKER_SEQ = -1
 HANDOFF_BATCHES = 8  # record batches (one COPY chunk of ~512 KiB each) waiting per task

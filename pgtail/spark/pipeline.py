@@ -1,6 +1,6 @@
 """The standard pipeline behind ``pgtail spark``: slot -> Spark -> typed Parquet change
 log per table (`run`, `ChangeLogWriter`), and change logs -> typed current state of every
-table (`materialize`, no database needed: each log records its PostgreSQL types).
+table (`materialize`, in `pgtail.spark.materialize`, no database needed).
 
 Both take a SparkSession (`session()` builds a local one); errors raised inside Spark's
 Python workers come back as the pgtail error they were (`translate_spark_error`).
@@ -25,21 +25,15 @@ from pgtail.spark.changelog import (
     ChangeLogWriter,
     is_local,
     list_dirs,
-    log_schema,
-    read_changes,
     record_run,
-    recorded_columns,
     refuse_other_checkpoint,
     refuse_untyped_log,
+    rename_old_batches,
     require_local,
-    table_dir,
-    typed_columns,
 )
-from pgtail.spark.fold import SNAPSHOT_OP, fill, fold_copies, targets
-from pgtail.sqlnames import quote_ident
-
-TABLE_OPS = ("insert", "update", "delete")
-PARTITION_COLUMNS = ("schema", "table")
+from pgtail.spark.changelog import read_changes as read_changes
+from pgtail.spark.materialize import follow_parallelism
+from pgtail.spark.materialize import materialize as materialize
 
 _ERROR_LINE = re.compile(r"pgtail\.errors\.(\w+): (.+)")
 # "SomeError: message" / "org.apache.spark.SparkException: message" lines of a Spark error
@@ -102,7 +96,7 @@ def session(
     master: str = "local[*]", app_name: str = "pgtail", conf: Mapping[str, str] | None = None
 ) -> Any:
     """A SparkSession with the ``pgoutput`` format registered (speculation off; on a
-    local master, `session_defaults`)."""
+    local master, `session_defaults`; on any other, `follow_parallelism`)."""
     require_pyspark()
     use_own_python()
     from pyspark.sql import SparkSession
@@ -118,6 +112,8 @@ def session(
         # Parquet's own timestamp type (UTC-adjusted for timestamp, local for
         # timestamp_ntz), which other readers understand, rather than legacy INT96
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        # no _SUCCESS file in a batch directory: Polars reads every file it finds there
+        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -128,6 +124,7 @@ def session(
             hint="set spark.speculation=false for queries reading format pgoutput",
         )
     register(spark)
+    follow_parallelism(spark)  # materialize looks again once executors have registered
     return spark
 
 
@@ -364,6 +361,8 @@ def run(
     names = list_dirs(spark, log_root)
     refuse_untyped_log(log_root, names)
     owner = refuse_other_checkpoint(spark, log_root, names, checkpoint)
+    # an earlier version's hidden batch directories, renamed before any new one is written
+    rename_old_batches(spark, log_root, names)
     unfinished = read_record(spark, log_root)
     if unfinished is not None and unfinished.get("state") != "done" and not snapshot_tables:
         snapshot = True
@@ -481,194 +480,3 @@ def _await(
             signal.signal(signal.SIGINT, previous)
     commit_checkpoint(options, checkpoint)
     return RunResult(batches=batches, rows=rows)
-
-
-# --- materialize ---------------------------------------------------------------------
-
-
-_KEY_CHAIN_ROUNDS = 8  # key changes in a row, each leaving TOAST unchanged, that fill follows
-
-
-def _live_changes(changes: Any) -> Any:
-    """The changes that make the current state: a table's state restarts at its last
-    truncate or initial load (a load at X: its rows, then the changes that committed at
-    X or after; those before are in it)."""
-    from pyspark.sql import functions as F
-
-    position = F.struct(F.col("commit_lsn"), F.col("seq"))
-    resets = changes.where(F.col("op").isin("truncate", SNAPSHOT_OP)).select(
-        *PARTITION_COLUMNS,
-        F.when(F.col("op") == "truncate", position)
-        .otherwise(F.struct(F.col("commit_lsn"), F.lit(-2).cast("int").alias("seq")))
-        .alias("_at"),
-    )
-    cut = resets.groupBy(*PARTITION_COLUMNS).agg(F.max("_at").alias("_cut"))
-    return (
-        changes.where(F.col("op").isin(*TABLE_OPS, SNAPSHOT_OP))
-        .join(cut, list(PARTITION_COLUMNS), "left")
-        .where(F.col("_cut").isNull() | (position > F.col("_cut")))
-    )
-
-
-def _key_histories(live: Any) -> Any:
-    """Each key's changes in order (`targets` of each change, grouped by key)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    target_type = T.ArrayType(
-        T.StructType(
-            [
-                T.StructField("k", T.StringType()),
-                T.StructField("kind", T.StringType()),
-                T.StructField("sub", T.IntegerType()),
-                T.StructField("origin", T.StringType()),
-            ]
-        )
-    )
-    # Plain (pickled) Python UDFs: no pandas needed on the executors.
-    targets_udf = F.udf(lambda *a: targets(*a), target_type, useArrow=False)
-    exploded = live.select(
-        *PARTITION_COLUMNS,
-        "commit_lsn",
-        "seq",
-        "after",
-        "unchanged_toast",
-        F.explode(targets_udf("op", "key", "after", "commit_lsn", "seq")).alias("t"),
-    )
-    return exploded.groupBy(*PARTITION_COLUMNS, F.col("t.k").alias("k")).agg(
-        F.sort_array(
-            F.collect_list(
-                F.struct(
-                    F.col("commit_lsn"),
-                    F.col("seq"),
-                    F.col("t.sub").alias("sub"),
-                    F.col("t.kind").alias("kind"),
-                    F.col("after"),
-                    F.col("unchanged_toast"),
-                    F.col("t.origin").alias("origin"),
-                )
-            )
-        ).alias("history")
-    )
-
-
-_STATE_TYPE = "struct<row:string,hole:string>"
-_KEPT = (*PARTITION_COLUMNS, "row", "copies")
-
-
-def _filled(history: Any, folded: Any, cached: list[Any]) -> Any:
-    """The folded rows, those made by a key change with unchanged TOAST filled from the
-    old key's row, one key further back each round (rare: a round runs only while some
-    are pending); the frames it caches are added to ``cached``."""
-    from pyspark.sql import functions as F
-
-    fill_udf = F.udf(lambda r, h, o: fill(r, h, o), _STATE_TYPE, useArrow=False)
-    done = folded.where(F.col("hole").isNull()).select(*_KEPT)
-    pending = folded.where(F.col("hole").isNotNull())
-    for _ in range(_KEY_CHAIN_ROUNDS):
-        if pending.isEmpty():
-            break
-        origins = history.select(
-            *PARTITION_COLUMNS,
-            F.col("k").alias("_origin"),
-            F.col("history").alias("_origin_history"),
-        )
-        pending = (
-            pending.withColumn("_origin", F.get_json_object("hole", "$.from"))
-            .join(origins, [*PARTITION_COLUMNS, "_origin"], "left")
-            .select(
-                *PARTITION_COLUMNS,
-                "k",
-                "copies",
-                fill_udf("row", "hole", "_origin_history").alias("s"),
-            )
-            .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole", "copies")
-            .cache()
-        )
-        cached.append(pending)
-        done = done.unionByName(pending.where(F.col("hole").isNull()).select(*_KEPT))
-        pending = pending.where(F.col("hole").isNotNull())
-    # a longer chain than that: those columns stay out, as without a key change's origin
-    return done.unionByName(pending.select(*_KEPT))
-
-
-def _state_frame(spark: Any, changes: Any) -> tuple[Any, list[Any]]:
-    """(current row of every key, the frames it cached: unpersist them when done)."""
-    from pyspark.sql import functions as F
-
-    history = _key_histories(_live_changes(changes)).cache()
-    fold_type = "struct<row:string,hole:string,copies:int>"
-    fold_udf = F.udf(lambda h: fold_copies(h), fold_type, useArrow=False)
-    folded = (
-        history.select(*PARTITION_COLUMNS, "k", fold_udf("history").alias("s"))
-        .select(*PARTITION_COLUMNS, "k", "s.row", "s.hole", "s.copies")
-        .where(F.col("row").isNotNull())
-        .cache()
-    )
-    cached = [history, folded]
-    done = _filled(history, folded, cached)
-    # equal rows of a table without a primary key (REPLICA IDENTITY FULL), each as often
-    # as the table holds it
-    rows = done.select(
-        *PARTITION_COLUMNS, F.explode(F.array_repeat(F.col("row"), F.col("copies"))).alias("row")
-    )
-    return rows, cached
-
-
-def materialize(
-    spark: Any,
-    changes: str | Path,
-    output: str | Path,
-    on_progress: Callable[[str], None] | None = None,
-) -> dict[str, int]:
-    """Write the current state of every table in the change log under ``output``
-    (one Parquet directory per table, ``<schema>.<table>``): the table's columns in order,
-    with the Spark types its change log records (those of its latest batch), as a
-    ``SELECT *`` of it gives them. Return the row counts. Needs no database.
-
-    ``on_progress`` gets a line for each step: the current state computed, then each
-    table written."""
-    from pyspark.sql import functions as F
-
-    from pgtail.spark.load import refuse_unfinished
-
-    say = on_progress or (lambda line: None)
-
-    refuse_unfinished(spark, str(changes).rstrip("/"))
-    log = read_changes(spark, changes).cache()
-    try:
-        tables = [
-            (r["schema"], r["table"])
-            for r in log.where(F.col("op") != "message")
-            .select(*PARTITION_COLUMNS)
-            .distinct()
-            .collect()
-        ]
-        say(f"reading the change logs of {len(tables)} tables")
-        state, cached = _state_frame(spark, log)
-        state = state.cache()
-        say(f"current state: {state.count()} rows")  # the long step; tables are quick then
-        counts: dict[str, int] = {}
-        for number, (schema_name, table_name) in enumerate(sorted(tables), 1):
-            columns = recorded_columns(spark, table_dir(changes, schema_name, table_name))
-            if not columns:
-                # no typed columns: the table was gone before its first batch was written
-                # (its rows are in the log's JSON only)
-                continue
-            qualified = f"{schema_name}.{table_name}"
-            schema = log_schema(qualified, columns)
-            mine = (F.col("schema") == schema_name) & (F.col("table") == table_name)
-            rows = state.where(mine).select("row")
-            frame = rows.select(*typed_columns(columns, schema, F.col("row")))
-            target = table_dir(output, schema_name, table_name)
-            frame.write.mode("overwrite").parquet(target)
-            # quoted as SQL would (plain names as they are): "a.b".c is not a."b.c"
-            name = f"{quote_ident(schema_name)}.{quote_ident(table_name)}"
-            counts[name] = spark.read.parquet(target).count()
-            say(f"[{number}/{len(tables)}] {name}: {counts[name]} rows written to {target}")
-        state.unpersist()
-        for frame in cached:
-            frame.unpersist()
-        return counts
-    finally:
-        log.unpersist()
