@@ -18,6 +18,7 @@ database on that server (dropped afterwards together with any slot left in it).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -99,31 +100,44 @@ def get_server(major: int | str) -> LocalServer:
 SERVER_FIXTURES = frozenset({"pg", "pg15", "pg18", "db", "db15", "db18", "spark"})
 
 
-def server_group(item: pytest.Item) -> str | None:
-    """The one process that runs ``item`` when the suite runs in parallel (pytest-xdist,
-    ``-n 2 --dist loadgroup`` in .ci/run): every test of one server major in one worker, so
-    each worker starts only the servers it needs and a server's tests run one at a time as
-    they do serially; the Spark tests together, so one worker starts Spark. None for a unit
-    test, which any worker may take."""
-    names = getattr(item, "fixturenames", ())
-    if "spark" in names:
+_MAJOR_PARAM = re.compile(r"\[(?:[^\]]*-)?pg(1\d)(?:-[^\]]*)?\]$")
+
+
+def server_scope(nodeid: str) -> str:
+    """The unit of work one parallel worker runs whole (pytest-xdist, ``-n 2 --dist
+    loadscope`` in .ci/run): every test over ``pg`` of one server major, so each worker
+    starts only the servers it needs and a server's tests run one at a time as they do
+    serially; the Spark modules together, so one worker starts Spark; any other test with
+    the rest of its module."""
+    match = _MAJOR_PARAM.search(nodeid)
+    if match:
+        return f"pg{match.group(1)}"
+    module = nodeid.split("::", 1)[0]
+    if module.rsplit("/", 1)[-1].startswith("test_spark"):
         return "spark"
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None and "pg" in callspec.params:
-        return f"pg{int(callspec.params['pg'])}"
-    for major in (15, 18):
-        if f"pg{major}" in names:
-            return f"pg{major}"
-    return None
+    return module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with `server_scope`'s units. Largest units first (xdist's
+    default order for loadscope), so the server majors and Spark start at once and the
+    unit-test modules fill in around them."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServerScopeScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return server_scope(nodeid)
+
+    return ServerScopeScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
-        group = server_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
     # min_major and majors apply to tests parametrized over ``pg``; the major is known at
     # collection, so a skipped test never starts its server
     for item in items:
