@@ -32,6 +32,22 @@ def column_type(column: Column) -> str:
     return column.type_name or f"type {column.type_oid}"
 
 
+def renamed_in_place(
+    previous: Table, table: Table, dropped: list[Column], added: list[Column]
+) -> list[tuple[Column, Column]]:
+    """Columns taken as renamed when the catalog does not say: one dropped and one added
+    in the same place (the column count unchanged), of the same type."""
+    if len(previous.columns) != len(table.columns):
+        return []
+    return [
+        (was, now)
+        for was, now in zip(previous.columns, table.columns, strict=True)
+        if was in dropped
+        and now in added
+        and (was.type_oid, was.type_modifier) == (now.type_oid, now.type_modifier)
+    ]
+
+
 def describe(previous: Table, table: Table) -> list[str]:
     """The differences between two definitions of one table, in words."""
     notes = []
@@ -41,17 +57,7 @@ def describe(previous: Table, table: Table) -> list[str]:
     after = {c.name: c for c in table.columns}
     added = [c for c in table.columns if c.name not in before]
     dropped = [c for c in previous.columns if c.name not in after]
-    # a column in the same place under another name, of the same type: renamed
-    renamed = []
-    if len(previous.columns) == len(table.columns):
-        for was, now in zip(previous.columns, table.columns, strict=True):
-            if (
-                was.name != now.name
-                and was in dropped
-                and now in added
-                and (was.type_oid, was.type_modifier) == (now.type_oid, now.type_modifier)
-            ):
-                renamed.append((was, now))
+    renamed = renamed_in_place(previous, table, dropped, added)
     for was, now in renamed:
         added.remove(now)
         dropped.remove(was)

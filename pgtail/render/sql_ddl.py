@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pgtail.changes.ddl import TableDdl, TableShape
 from pgtail.changes.events import Column, Table
-from pgtail.changes.schema import describe
+from pgtail.changes.schema import describe, renamed_in_place
 from pgtail.sqlnames import quote_ident, quote_qualified
 from pgtail.values import type_name
 
@@ -158,15 +158,8 @@ def column_moves(
             was = was_at.get(shape.column(now.name).attnum)  # type: ignore[union-attr]
             if was is not None and was in dropped:
                 renamed.append((was, now))
-    elif len(previous.columns) == len(table.columns):
-        # a column in the same place under another name, of the same type: renamed
-        for was, now in zip(previous.columns, table.columns, strict=True):
-            if (
-                was in dropped
-                and now in added
-                and (was.type_oid, was.type_modifier) == (now.type_oid, now.type_modifier)
-            ):
-                renamed.append((was, now))
+    else:
+        renamed = renamed_in_place(previous, table, dropped, added)
     for was, now in renamed:
         dropped.remove(was)
         added.remove(now)
