@@ -28,6 +28,7 @@ from pgtail.catalog.connection import (
     CLIENT_ENCODING,
     DECODING_SETTINGS,
     connect,
+    connect_interruptibly,
     connection_string,
     decoding_options,
     decoding_set_statement,
@@ -36,6 +37,7 @@ from pgtail.catalog.connection import (
     is_connection_string,
     open_connection,
     resolve_dsn,
+    set_stop_check,
 )
 from pgtail.catalog.decoding import (
     BUSY_RETRY_SECONDS,
@@ -257,6 +259,8 @@ __all__ = [
     "lock_run_publication",
     "lookup_user_types",
     "open_connection",
+    "connect_interruptibly",
+    "set_stop_check",
     "parse_ident",
     "parse_name",
     "parse_table_spec",

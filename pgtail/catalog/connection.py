@@ -11,7 +11,8 @@ connection is opened by `pgtail.stream`, with `decoding_options` from here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,7 +21,7 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
 from pgtail.catalog.errors import translate_connect_error, translate_error
-from pgtail.errors import ConfigurationError, redact
+from pgtail.errors import ConfigurationError, Interrupted, redact
 
 APPLICATION_NAME = "pgtail"
 
@@ -167,6 +168,61 @@ def decoding_set_statement() -> str:
     return "; ".join(f"SET {name} = '{value}'" for name, value in DECODING_SETTINGS)
 
 
+# The signal a stop is pending for, or None: set by whoever handles SIGINT and SIGTERM
+# with a flag rather than KeyboardInterrupt (`pgtail.stream.signals.Signals`), so that a
+# connect in progress gives up on it (process-wide, as signal handlers are)
+stop_requested: Callable[[], int | None] | None = None
+
+
+def set_stop_check(check: Callable[[], int | None] | None) -> Callable[[], int | None] | None:
+    """Set `stop_requested`; returns the one it replaces (to restore)."""
+    global stop_requested  # noqa: PLW0603 - process-wide, as the signal handlers are
+    previous, stop_requested = stop_requested, check
+    return previous
+
+
+def connect_interruptibly(connect: Callable[[], Any], what: str = "connect") -> Any:
+    """``connect()``, which blocks in libpq where no signal handler runs (a host that
+    drops packets holds it for minutes), run in a thread while this one waits where a
+    signal reaches it: KeyboardInterrupt, or `stop_requested` raising
+    `pgtail.errors.Interrupted` within 0.1 s. A connection made after that is closed."""
+    outcome: list[tuple[bool, Any]] = []
+    lock = threading.Lock()
+    done = threading.Event()
+    abandoned = False
+
+    def run() -> None:
+        try:
+            result: tuple[bool, Any] = (True, connect())
+        except BaseException as exc:  # handed to the waiting thread
+            result = (False, exc)
+        with lock:
+            if abandoned:
+                if result[0]:
+                    result[1].close()
+                return
+            outcome.append(result)
+            done.set()
+
+    threading.Thread(target=run, name="pgtail-connect", daemon=True).start()
+    try:
+        while not done.wait(0.1):
+            check = stop_requested
+            signum = check() if check is not None else None
+            if signum is not None:
+                raise Interrupted(signum, what)
+    except BaseException:
+        with lock:
+            abandoned = True
+            if outcome and outcome[0][0]:
+                outcome[0][1].close()
+        raise
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
 def open_connection(
     dsn: str | None, *, application_name: str | None = APPLICATION_NAME, autocommit: bool = True
 ) -> PgConnection:
@@ -177,7 +233,9 @@ def open_connection(
     if application_name is not None:
         extra["application_name"] = application_name
     try:
-        conn = psycopg2.connect(resolved, **extra)
+        conn = connect_interruptibly(
+            lambda: psycopg2.connect(resolved, **extra), "connect to the server"
+        )
     except psycopg2.Error as exc:
         raise translate_connect_error(exc, resolved) from None
     conn.autocommit = autocommit

@@ -118,7 +118,11 @@ def main(argv: list[str] | None = None) -> None:
         _register_commands()
         # with standalone_mode=False, click returns ctx.exit()'s code instead of exiting
         result = cli.main(args=args, prog_name="pgtail", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        # click's name for a KeyboardInterrupt (or an EOF at a prompt): Ctrl-C before a
+        # command took over its signals (connecting, reading the catalog)
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            _print_stopped()
         sys.exit(ExitCode.SIGINT)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -136,7 +140,8 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         _print_error(str(exc))
         sys.exit(ExitCode.ERROR)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before a command took over its signals (start-up)
+        _print_stopped()
         sys.exit(ExitCode.SIGINT)
     except Interrupted as exc:  # a wait on the server (a slot's creation) cancelled
         with contextlib.suppress(Exception):
@@ -167,6 +172,11 @@ def report_error(exc: PgtailError) -> None:
     if state is not None and state.debug:
         traceback.print_exc()
     _print_error(str(exc))
+
+
+def _print_stopped() -> None:
+    with contextlib.suppress(Exception):
+        click.echo("pgtail: stopped (interrupted)", err=True)
 
 
 def _print_error(message: str) -> None:

@@ -16,6 +16,7 @@ import psycopg2.extras
 from pgtail import catalog
 from pgtail.catalog import (
     CLIENT_ENCODING,
+    connect_interruptibly,
     decoding_options,
     primary_message,
     translate_connect_error,
@@ -24,13 +25,17 @@ from pgtail.catalog import (
 
 def open_replication(dsn: str, application_name: str) -> Any:
     """A ``LogicalReplicationConnection`` to ``dsn``; a `PgtailError` when it fails."""
+    options = decoding_options(dsn)
     try:
-        return psycopg2.connect(
-            dsn,
-            connection_factory=psycopg2.extras.LogicalReplicationConnection,
-            application_name=application_name,
-            options=decoding_options(dsn),
-            client_encoding=CLIENT_ENCODING,
+        return connect_interruptibly(
+            lambda: psycopg2.connect(
+                dsn,
+                connection_factory=psycopg2.extras.LogicalReplicationConnection,
+                application_name=application_name,
+                options=options,
+                client_encoding=CLIENT_ENCODING,
+            ),
+            "connect to the server",
         )
     except psycopg2.Error as exc:
         raise translate_connect_error(exc, dsn) from None

@@ -74,6 +74,8 @@ def retry_start(
             return
         except ServerUnavailable as exc:
             close()
+            if signals.received is not None:  # a signal while libpq was connecting
+                raise Stop("signal") from None
             attempt += 1
             if attempt > policy.attempts:
                 if policy.attempts:

@@ -14,6 +14,8 @@ import signal
 import threading
 from typing import Any
 
+from pgtail.catalog import set_stop_check
+
 
 class Signals:
     """SIGINT/SIGTERM/SIGHUP set a flag (first) or force an exit (second); the select loop
@@ -32,6 +34,8 @@ class Signals:
         if self._installed:
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 self._previous[signum] = signal.signal(signum, self._handle)
+            # a connect in progress (blocked in libpq) gives up on a stop, too
+            self._previous_check = set_stop_check(lambda: self.received)
 
     @property
     def fd(self) -> int:
@@ -61,5 +65,6 @@ class Signals:
         if self._installed:
             for signum, handler in self._previous.items():
                 signal.signal(signum, handler)
+            set_stop_check(self._previous_check)
         os.close(self._read_fd)
         os.close(self._write_fd)

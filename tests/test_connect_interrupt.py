@@ -1,0 +1,65 @@
+"""Ctrl-C while libpq is still connecting (a host that takes the TCP connection and never
+answers, as a firewall or a hung server does): pgtail stops at once with one line and
+exit 130, in the stream (its own signal handling) and in the other commands
+(KeyboardInterrupt), rather than when libpq gives up."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A DSN whose host accepts the connection and never says a word."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    try:
+        yield f"host=127.0.0.1 port={listener.getsockname()[1]} dbname=x"
+    finally:
+        listener.close()
+
+
+def _interrupted(args: list[str]) -> tuple[int, str]:
+    """Run pgtail, wait until it is connecting, send SIGINT as a terminal does, and
+    return its exit status and stderr. A pgtail that ignores the signal until libpq
+    gives up never ends while the listener holds the connection: the timeout fails it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgtail", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        # a terminal's default SIGINT (a shell's background job would ignore it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )
+    try:
+        # started and blocked in connect: its stderr says nothing yet
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.communicate(timeout=3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err.decode()
+
+
+def test_ctrl_c_while_the_stream_connects(silent_server: str) -> None:
+    code, err = _interrupted(["stream", "--slot", "x", "--dsn", silent_server])
+    assert code == 130
+    assert err.strip().splitlines() == [
+        "pgtail: stopped: cancelled the wait to connect to the server (nothing was left behind)"
+    ]
+
+
+@pytest.mark.parametrize("command", [["slot", "list"], ["slot", "create", "y"], ["doctor"]])
+def test_ctrl_c_while_a_command_connects(silent_server: str, command: list[str]) -> None:
+    code, err = _interrupted([*command, "--dsn", silent_server])
+    assert code == 130
+    assert err.strip().splitlines() == ["pgtail: stopped (interrupted)"]
