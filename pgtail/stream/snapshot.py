@@ -206,8 +206,17 @@ class SnapshotCopy:
         self.reader = catalog.SnapshotReader(
             session.dsn, snapshot_name, f"{config.application_name} snapshot"
         )
+        # the tables' sizes lock every table to copy (ACCESS SHARE, held to the end of
+        # the snapshot's transaction): a lock another session holds is waited for here,
+        # aloud, and never by a COPY
+        wait = Waiting(session.dsn, session.log, getattr(session, "signals", None))
         try:
-            self.tables = self.reader.tables(session.publications, selector(config))
+            self.tables = wait.run(
+                lambda: self.reader.tables(session.publications, selector(config)),
+                self.reader.conn,
+                "read the tables to copy",
+                blocked_only=True,
+            )
         except BaseException:
             self.reader.close()
             raise
