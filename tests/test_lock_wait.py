@@ -12,6 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg2
+import psycopg2.errors
+
 from tests.helpers import Database, kill_if_running, stream_command
 
 
@@ -189,3 +192,41 @@ def test_sql_ddl_lookup_names_the_lock_holder(db: Database) -> None:
         "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('s', NULL, NULL,"
         " 'proto_version', '1', 'publication_names', 'pub') WHERE substr(data, 1, 1) = 'I'"
     ) == [(1,)]
+
+
+def test_the_snapshot_holds_its_tables_until_the_copy_ends(db: Database) -> None:
+    """Every table to copy is locked before the first row (as pg_dump does): while the
+    copy of the first table waits for a reader, an ALTER TABLE of the last waits for
+    pgtail, instead of leaving a COPY to wait for it later without a word."""
+    db.execute("CREATE TABLE a_big (id int PRIMARY KEY, v text)")
+    db.execute("INSERT INTO a_big SELECT g, repeat('x', 200) FROM generate_series(1, 100000) g")
+    db.execute("CREATE TABLE z_last (id int PRIMARY KEY)")
+    db.execute("CREATE PUBLICATION pub FOR TABLE a_big, z_last")
+    proc = subprocess.Popen(
+        stream_command(db.dsn, "--publication", "pub", "--snapshot"),
+        stdout=subprocess.PIPE,  # never read: the copy of a_big stops for it
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not db.execute(
+            "SELECT 1 FROM pg_stat_activity"
+            " WHERE query LIKE 'COPY%%a_big%%' AND pid <> pg_backend_pid()"
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, "no copy of a_big"
+            time.sleep(0.05)
+        conn = db.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET lock_timeout = '1s'")
+                try:
+                    cur.execute("ALTER TABLE z_last ADD COLUMN w int")
+                    altered = True
+                except psycopg2.errors.LockNotAvailable:
+                    altered = False
+        finally:
+            conn.close()
+        assert not altered, "z_last was not locked by the snapshot"
+    finally:
+        kill_if_running(proc)
+        proc.wait(30)

@@ -206,16 +206,19 @@ class SnapshotCopy:
         self.reader = catalog.SnapshotReader(
             session.dsn, snapshot_name, f"{config.application_name} snapshot"
         )
-        # the tables' sizes lock every table to copy (ACCESS SHARE, held to the end of
-        # the snapshot's transaction): a lock another session holds is waited for here,
-        # aloud, and never by a COPY
+        # reading the tables' sizes and locking them (`SnapshotReader.hold`) wait for a
+        # lock another session holds on one: here, aloud, and never in a COPY
         wait = Waiting(session.dsn, session.log, getattr(session, "signals", None))
+        reader = self.reader
+
+        def tables() -> list[catalog.SnapshotTable]:
+            found = reader.tables(session.publications, selector(config))
+            reader.hold(found)
+            return found
+
         try:
             self.tables = wait.run(
-                lambda: self.reader.tables(session.publications, selector(config)),
-                self.reader.conn,
-                "read the tables to copy",
-                blocked_only=True,
+                tables, reader.conn, "read the tables to copy", blocked_only=True
             )
         except BaseException:
             self.reader.close()
