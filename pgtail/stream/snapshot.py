@@ -167,6 +167,10 @@ def export_from_temporary_slot(session: Session) -> tuple[Any, str, int]:
     return conn, str(row[2]), parse_lsn(str(row[1]))
 
 
+class _Stopped(Exception):
+    """A stop asked for during a table's copy."""
+
+
 class SkipCopied:
     """The event filter of a stream whose slot existed before its snapshot: changes to
     a copied table that committed before the snapshot's consistent point are in the
@@ -293,16 +297,21 @@ class SnapshotCopy:
                     relation, rows.copy, user_types=user_types, masked=masked, masked_value=REDACTED
                 )
         copy = rows.copy
-        enqueue(Batch([SnapshotBegin(copy)], 0, 0, 0, 0))
+        # a chunk is handed over with the events before it once the next one (or the
+        # end) arrives: a table of one chunk is one batch (SnapshotBegin, its rows,
+        # SnapshotEnd), not three -- one hand-over to the output a table, not three
+        held: list[Any] = [SnapshotBegin(copy)]
+        held_rows = 0
         stopped = False
 
-        class _Stopped(Exception):
-            pass
-
         def handle(data: bytes) -> None:
-            nonlocal stopped
+            nonlocal held, held_rows, stopped
             event = rows.rows(data)
-            enqueue(Batch([event], 0, 0, 0, event.count))
+            if held_rows:
+                enqueue(Batch(held, 0, 0, 0, held_rows))
+                held, held_rows = [], 0
+            held.append(event)
+            held_rows += event.count
             if stop():
                 stopped = True
                 raise _Stopped
@@ -313,7 +322,8 @@ class SnapshotCopy:
             return False
         if stopped:
             return False
-        enqueue(Batch([SnapshotEnd(copy, count)], 0, 0, 0, 0))
+        held.append(SnapshotEnd(copy, count))
+        enqueue(Batch(held, 0, 0, 0, held_rows))
         return True
 
     def close(self) -> None:
