@@ -258,6 +258,40 @@ class SnapshotReader:
         except psycopg2.Error as exc:
             raise snapshot_error(exc, "reading the published tables") from None
 
+    def hold(self, tables: Sequence[SnapshotTable]) -> None:
+        """Lock ``tables`` (ACCESS SHARE, as pg_dump does) to the end of the snapshot's
+        transaction: an ALTER TABLE or TRUNCATE elsewhere waits for the copy instead of
+        changing a table not copied yet, and no COPY waits for a lock (the wait is here,
+        one statement, before any row: where `catalog.wait_for_server` can say it).
+        Only the tables the role may lock (SELECT on the table, not on some columns); a
+        partitioned root without its partitions (their privileges are not needed to read
+        them through the root)."""
+        if not tables:
+            return
+        try:
+            rows = fetchall(
+                self.conn,
+                "SELECT t.oid::int FROM unnest(%s::oid[]) t(oid)"
+                " WHERE has_table_privilege(t.oid, 'SELECT')",
+                ([t.relation.relation_id for t in tables],),
+            )
+            lockable = {row[0] for row in rows}
+            names = [
+                sql.SQL("ONLY {}" if t.partitioned else "{}").format(
+                    sql.Identifier(t.relation.namespace, t.relation.name)
+                )
+                for t in tables
+                if t.relation.relation_id in lockable
+            ]
+            if names:
+                query = sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(
+                    sql.SQL(", ").join(names)
+                )
+                with self.conn.cursor() as cur:
+                    cur.execute(query)
+        except psycopg2.Error as exc:
+            raise snapshot_error(exc, "locking the tables to copy") from None
+
     def copy(self, table: SnapshotTable, handle: Callable[[bytes], None]) -> int:
         """Every row of ``table`` in the snapshot, to ``handle`` in chunks of whole COPY
         text rows; returns how many rows."""

@@ -1,4 +1,5 @@
-"""Never waiting on the server in silence: creating a slot behind open transactions.
+"""Never waiting on the server in silence: creating a slot behind open transactions, and
+reading tables another session holds an ACCESS EXCLUSIVE lock on.
 
 A logical slot is consistent only once every transaction running when it starts has
 ended, so ``CREATE_REPLICATION_SLOT`` (and ``pg_create_logical_replication_slot``) waits
@@ -9,7 +10,8 @@ thread while the calling thread watches: after `FIRST_REPORT` seconds, and every
 ``pg_stat_activity`` on an ordinary connection) and how to end it. A stop (Ctrl-C,
 SIGTERM, or the caller's ``stopped()``) cancels the command on the server
 (``PQcancel``), which ends the creation with an error: the slot, not yet persistent,
-is dropped by the server; `pgtail.errors.Interrupted` says so to the caller.
+is dropped by the server; `pgtail.errors.Interrupted` says so to the caller. A query
+that may wait on a table's lock (``blocked_only``) is said only while a session blocks it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ T = TypeVar("T")
 
 FIRST_REPORT = 1.5  # seconds of waiting before the first line
 REPORT_EVERY = 10.0  # and again this often while the wait lasts
+RECHECK = 0.5  # blocked_only: how soon a command found working, not blocked, is looked at again
 _POLL = 0.05  # how often the watching thread looks at the worker and the stop flag
 
 # The sessions the waiting backend waits for (pg_blocking_pids: heavyweight locks, which
@@ -106,7 +109,10 @@ def describe_wait(what: str, facts: WaitFacts | None, waited: float) -> str:
             f"{head}: it waits for a prepared transaction{others} to end: COMMIT PREPARED or"
             " ROLLBACK PREPARED it (see pg_prepared_xacts); Ctrl-C cancels"
         )
-    return f"{head}: it waits for {describe_blocker(first, others)}; Ctrl-C cancels"
+    lock = ""
+    if facts.wait_event_type == "Lock" and facts.wait_event not in (None, "transactionid"):
+        lock = f" (a lock on a {facts.wait_event})"
+    return f"{head}{lock}: it waits for {describe_blocker(first, others)}; Ctrl-C cancels"
 
 
 def describe_blocker(blocker: Blocker, others: str = "") -> str:
@@ -123,14 +129,24 @@ def describe_blocker(blocker: Blocker, others: str = "") -> str:
 class _Reporter:
     """The watcher's own ordinary connection, opened at the first report."""
 
-    def __init__(self, dsn: str | None, waiting_pid: int, what: str, log: Callable[[str], None]):
+    def __init__(
+        self,
+        dsn: str | None,
+        waiting_pid: int,
+        what: str,
+        log: Callable[[str], None],
+        blocked_only: bool,
+    ):
         self.dsn = dsn
         self.waiting_pid = waiting_pid
         self.what = what
         self.log = log
+        self.blocked_only = blocked_only
         self.conn: Any = None
 
-    def report(self, waited: float) -> None:
+    def report(self, waited: float) -> bool:
+        """Says the line; False when ``blocked_only`` and no session blocks the command
+        (it is only working: nothing said, looked at again in `RECHECK` seconds)."""
         facts: WaitFacts | None = None
         try:
             if self.conn is None:
@@ -138,7 +154,12 @@ class _Reporter:
             facts = blockers(self.conn, self.waiting_pid)
         except Exception:  # the line is said anyway, without the names
             self.close()
+            if self.blocked_only:
+                return False
+        if self.blocked_only and (facts is None or not facts.blockers):
+            return False
         self.log(describe_wait(self.what, facts, waited))
+        return True
 
     def close(self) -> None:
         if self.conn is not None:
@@ -175,11 +196,14 @@ def wait_for_server(
     what: str,
     log: Callable[[str], None],
     stopped: Callable[[], int | None] | None = None,
+    blocked_only: bool = False,
 ) -> T:
     """``call()`` (a command on ``conn`` that may wait on the server), said aloud while
     it waits, cancelled by a stop. ``what``: what it does, for the line ("create
     replication slot 'app'"). ``stopped``: the signal that asks the run to stop, or
     None; without it, SIGINT and SIGTERM are caught here for the wait's length.
+    ``blocked_only``: a line only while another session blocks the command (a lock
+    wait: pg_blocking_pids names it), none for a command that is merely slow.
     Raises `pgtail.errors.Interrupted` when a stop cancelled the command (a command
     that completed anyway returns its result: the caller then sees its stop flag)."""
     own = _OwnSignals() if stopped is None else None
@@ -196,7 +220,7 @@ def wait_for_server(
             done.set()
 
     waiting_pid = conn.get_backend_pid()
-    reporter = _Reporter(dsn, waiting_pid, what, log)
+    reporter = _Reporter(dsn, waiting_pid, what, log, blocked_only)
     began = time.monotonic()
     next_report = began + FIRST_REPORT
     worker = threading.Thread(target=work, name="pgtail-wait", daemon=True)
@@ -213,8 +237,8 @@ def wait_for_server(
                 break
             now = time.monotonic()
             if now >= next_report:
-                reporter.report(now - began)
-                next_report = time.monotonic() + REPORT_EVERY
+                said = reporter.report(now - began)
+                next_report = time.monotonic() + (REPORT_EVERY if said else RECHECK)
     except BaseException:
         with contextlib.suppress(Exception):
             conn.cancel()

@@ -17,22 +17,33 @@ from pgtail.catalog import primary_message
 from pgtail.changes.ddl import DdlTracker, TableShape
 from pgtail.errors import PgtailError
 from pgtail.stream.config import Logger
+from pgtail.stream.signals import Signals
+from pgtail.stream.waiting import Waiting
 
 
 class ShapeLookup:
     """Tables' shapes for DDL, on a connection of its own; a failure is a warning (the
     DDL then says what the stream says, and a comment what it could not write)."""
 
-    def __init__(self, dsn: str, log: Logger) -> None:
+    def __init__(self, dsn: str, log: Logger, signals: Signals | None = None) -> None:
         self.dsn = dsn
         self.log = log
         self.conn: PgConnection | None = None
+        # a table's defaults lock it (pg_get_expr): a lock held elsewhere is said while it
+        # blocks, and the run's signals cancel the wait (`Stop`)
+        self.wait = Waiting(dsn, log, signals)
 
     def __call__(self, oids: Sequence[int]) -> dict[int, TableShape | None]:
         try:
             if self.conn is None or self.conn.closed:
                 self.conn = catalog.open_connection(self.dsn)
-            return catalog.table_shapes(self.conn, oids)
+            conn = self.conn
+            return self.wait.run(
+                lambda: catalog.table_shapes(conn, oids),
+                conn,
+                "look up the definition of a table for its DDL",
+                blocked_only=True,
+            )
         except (psycopg2.Error, PgtailError) as exc:
             self.close()
             self.log(

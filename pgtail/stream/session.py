@@ -665,7 +665,7 @@ def _run(start: Start, output: _Output) -> StreamResult:
     render, close_renderer = _make_render(config, buffer)
     render_all = with_schema_events(render) if config.format != "raw" else each(render)
     if config.format == "sql" and config.ddl:
-        shapes = ShapeLookup(start.dsn, start.log)
+        shapes = ShapeLookup(start.dsn, start.log, start.signals)
         render_all = with_ddl(render, shapes)
         close_renderer = _also(close_renderer, shapes.close)
     writer = Writer(

@@ -83,7 +83,14 @@ def preflight(start: Start) -> None:
         )
         warn_unmatched_filters(conn, start.config, start.publications, start.log)
         if start.config.snapshot:
-            snapshot_preflight(conn, start)
+            # the tables' sizes lock them (ACCESS SHARE): an ALTER TABLE or LOCK TABLE
+            # left open elsewhere is named while it blocks
+            Waiting(start.dsn, start.log, start.signals).run(
+                lambda: snapshot_preflight(conn, start),
+                conn,
+                "read the published tables",
+                blocked_only=True,
+            )
         start.proto_version, start.options = replication_options(
             start.config, server, start.publications
         )

@@ -167,6 +167,10 @@ def export_from_temporary_slot(session: Session) -> tuple[Any, str, int]:
     return conn, str(row[2]), parse_lsn(str(row[1]))
 
 
+class _Stopped(Exception):
+    """A stop asked for during a table's copy."""
+
+
 class SkipCopied:
     """The event filter of a stream whose slot existed before its snapshot: changes to
     a copied table that committed before the snapshot's consistent point are in the
@@ -206,8 +210,20 @@ class SnapshotCopy:
         self.reader = catalog.SnapshotReader(
             session.dsn, snapshot_name, f"{config.application_name} snapshot"
         )
+        # reading the tables' sizes and locking them (`SnapshotReader.hold`) wait for a
+        # lock another session holds on one: here, aloud, and never in a COPY
+        wait = Waiting(session.dsn, session.log, getattr(session, "signals", None))
+        reader = self.reader
+
+        def tables() -> list[catalog.SnapshotTable]:
+            found = reader.tables(session.publications, selector(config))
+            reader.hold(found)
+            return found
+
         try:
-            self.tables = self.reader.tables(session.publications, selector(config))
+            self.tables = wait.run(
+                tables, reader.conn, "read the tables to copy", blocked_only=True
+            )
         except BaseException:
             self.reader.close()
             raise
@@ -281,16 +297,21 @@ class SnapshotCopy:
                     relation, rows.copy, user_types=user_types, masked=masked, masked_value=REDACTED
                 )
         copy = rows.copy
-        enqueue(Batch([SnapshotBegin(copy)], 0, 0, 0, 0))
+        # a chunk is handed over with the events before it once the next one (or the
+        # end) arrives: a table of one chunk is one batch (SnapshotBegin, its rows,
+        # SnapshotEnd), not three -- one hand-over to the output a table, not three
+        held: list[Any] = [SnapshotBegin(copy)]
+        held_rows = 0
         stopped = False
 
-        class _Stopped(Exception):
-            pass
-
         def handle(data: bytes) -> None:
-            nonlocal stopped
+            nonlocal held, held_rows, stopped
             event = rows.rows(data)
-            enqueue(Batch([event], 0, 0, 0, event.count))
+            if held_rows:
+                enqueue(Batch(held, 0, 0, 0, held_rows))
+                held, held_rows = [], 0
+            held.append(event)
+            held_rows += event.count
             if stop():
                 stopped = True
                 raise _Stopped
@@ -301,7 +322,8 @@ class SnapshotCopy:
             return False
         if stopped:
             return False
-        enqueue(Batch([SnapshotEnd(copy, count)], 0, 0, 0, 0))
+        held.append(SnapshotEnd(copy, count))
+        enqueue(Batch(held, 0, 0, 0, held_rows))
         return True
 
     def close(self) -> None:

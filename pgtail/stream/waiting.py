@@ -24,12 +24,20 @@ class Waiting:
         self.log = log
         self.signals = signals
 
-    def run(self, call: Callable[[], T], conn: Any, what: str) -> T:
+    def run(self, call: Callable[[], T], conn: Any, what: str, *, blocked_only: bool = False) -> T:
+        """``call()``, a command on ``conn``; ``blocked_only``: said only while another
+        session blocks it (a lock), not while it merely works."""
         signals = self.signals
         stopped = (lambda: signals.received) if signals is not None else None
         try:
             return catalog.wait_for_server(
-                call, conn=conn, dsn=self.dsn, what=what, log=self.log, stopped=stopped
+                call,
+                conn=conn,
+                dsn=self.dsn,
+                what=what,
+                log=self.log,
+                stopped=stopped,
+                blocked_only=blocked_only,
             )
         except Interrupted:
             if signals is None:
