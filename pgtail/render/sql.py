@@ -101,6 +101,7 @@ from pgtail.render.sql_literals import (
     text_literal,
 )
 from pgtail.render.sql_literals import literal as literal
+from pgtail.render.sql_rows import full_delete_builders, key_delete_builder, update_builders
 from pgtail.render.tx_text import usual_tx
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
@@ -175,12 +176,14 @@ class _Plan:
 
 
 def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
-    """The SQL fast path for inserts whose values all arrived as text (or NULL).
+    """The SQL fast path for changes whose values all arrived as text (or NULL).
 
     ``encode(seq, *values)`` gives the INSERT statement `SqlRenderer` writes for the row,
     byte for byte (the same literals as the per-table builder, each value converted
     inline, without a row dict or a Change), and `SqlRenderer` writes `EncodedRows` as
-    they are. None for a name with a line break: an encoded statement must be one line.
+    they are; likewise the UPDATE of an Update without an old row (when the table has a
+    key) and the DELETE of a Delete (`pgtail.render.sql_rows`). None for a name with a
+    line break: an encoded statement must be one line.
     """
     columns = table.columns
     if not columns or len(text_converters) != len(columns):
@@ -190,12 +193,25 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
         return None
     plan = _Plan(table)
     idents = ", ".join(plan.ident(c.name) for c in columns)
+    fns = [plan.literals[c.name] for c in columns]
     plain, with_nulls = text_insert_builders(
-        f"INSERT INTO {plan.name} ({idents}) VALUES (",
-        [plan.literals[c.name] for c in columns],
-        text_converters,
+        f"INSERT INTO {plan.name} ({idents}) VALUES (", fns, text_converters
     )
-    return InsertEncoders(plain, with_nulls, copy_text=_copy_as_is)
+    # updates without an old row and deletes: the statements `change_sql` writes
+    column_names = [c.name for c in columns]
+    column_idents = [plan.ident(n) for n in column_names]
+    keys = [column_names.index(k) for k in table.key_columns if k in column_names]
+    has_key = bool(keys) and len(keys) == len(table.key_columns)
+    compare_as = [plan.compare_as.get(n) for n in column_names]
+    args = (plan.name, column_idents, fns, text_converters)
+    return InsertEncoders(
+        plain,
+        with_nulls,
+        update=update_builders(*args, keys) if has_key else None,
+        full_delete=full_delete_builders(*args, compare_as),
+        key_delete=key_delete_builder(*args, keys) if has_key else None,
+        copy_text=_copy_as_is,
+    )
 
 
 def _copy_as_is(data: bytes) -> bytes:
