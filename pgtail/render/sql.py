@@ -97,11 +97,10 @@ from pgtail.render.sql_literals import (
     comment_string,
     insert_builder,
     quote_literal,
-    text_insert_builders,
     text_literal,
 )
 from pgtail.render.sql_literals import literal as literal
-from pgtail.render.sql_rows import full_delete_builders, key_delete_builder, update_builders
+from pgtail.render.sql_rows import text_row_encoders
 from pgtail.render.tx_text import usual_tx
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
@@ -192,24 +191,22 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     if any("\n" in name or "\r" in name for name in names):
         return None
     plan = _Plan(table)
-    idents = ", ".join(plan.ident(c.name) for c in columns)
-    fns = [plan.literals[c.name] for c in columns]
-    plain, with_nulls = text_insert_builders(
-        f"INSERT INTO {plan.name} ({idents}) VALUES (", fns, text_converters
-    )
-    # updates without an old row and deletes: the statements `change_sql` writes
+    # inserts, updates without an old row and deletes: the statements `change_sql` writes
     column_names = [c.name for c in columns]
-    column_idents = [plan.ident(n) for n in column_names]
     keys = [column_names.index(k) for k in table.key_columns if k in column_names]
-    has_key = bool(keys) and len(keys) == len(table.key_columns)
-    compare_as = [plan.compare_as.get(n) for n in column_names]
-    args = (plan.name, column_idents, fns, text_converters)
+    encoders = text_row_encoders(
+        plan.name,
+        [plan.ident(n) for n in column_names],
+        [plan.literals[n] for n in column_names],
+        text_converters,
+        keys if keys and len(keys) == len(table.key_columns) else None,
+        [plan.compare_as.get(n) for n in column_names],
+    )
     return InsertEncoders(
-        plain,
-        with_nulls,
-        update=update_builders(*args, keys) if has_key else None,
-        full_delete=full_delete_builders(*args, compare_as),
-        key_delete=key_delete_builder(*args, keys) if has_key else None,
+        *encoders.insert,
+        update=encoders.update,
+        full_delete=encoders.full_delete,
+        key_delete=encoders.key_delete,
         copy_text=_copy_as_is,
     )
 

@@ -5,12 +5,14 @@ INSERT builders (`pgtail.render.sql_literals.text_insert_builders`).
 builders write the same statements, byte for byte, straight from the text values the
 server sent, for the assembler's quick lane (`pgtail.changes.fastpath`):
 
-- `update_builders`: an Update that carries no old row (the key did not change; the
+`text_row_encoders` gives a table's INSERT (as `text_insert_builders`) and:
+
+- an UPDATE for an Update that carries no old row (the key did not change; the
   table has a key: primary key or REPLICA IDENTITY USING INDEX):
   ``UPDATE t SET <the other columns> WHERE <key from the new row>;``;
-- `key_delete_builder`: a Delete with its old key (``K``: the key's columns, the others
+- a DELETE for a Delete with its old key (``K``: the key's columns, the others
   sent as NULL): ``DELETE FROM t WHERE <key>;``;
-- `full_delete_builders`: a Delete with the whole old row (REPLICA IDENTITY FULL):
+- a DELETE for a Delete with the whole old row (REPLICA IDENTITY FULL):
   ``DELETE FROM t WHERE (tableoid, ctid) = (SELECT … WHERE <every column> LIMIT 1);``.
 
 Each takes ``(seq, v0, ..., vN)``, every column's text (bytes) or None for NULL, and
@@ -24,46 +26,104 @@ generated code (``PGTAIL_NO_CODEGEN=1``), loops give the same bytes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pgtail import _codegen
 from pgtail.changes import InsertEncoder
 from pgtail.render.sql_literals import (
     Literal,
-    _builder_namespace,
-    _literal_lines,
+    builder_namespace,
+    literal_lines,
     quote_literal,
+    text_insert_builders,
 )
 from pgtail.values import Converter, decodes_text, to_text
 
 
-def _converted(converters: Sequence[Converter], namespace: dict[str, Any]) -> list[str]:
+class TextRowEncoders(NamedTuple):
+    """One table's SQL statements from text values (see the module docstring)."""
+
+    insert: tuple[InsertEncoder, InsertEncoder]  # plain, with NULLs
+    update: tuple[InsertEncoder, InsertEncoder] | None  # None: the table has no key
+    key_delete: InsertEncoder | None  # None: the table has no key
+    full_delete: tuple[InsertEncoder, InsertEncoder]
+
+
+def text_row_encoders(
+    name: str,
+    idents: Sequence[str],
+    fns: list[Literal],
+    converters: Sequence[Converter],
+    keys: Sequence[int] | None,
+    compare_as: Sequence[str | None],
+) -> TextRowEncoders:
+    """A table's INSERT, UPDATE (no old row) and DELETE (old key, whole old row)
+    statements from its values' text, ``encode(seq, v0, ..., vN)`` each: the INSERT
+    as `pgtail.render.sql_literals.text_insert_builders` writes it, the others as
+    `SqlRenderer` writes them from a Change. ``keys``: the key columns' positions (None
+    without a key: no UPDATE nor key DELETE). One generated source per shape (types,
+    key positions, cast columns), compiled once for every table of that shape."""
+    head = f"INSERT INTO {name} ({', '.join(idents)}) VALUES ("
+    if not _codegen.enabled():
+        insert = text_insert_builders(head, fns, converters)
+        update = _loop_update(name, idents, fns, converters, keys) if keys else None
+        key_delete = _loop_key_delete(name, idents, fns, converters, keys) if keys else None
+        full = _loop_full_delete(name, idents, fns, converters, compare_as)
+        return TextRowEncoders(insert, update, key_delete, full)
+    namespace = builder_namespace(head)
+    lines = literal_lines(fns, namespace, "x")
     exprs = []
     for i, convert in enumerate(converters):
         namespace[f"C{i}"] = convert
         exprs.append(f'v{i}.decode("utf-8", "replace")' if decodes_text(convert) else f"C{i}(v{i})")
-    return exprs
+    values = ", ".join(f"{{x{i}}}" for i in range(len(fns)))
+    functions = [
+        ("plain", False, [*lines, f"    return f'{{HEAD}}{values});\\n'.encode('utf-8')"]),
+        ("with_nulls", True, [*lines, f"    return f'{{HEAD}}{values});\\n'.encode('utf-8')"]),
+    ]
+    if keys:
+        update_body = _update_tail(name, idents, keys, lines, namespace)
+        functions += [
+            ("update_plain", False, update_body),
+            ("update_with_nulls", True, update_body),
+        ]
+        functions.append(
+            ("key_delete", True, _key_delete_body(name, idents, keys, lines, namespace))
+        )
+    full_body = _full_delete_tail(name, idents, fns, compare_as, lines, namespace)
+    functions += [
+        ("full_delete_plain", False, full_body),
+        ("full_delete_with_nulls", True, full_body),
+    ]
+    args = "".join(f", v{i}" for i in range(len(fns)))
+    source: list[str] = []
+    for fname, with_nulls, body in functions:
+        source.append(f"def {fname}(seq{args}):")
+        if fname != "key_delete":
+            source += _convert_lines(exprs, with_nulls)
+        else:
+            source += [f"    x{i} = None if v{i} is None else {exprs[i]}" for i in keys or ()]
+        source += body
+    names = [fname for fname, _, _ in functions]
+    made = dict(
+        zip(
+            names,
+            _codegen.define_shared("\n".join(source), names, "SQL text rows", namespace),
+            strict=True,
+        )
+    )
+    return TextRowEncoders(
+        (made["plain"], made["with_nulls"]),
+        (made["update_plain"], made["update_with_nulls"]) if keys else None,
+        made.get("key_delete"),
+        (made["full_delete_plain"], made["full_delete_with_nulls"]),
+    )
 
 
 def _convert_lines(exprs: Sequence[str], with_nulls: bool) -> list[str]:
     if with_nulls:
         return [f"    x{i} = None if v{i} is None else {e}" for i, e in enumerate(exprs)]
     return [f"    x{i} = {e}" for i, e in enumerate(exprs)]
-
-
-def _define(
-    label: str,
-    body: Callable[[bool], list[str]],
-    names: Sequence[str],
-    nulls: Sequence[bool],
-    natts: int,
-    namespace: dict[str, Any],
-) -> list[Callable[..., Any]]:
-    args = "".join(f", v{i}" for i in range(natts))
-    source: list[str] = []
-    for name, with_nulls in zip(names, nulls, strict=True):
-        source += [f"def {name}(seq{args}):", *body(with_nulls)]
-    return _codegen.define_shared("\n".join(source), names, label, namespace)
 
 
 def _key_parts(
@@ -79,110 +139,72 @@ def _key_parts(
     return "".join(parts)
 
 
-def update_builders(
+def _set_columns(natts: int, keys: Sequence[int]) -> list[int]:
+    """An Update's SET columns: all but the key's (all of them when all are key)."""
+    key_set = set(keys)
+    return [i for i in range(natts) if i not in key_set] or list(range(natts))
+
+
+def _update_tail(
     name: str,
     idents: Sequence[str],
-    fns: list[Literal],
-    converters: Sequence[Converter],
     keys: Sequence[int],
-) -> tuple[InsertEncoder, InsertEncoder]:
-    """``UPDATE name SET … WHERE <key>;`` for an Update without an old row: every
-    column but the key's SET (all of them when all are key columns), the key from the
-    new row; a plain encoder (no NULLs) and one for rows with NULLs."""
-    natts = len(idents)
-    key_set = set(keys)
-    sets = [i for i in range(natts) if i not in key_set] or list(range(natts))
-    if not _codegen.enabled():
-        return _loop_update(name, idents, fns, converters, keys, sets)
-    namespace = _builder_namespace(f"UPDATE {name} SET ")
-    lines = _literal_lines(fns, namespace, "x")
-    exprs = _converted(converters, namespace)
+    lines: list[str],
+    namespace: dict[str, Any],
+) -> list[str]:
+    """``UPDATE name SET … WHERE <key>;`` for an Update without an old row: the key
+    from the new row."""
+    namespace["UHEAD"] = f"UPDATE {name} SET "
     set_parts = []
-    for j, i in enumerate(sets):
+    for j, i in enumerate(_set_columns(len(idents), keys)):
         namespace[f"N{i}"] = (", " if j else "") + idents[i] + " = "
         set_parts.append(f"{{N{i}}}{{x{i}}}")
     where = _key_parts(keys, idents, namespace, " WHERE ")
-    tail = [*lines, f"    return f'{{HEAD}}{''.join(set_parts)}{where};\\n'.encode('utf-8')"]
-
-    def body(with_nulls: bool) -> list[str]:
-        return [*_convert_lines(exprs, with_nulls), *tail]
-
-    plain, with_nulls = _define(
-        "SQL text update", body, ["plain", "with_nulls"], [False, True], natts, namespace
-    )
-    return plain, with_nulls
+    return [*lines, f"    return f'{{UHEAD}}{''.join(set_parts)}{where};\\n'.encode('utf-8')"]
 
 
-def key_delete_builder(
+def _key_delete_body(
     name: str,
     idents: Sequence[str],
-    fns: list[Literal],
-    converters: Sequence[Converter],
     keys: Sequence[int],
-) -> InsertEncoder:
+    lines: list[str],
+    namespace: dict[str, Any],
+) -> list[str]:
     """``DELETE FROM name WHERE <key>;`` from a Delete's old key (the other columns
     arrive as NULL and are not read)."""
-    if not _codegen.enabled():
-        return _loop_key_delete(name, idents, fns, converters, keys)
-    namespace = _builder_namespace(f"DELETE FROM {name}")
-    lines = _literal_lines(fns, namespace, "x")
-    exprs = _converted(converters, namespace)
+    namespace["DHEAD"] = f"DELETE FROM {name}"
     where = _key_parts(keys, idents, namespace, " WHERE ")
-
-    def body(_: bool) -> list[str]:
-        return [
-            *(f"    x{i} = None if v{i} is None else {exprs[i]}" for i in keys),
-            *(lines[i] for i in keys),
-            f"    return f'{{HEAD}}{where};\\n'.encode('utf-8')",
-        ]
-
-    (delete,) = _define("SQL text key delete", body, ["key_delete"], [True], len(idents), namespace)
-    return delete
+    return [*(lines[i] for i in keys), f"    return f'{{DHEAD}}{where};\\n'.encode('utf-8')"]
 
 
-def full_delete_builders(
+def _full_delete_tail(
     name: str,
     idents: Sequence[str],
     fns: list[Literal],
-    converters: Sequence[Converter],
     compare_as: Sequence[str | None],
-) -> tuple[InsertEncoder, InsertEncoder]:
+    lines: list[str],
+    namespace: dict[str, Any],
+) -> list[str]:
     """``DELETE FROM name WHERE (tableoid, ctid) = (SELECT tableoid, ctid FROM name
     WHERE … LIMIT 1);`` from a Delete's whole old row: each column ``IS NOT DISTINCT
     FROM`` its value, through its cast for types without equality (``compare_as``)."""
-    natts = len(idents)
-    if not _codegen.enabled():
-        return _loop_full_delete(name, idents, fns, converters, compare_as)
-    namespace = _builder_namespace(f"DELETE FROM {name} WHERE (tableoid, ctid) = ")
-    namespace["SELECT"] = f"(SELECT tableoid, ctid FROM {name} WHERE "
-    lines = _literal_lines(fns, namespace, "x")
-    exprs = _converted(converters, namespace)
+    namespace["FHEAD"] = (
+        f"DELETE FROM {name} WHERE (tableoid, ctid) = (SELECT tableoid, ctid FROM {name} WHERE "
+    )
+    own = list(lines)
     parts = []
-    for i in range(natts):
+    for i, ident in enumerate(idents):
         lead = " AND " if i else ""
         cast = compare_as[i]
         if cast is None:
-            namespace[f"D{i}"] = f"{lead}{idents[i]} IS NOT DISTINCT FROM "
+            namespace[f"D{i}"] = f"{lead}{ident} IS NOT DISTINCT FROM "
             parts.append(f"{{D{i}}}{{x{i}}}")
         else:  # the cast column's whole condition, by the plan's own rule
-            namespace[f"P{i}"] = _compare_part(lead, idents[i], cast, fns[i])
-            lines[i] = f"    x{i} = P{i}(x{i})"
+            namespace[f"P{i}"] = _compare_part(lead, ident, cast, fns[i])
+            own[i] = f"    x{i} = P{i}(x{i})"
             parts.append(f"{{x{i}}}")
     cond = "".join(parts) if parts else "true"
-    tail = [*lines, f"    return f'{{HEAD}}{{SELECT}}{cond} LIMIT 1);\\n'.encode('utf-8')"]
-
-    def body(with_nulls: bool) -> list[str]:
-        return [*_convert_lines(exprs, with_nulls), *tail]
-
-    plain, with_nulls = _define(
-        "SQL text full delete",
-        body,
-        ["full_delete_plain", "full_delete_with_nulls"],
-        [False, True],
-        natts,
-        namespace,
-    )
-    return plain, with_nulls
+    return [*own, f"    return f'{{FHEAD}}{cond} LIMIT 1);\\n'.encode('utf-8')"]
 
 
 def _compare_part(lead: str, ident: str, cast: str, fn: Literal) -> Callable[[Any], str]:
@@ -223,8 +245,9 @@ def _loop_update(
     fns: Sequence[Literal],
     converters: Sequence[Converter],
     keys: Sequence[int],
-    sets: Sequence[int],
 ) -> tuple[InsertEncoder, InsertEncoder]:
+    sets = _set_columns(len(idents), keys)
+
     def update(seq: int, *values: bytes | None) -> bytes:
         literals = _literals_of(fns, converters, values)
         assignments = ", ".join(f"{idents[i]} = {literals[i]}" for i in sets)
