@@ -20,8 +20,15 @@ round, and CPU µs per change of the consumer and of its walsender (medians).
 
     .venv/bin/python bench/catchup.py [--transactions 60000] [--rows 3] [--rounds 3]
                                       [--consumers bare,json,sql,wal2json,test_decoding]
+                                      [--mix]
 
 A quick run: ``--transactions 10000 --rounds 2``.
+
+``--mix``: production's mix instead (issue 38): a table of other types (uuid key,
+varchar, int4, float8, date, bytea, boolean, numeric) and, transaction by transaction in
+turn, an insert of 1-3 rows, another, an update of 2 rows, a delete of 1 row (1.75
+changes a transaction). The rows updated come from rows loaded before the slots exist;
+each delete removes a row an earlier transaction of the backlog inserted.
 """
 
 from __future__ import annotations
@@ -63,6 +70,57 @@ END
 $$
 """
 
+MIX_TABLE = """
+CREATE TABLE catchup_mix (
+    id uuid PRIMARY KEY, name varchar(40), qty int4, score float8, day date, blob bytea,
+    flag boolean, amount numeric(12,2)
+)
+"""
+MIX_PRELOAD = 1000  # rows loaded before the slots exist, the updates' targets (even)
+_MIX_ROW = """md5(({n})::text)::uuid, 'name ' || ({n}), ({n}) % 1000, ({n}) / 7.0,
+           date '2024-01-01' + ({n}) % 365, decode(md5(({n})::text), 'hex'),
+           ({n}) % 2 = 0, (({n}) % 100000) / 100.0"""
+MIX_LOAD = (
+    f"INSERT INTO catchup_mix SELECT {_MIX_ROW.format(n='g')} FROM generate_series(1, {{rows}}) g"
+)
+# transaction t: t % 4 == 0 or 1 inserts t % 3 + 1 rows (numbered PRELOAD + 3t + g);
+# 2 updates two preloaded rows; 3 deletes the first row transaction t - 3 inserted
+MIX_WORKLOAD = f"""
+DO $$
+BEGIN
+  FOR t IN 1..{{transactions}} LOOP
+    IF t % 4 IN (0, 1) THEN
+      INSERT INTO catchup_mix
+      SELECT {_MIX_ROW.format(n=f"{MIX_PRELOAD} + 3 * t + g")}
+      FROM generate_series(1, t % 3 + 1) g;
+    ELSIF t % 4 = 2 THEN
+      UPDATE catchup_mix SET qty = qty + 1, score = score * 1.5, name = 'updated ' || t,
+                             flag = NOT flag
+      WHERE id IN (md5((2 * t % {MIX_PRELOAD} + 1)::text)::uuid,
+                   md5((2 * t % {MIX_PRELOAD} + 2)::text)::uuid);
+    ELSE
+      DELETE FROM catchup_mix WHERE id = md5(({MIX_PRELOAD} + 3 * (t - 3) + 1)::text)::uuid;
+    END IF;
+    COMMIT;
+  END LOOP;
+END
+$$
+"""
+
+
+def mix_changes(transactions: int) -> int:
+    """The row changes of `MIX_WORKLOAD`'s ``transactions`` transactions."""
+    total = 0
+    for t in range(1, transactions + 1):
+        if t % 4 in (0, 1):
+            total += t % 3 + 1
+        elif t % 4 == 2:
+            total += 2
+        elif t > 3:  # transaction 3's delete finds no row (there is no transaction 0)
+            total += 1
+    return total
+
+
 BARE = r"""
 import select, sys, time, psycopg2, psycopg2.extras
 factory = psycopg2.extras.LogicalReplicationConnection
@@ -83,7 +141,7 @@ while True:
         started = True
         out.write(b"start\n")
         out.flush()
-    if msg.payload[0] == 73:  # 'I'
+    if msg.payload[0] in (73, 85, 68):  # 'I', 'U', 'D'
         rows += 1
     elif msg.payload[0] == 67:  # 'C'
         cur.send_feedback(flush_lsn=msg.data_start, reply=False)
@@ -94,15 +152,15 @@ out.flush()
 time.sleep(1)  # stay (and keep the walsender) until the bench has read their CPU
 """
 
-# the bytes that occur once per change in each consumer's output
-MARKERS = {
-    "bare": b"done\n",
-    "json": b"\n",
-    "sql": b"INSERT INTO",
-    "wal2json": b'"action":"I"',
-    "test_decoding": b": INSERT:",
-    "json-base": b"\n",
-    "sql-base": b"INSERT INTO",
+# the bytes that occur once per change in each consumer's output (any of them)
+MARKERS: dict[str, tuple[bytes, ...]] = {
+    "bare": (b"done\n",),
+    "json": (b"\n",),
+    "sql": (b"INSERT INTO", b"UPDATE ", b"DELETE FROM"),
+    "wal2json": (b'"action":"I"', b'"action":"U"', b'"action":"D"'),
+    "test_decoding": (b": INSERT:", b": UPDATE:", b": DELETE:"),
+    "json-base": (b"\n",),
+    "sql-base": (b"INSERT INTO", b"UPDATE ", b"DELETE FROM"),
 }
 PLUGINS = {
     "bare": "pgoutput",
@@ -126,9 +184,11 @@ class Watch:
     """Reads a consumer's output; notes its first output, then the output of the last
     change, and at both the CPU of the consumer and of its walsender."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], marker: bytes, wanted: int) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], markers: tuple[bytes, ...], wanted: int
+    ) -> None:
         self.proc = proc
-        self.marker = marker
+        self.markers = markers
         self.wanted = wanted
         self.walsender: int | None = None
         self.start = self.done = 0.0
@@ -141,7 +201,8 @@ class Watch:
     def read(self) -> None:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
-        marker = self.marker
+        markers = self.markers
+        keep = max(len(m) for m in markers) - 1
         carry = b""
         while True:
             chunk = os.read(fd, 1 << 20)
@@ -154,12 +215,11 @@ class Watch:
             if self.done:
                 continue
             text = carry + chunk
-            self.count += text.count(marker)
-            # a marker cut by the chunk's end is counted with the next chunk
-            keep = len(marker) - 1
+            # a marker cut by the chunk's end is counted with the next chunk: the carry
+            # (the last ``keep`` bytes) starts the next text, so what lies wholly in it
+            # is counted there, not here
             carry = text[-keep:] if keep else b""
-            if keep and carry.count(marker):  # pragma: no cover - cannot hold a whole one
-                carry = b""
+            self.count += sum(text.count(m) - carry.count(m) for m in markers)
             if self.count >= self.wanted:
                 self.done = time.perf_counter()
                 self.cpu_done = cpu_seconds(self.proc.pid)
@@ -266,6 +326,12 @@ def main() -> None:
     parser.add_argument("--major", type=int, default=15, help="server major (15: Debian's)")
     parser.add_argument("--consumers", default="bare,json,sql,wal2json,test_decoding")
     parser.add_argument(
+        "--mix",
+        action="store_true",
+        help="production's mix: inserts of 1-3 rows, updates of 2, deletes of 1, on a table"
+        " of other types (--rows is then not used)",
+    )
+    parser.add_argument(
         "--baseline",
         metavar="DIR",
         help="another pgtail source tree (e.g. a `git archive` of the commit before a"
@@ -292,23 +358,33 @@ def main() -> None:
                 print(f"note: {plugin} is not installed for this server: skipped")
                 consumers.remove(plugin)
         admin = create_database(server)
+        table = "catchup_mix" if args.mix else "catchup"
         with admin.cursor() as cur:
-            cur.execute(TABLE)
-            cur.execute("CREATE PUBLICATION catchup_pub FOR TABLE catchup")
-        changes = args.transactions * args.rows
+            cur.execute(MIX_TABLE if args.mix else TABLE)
+            cur.execute(f"CREATE PUBLICATION catchup_pub FOR TABLE {table}")
+        if args.mix:
+            changes = mix_changes(args.transactions)
+            shape = "the mix (inserts of 1-3 rows, updates of 2, deletes of 1)"
+            workload = MIX_WORKLOAD.format(transactions=args.transactions)
+        else:
+            changes = args.transactions * args.rows
+            shape = f"{args.rows} inserts"
+            workload = WORKLOAD.format(transactions=args.transactions, rows=args.rows)
         print(
             f"PostgreSQL {server.major}: a backlog of {args.transactions:,} transactions of"
-            f" {args.rows} inserts ({changes:,} changes), {args.rounds} rounds alternating;"
+            f" {shape} ({changes:,} changes), {args.rounds} rounds alternating;"
             f" load before: {os.getloadavg()[0]:.2f}"
         )
         runs: dict[str, list[Run]] = {c: [] for c in consumers}
         for round_no in range(args.rounds):
             with admin.cursor() as cur:
-                cur.execute("TRUNCATE catchup")  # before the slots: no change of theirs
+                cur.execute(f"TRUNCATE {table}")  # before the slots: no change of theirs
+                if args.mix:
+                    cur.execute(MIX_LOAD.format(rows=MIX_PRELOAD))
             fresh_slots(admin, consumers)
             with admin.cursor() as cur:
                 cur.execute("SET synchronous_commit = off")
-                cur.execute(WORKLOAD.format(transactions=args.transactions, rows=args.rows))
+                cur.execute(workload)
                 cur.execute("RESET synchronous_commit")
             shift = round_no % len(consumers)
             for consumer in consumers[shift:] + consumers[:shift]:

@@ -15,7 +15,7 @@ import io
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg2
@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 
 from pgtail import catalog
-from pgtail.changes import Assembler, Column, Event
+from pgtail.changes import Assembler, Column, EncodedRows, Event
+from pgtail.changes.fastpath import EncoderFactory
 from pgtail.render import RenderOptions
-from pgtail.render.sql import SqlRenderer, literal, quote_ident, quote_literal
+from pgtail.render.sql import SqlRenderer, insert_encoder, literal, quote_ident, quote_literal
 from pgtail.render.table import TableRenderer
 from pgtail.server import LocalServer, embedded_bindir
 from tests.helpers import Database, create_database, drop_database
@@ -250,8 +251,11 @@ def workload(conn: psycopg2.extensions.connection) -> None:
     conn.autocommit = True
 
 
-def render_slot(db: Database, slot: str, *, binary: bool) -> tuple[str, list[Event]]:
-    """Read the slot (without consuming it) and render its changes as SQL."""
+def render_slot(
+    db: Database, slot: str, *, binary: bool, encoder: EncoderFactory | None = None
+) -> tuple[str, list[Event]]:
+    """Read the slot (without consuming it) and render its changes as SQL (with the
+    renderer's quick lane when ``encoder`` is its encoder factory)."""
     options = ["proto_version", "1", "publication_names", "rt_pub"]
     if db.major >= 14:  # pgoutput's messages and binary options are new in PostgreSQL 14
         options += ["messages", "true", "binary", "true" if binary else "false"]
@@ -261,7 +265,7 @@ def render_slot(db: Database, slot: str, *, binary: bool) -> tuple[str, list[Eve
         (slot, options),
     )
     assert rows, "the slot produced no changes"
-    assembler = Assembler(1, binary=binary)
+    assembler = Assembler(1, binary=binary, encoder=encoder)
     events: list[Event] = []
     for _lsn, data in rows:
         payload = bytes(data)
@@ -420,6 +424,40 @@ def test_sql_replay_reproduces_every_table(
     assert table_rows(db, TABLES[4]) == ['(1,"after truncate")']
     # the sequence was restarted on the target too
     assert target.execute("SELECT last_value FROM public.seq_table_id_seq")[0][0] == 1
+
+
+@pytest.mark.parametrize("generated", [True, False], ids=["generated", "plain"])
+def test_quick_lane_writes_the_renderers_statements_and_they_replay(
+    db: Database,
+    target_factory: object,
+    tmp_path: Path,
+    codegen: Callable[[bool], None],
+    generated: bool,
+) -> None:
+    """Inserts, updates without an old row and deletes by key or by whole row, written by
+    the renderer's encoders straight from the text values (generated code, or its loops),
+    are the statements the renderer writes from the events, and replay the same."""
+    codegen(generated)
+    make = target_factory
+    assert callable(make)
+    target: Database = make()
+    for database in (db, target):
+        database.execute(SCHEMA)
+    db.execute("CREATE PUBLICATION rt_pub FOR ALL TABLES")
+    db.execute("SELECT pg_create_logical_replication_slot('rt_slot', 'pgoutput')")
+    conn = db.connect()
+    try:
+        workload(conn)
+    finally:
+        conn.close()
+    general, _ = render_slot(db, "rt_slot", binary=False)
+    quick, events = render_slot(db, "rt_slot", binary=False, encoder=insert_encoder)
+    assert quick == general
+    lanes = {(e.table.name, e.op) for e in events if type(e) is EncodedRows}
+    assert {("user", "update"), ("user", "delete"), ("select", "delete")} <= lanes, lanes
+    replay(target, quick, tmp_path)
+    for table in [*TABLES, ENUM_TABLE]:
+        assert table_rows(target, table) == table_rows(db, table), table
 
 
 def test_two_phase_replay(db: Database, target_factory: object, tmp_path: Path) -> None:

@@ -265,6 +265,9 @@ class InsertEncoders(NamedTuple):
     # The same line serves an Update that carries no old row (JSON lines: only the op,
     # which the renderer puts in front, differs); not so for SQL's INSERT statements.
     updates: bool = False
+    # Or an Update's own line when it carries no old row (SQL: an UPDATE statement), plain
+    # and with NULLs, if the renderer has one.
+    update: tuple[InsertEncoder, InsertEncoder] | None = None
     # A Delete's line from its old row ("O": plain, with NULLs) or old key ("K", whose
     # other columns arrive as NULL), if the renderer has them.
     full_delete: tuple[InsertEncoder, InsertEncoder] | None = None

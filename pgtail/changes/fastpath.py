@@ -99,6 +99,8 @@ def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
     by_change = info.change_encoders
     if encoders.updates:  # an Update without an old row: an insert's line
         by_change[_UPDATE, _NEW_TUPLE] = info.text_encoder
+    elif encoders.update is not None:  # ... or a line of its own
+        by_change[_UPDATE, _NEW_TUPLE] = po.text_tuple_encoder(natts, *encoders.update)
     if encoders.full_delete is not None:
         full = encoders.full_delete
         by_change[_DELETE, _OLD_TUPLE] = po.text_tuple_encoder(natts, *full)

@@ -97,10 +97,10 @@ from pgtail.render.sql_literals import (
     comment_string,
     insert_builder,
     quote_literal,
-    text_insert_builders,
     text_literal,
 )
 from pgtail.render.sql_literals import literal as literal
+from pgtail.render.sql_rows import text_row_encoders
 from pgtail.render.tx_text import usual_tx
 from pgtail.sqlnames import RESERVED_KEYWORDS as RESERVED_KEYWORDS  # the one quoting helper
 from pgtail.sqlnames import quote_ident as quote_ident
@@ -175,12 +175,14 @@ class _Plan:
 
 
 def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
-    """The SQL fast path for inserts whose values all arrived as text (or NULL).
+    """The SQL fast path for changes whose values all arrived as text (or NULL).
 
     ``encode(seq, *values)`` gives the INSERT statement `SqlRenderer` writes for the row,
     byte for byte (the same literals as the per-table builder, each value converted
     inline, without a row dict or a Change), and `SqlRenderer` writes `EncodedRows` as
-    they are. None for a name with a line break: an encoded statement must be one line.
+    they are; likewise the UPDATE of an Update without an old row (when the table has a
+    key) and the DELETE of a Delete (`pgtail.render.sql_rows`). None for a name with a
+    line break: an encoded statement must be one line.
     """
     columns = table.columns
     if not columns or len(text_converters) != len(columns):
@@ -189,13 +191,24 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
     if any("\n" in name or "\r" in name for name in names):
         return None
     plan = _Plan(table)
-    idents = ", ".join(plan.ident(c.name) for c in columns)
-    plain, with_nulls = text_insert_builders(
-        f"INSERT INTO {plan.name} ({idents}) VALUES (",
-        [plan.literals[c.name] for c in columns],
+    # inserts, updates without an old row and deletes: the statements `change_sql` writes
+    column_names = [c.name for c in columns]
+    keys = [column_names.index(k) for k in table.key_columns if k in column_names]
+    encoders = text_row_encoders(
+        plan.name,
+        [plan.ident(n) for n in column_names],
+        [plan.literals[n] for n in column_names],
         text_converters,
+        keys if keys and len(keys) == len(table.key_columns) else None,
+        [plan.compare_as.get(n) for n in column_names],
     )
-    return InsertEncoders(plain, with_nulls, copy_text=_copy_as_is)
+    return InsertEncoders(
+        *encoders.insert,
+        update=encoders.update,
+        full_delete=encoders.full_delete,
+        key_delete=encoders.key_delete,
+        copy_text=_copy_as_is,
+    )
 
 
 def _copy_as_is(data: bytes) -> bytes:

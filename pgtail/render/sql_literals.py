@@ -393,3 +393,8 @@ def _loop_text_insert_builders(
         return (head + ", ".join(literals) + ");\n").encode("utf-8")
 
     return plain, with_nulls
+
+
+# the same inline literals for the UPDATE and DELETE builders (`pgtail.render.sql_rows`)
+builder_namespace = _builder_namespace
+literal_lines = _literal_lines
