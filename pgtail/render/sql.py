@@ -96,6 +96,7 @@ from pgtail.render.sql_literals import (
     column_literal,
     comment_string,
     insert_builder,
+    large_literals_encoder,
     quote_literal,
     text_insert_builders,
     text_literal,
@@ -190,12 +191,12 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
         return None
     plan = _Plan(table)
     idents = ", ".join(plan.ident(c.name) for c in columns)
+    fns = [plan.literals[c.name] for c in columns]
     plain, with_nulls = text_insert_builders(
-        f"INSERT INTO {plan.name} ({idents}) VALUES (",
-        [plan.literals[c.name] for c in columns],
-        text_converters,
+        f"INSERT INTO {plan.name} ({idents}) VALUES (", fns, text_converters
     )
-    return InsertEncoders(plain, with_nulls, copy_text=_copy_as_is)
+    large = large_literals_encoder(with_nulls, fns, text_converters)
+    return InsertEncoders(plain, with_nulls, copy_text=_copy_as_is, large=large)
 
 
 def _copy_as_is(data: bytes) -> bytes:
@@ -440,7 +441,8 @@ class SqlRenderer:
                 raise unwritable_value(event, exc, plan.lit, "SQL") from None
             self._out.write(statement.encode("utf-8"))
         elif type(event) is EncodedRows:  # from insert_encoder: whole statements
-            self._out.write(event.lines)
+            for piece in event.pieces or (event.lines,):  # (pieces: a large value's)
+                self._out.write(piece)
         elif type(event) is TxBegin:
             self._out.write(tx_begin(event.tx))
         elif isinstance(event, TxCommit):
