@@ -38,6 +38,7 @@ from pgtail.changes.events import (
 )
 from pgtail.changes.tables import VALUE_ERRORS, Converter, TableInfo, new_change
 from pgtail.errors import DecodeError
+from pgtail.values import decodes_text
 
 # What a renderer gives the assembler: a table's encoders for changes whose values
 # arrived as text, or None (no fast path for that table)
@@ -139,6 +140,10 @@ def fast_row(
             line = encode(payload, header + TUPLE, seq)
             if line is not None:
                 return line
+        if len(payload) > LARGE_VALUE:
+            change = _large_change(info, payload, header, tx, seq)
+            if change is not None:
+                return change
         tup, end = _decode_tuple(payload, header + TUPLE, "Insert.new_tuple")
         if end != len(payload):
             return None
@@ -175,6 +180,29 @@ def _large_insert(
     if pieces is None:
         return None
     return EncodedRows(info.table, tx, seq, 1, b"", "insert", pieces)
+
+
+def _large_change(
+    info: TableInfo, payload: bytes, header: int, tx: Transaction, seq: int
+) -> Change | None:
+    """An Insert holding a value past `LARGE_VALUE`, as a `Change` (no encoder for it):
+    a text value decoded straight from the payload, not copied out of it first (the
+    table format shows only its head); None for the usual way."""
+    try:
+        tup, end = _decode_tuple(memoryview(payload), header + TUPLE, "Insert.new_tuple")  # type: ignore[arg-type]
+        if end != len(payload) or tup.kinds.strip(b"tn"):
+            return None
+        row: dict[str, object] = {}
+        for name, convert, value in zip(info.names, info.text_converters, tup.values, strict=True):
+            if value is None:
+                row[name] = None
+            elif len(value) > LARGE_VALUE and decodes_text(convert):
+                row[name] = str(value, "utf-8", "replace")  # (what the converter does)
+            else:
+                row[name] = convert(value.tobytes())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - the usual way raises it, in its place
+        return None
+    return new_change("insert", info.table, tx, seq, row, None, None, ())
 
 
 def quick_events(
