@@ -231,7 +231,12 @@ def quick_events(
                 return None
             encode = info.text_encoder  # an insert's line: fast_row's first case, inline
             fast: bytes | Change | EncodedRows | None = None
-            if encode is not None and first == _INSERT and payload[_NEW_FLAG] == _NEW_TUPLE:
+            if (
+                encode is not None
+                and first == _INSERT
+                and payload[_NEW_FLAG] == _NEW_TUPLE
+                and len(payload) <= LARGE_VALUE  # (else fast_row's large-value way)
+            ):
                 fast = encode(payload, _NEW_TUPLE_AT, seq)
             if fast is None:
                 fast = fast_row(info, first, payload, HEADER, tx, seq)

@@ -42,9 +42,13 @@ def utf8_chunks(value: memoryview, size: int = VALUE_CHUNK) -> Iterator[memoryvi
         end = min(start + size, total)
         cut = end
         # a character has at most 3 continuation bytes (0x80-0xBF) after its first
-        while cut < total and cut > end - 3 and 0x80 <= value[cut] < 0xC0:
+        while start < cut < total and cut > end - 3 and 0x80 <= value[cut] < 0xC0:
             cut -= 1
-        if cut > start and not (cut < total and 0x80 <= value[cut] < 0xC0):
+        if cut == start:  # a character longer than ``size``: the whole of it
+            end = start + 1
+            while end < total and end < start + 4 and 0x80 <= value[end] < 0xC0:
+                end += 1
+        elif not (cut < total and 0x80 <= value[cut] < 0xC0):
             end = cut  # (else a 4th in a row: a stray byte, a cut before it is as good)
         yield value[start:end]
         start = end
