@@ -99,8 +99,23 @@ def _plain_pieces(chunks: Iterator[memoryview]) -> Iterator[bytes]:
 def _escaped_pieces(chunks: Iterator[memoryview]) -> Iterator[bytes]:
     yield b"E'"
     for chunk in chunks:
-        yield _escaped(chunk.tobytes().decode("utf-8", "replace")).encode()
+        text = chunk.tobytes()
+        if not text.isascii():
+            yield _escaped(text.decode("utf-8", "replace")).encode()
+            continue
+        # ASCII: `_escaped` on the bytes (a third faster than on a str)
+        text = text.replace(b"\\", b"\\\\").replace(b"'", b"''")
+        for control, escape in _LINE_CONTROL_BYTES:
+            if control in text:
+                text = text.replace(control, escape)
+        if len(text.translate(None, _OTHER_CONTROL_BYTES)) != len(text):
+            text = _OTHER_CONTROL.sub(_hex_escape, text.decode()).encode()
+        yield text
     yield b"'"
+
+
+_LINE_CONTROL_BYTES = tuple((c.encode(), e.encode()) for c, e in _LINE_CONTROLS)
+_OTHER_CONTROL_BYTES = bytes([*range(1, 9), 11, 12, *range(14, 32), 127])
 
 
 def _hex_escape(match: re.Match[str]) -> str:
