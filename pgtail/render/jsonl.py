@@ -709,7 +709,7 @@ class JsonLinesRenderer:
         if cls is EncodedRows:
             rows: EncodedRows = event  # type: ignore[assignment]
             if rows.pieces:  # one line in pieces (a large value): its head, then them
-                write = self._out.write
+                write = getattr(self._out, "write_large", self._out.write)  # (see writer)
                 head = self._line_parts(rows.tx, rows.table, rows.op)[3]
                 write(head if b"\xc2" not in head else c1_escaped(head))
                 for piece in rows.pieces:  # (each made as it is taken)
@@ -718,8 +718,9 @@ class JsonLinesRenderer:
             if len(rows.lines) > _LARGE_LINE and rows.count == 1:  # its head, itself: no copy
                 head = self._line_parts(rows.tx, rows.table, rows.op)[3]
                 line = rows.lines
-                self._out.write(head if b"\xc2" not in head else c1_escaped(head))
-                self._out.write(line if b"\xc2" not in line else c1_escaped(line))
+                write = getattr(self._out, "write_large", self._out.write)
+                write(head if b"\xc2" not in head else c1_escaped(head))
+                write(line if b"\xc2" not in line else c1_escaped(line))
                 return
             lines = self.encoded_lines(rows)
             self._out.write(lines if b"\xc2" not in lines else c1_escaped(lines))

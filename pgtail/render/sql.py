@@ -441,8 +441,9 @@ class SqlRenderer:
                 raise unwritable_value(event, exc, plan.lit, "SQL") from None
             self._out.write(statement.encode("utf-8"))
         elif type(event) is EncodedRows:  # from insert_encoder: whole statements
+            write = getattr(self._out, "write_large", self._out.write)  # (see the writer)
             for piece in event.pieces or (event.lines,):  # (pieces: a large value's)
-                self._out.write(piece)
+                write(piece)
         elif type(event) is TxBegin:
             self._out.write(tx_begin(event.tx))
         elif isinstance(event, TxCommit):

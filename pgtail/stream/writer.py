@@ -245,11 +245,11 @@ HAND_OVER_BYTES = 4 << 20
 
 
 class OutputBuffer(io.BytesIO):
-    """Where the reader renders a batch: a BytesIO, except that a write of `WRITE_CHUNK`
-    or more is kept as it is, not copied in, and that once such a write came (a large
-    value's line, written in pieces) the output so far goes to ``hand_over`` whenever it
-    passes `HAND_OVER_BYTES`: a line of hundreds of MB is never held whole. `take` gives
-    the rest of the batch's output (in pieces when there were such writes)."""
+    """Where the reader renders a batch: a BytesIO, and `write_large`, which keeps a
+    write of `WRITE_CHUNK` or more as it is, not copied in, and once such a write came (a
+    large value's line, written in pieces) hands the output so far to ``hand_over``
+    whenever it passes `HAND_OVER_BYTES`: a line of hundreds of MB is never held whole.
+    `take` gives the rest of the batch's output (in pieces after such writes)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -257,12 +257,13 @@ class OutputBuffer(io.BytesIO):
         self.pieces_size = 0
         self.hand_over: Callable[[Data], None] | None = None
 
-    def write(self, data: Any) -> int:
+    def write_large(self, data: bytes) -> None:
+        """`write` of what may be large (the plain `write` stays BytesIO's own, fast)."""
         size = len(data)
         if size < WRITE_CHUNK or type(data) is not bytes:
-            if not self.pieces:
-                return super().write(data)
             super().write(data)
+            if not self.pieces:
+                return
         else:
             if super().tell():
                 self.pieces.append(super().getvalue())
@@ -272,7 +273,6 @@ class OutputBuffer(io.BytesIO):
             self.pieces_size += size
         if self.hand_over is not None and self.tell() >= HAND_OVER_BYTES:
             self.hand_over(self.take())
-        return size
 
     def tell(self) -> int:
         """Bytes written since the last `take`."""
