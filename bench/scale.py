@@ -224,6 +224,16 @@ def bench_value(
                     f" ({peak / size_mb:4.1f}x V; goal <= {3 * size_mb + 80} MB),"
                     f" {elapsed:6.2f} s"
                 )
+            for name in checkouts(baseline):
+                if ("sql", name) in results and ("json", name) in results:
+                    ratios = [
+                        s[0] / j[0]
+                        for s, j in zip(results["sql", name], results["json", name], strict=True)
+                    ]
+                    print(
+                        f"  {name:8s} {kind:5s} {size_mb:4d} MB sql/json time:"
+                        f" {statistics.median(ratios):4.2f}x (goal <= 2)"
+                    )
     conn.close()
 
 

@@ -8,7 +8,9 @@
   the same Relations and estimates as one table at a time did.
 - A value of a few MB (text with quotes, backslashes and control characters; bytea)
   renders the same in json, sql and table on every path, and its SQL replays into a
-  server equal to the source.
+  server equal to the source. Past `LARGE_VALUE` it takes the large-value path: its
+  line in pieces, handed to the writer part by part (never held whole), the same bytes
+  as the usual path's, with and without generated code.
 """
 
 from __future__ import annotations
@@ -223,6 +225,7 @@ def test_snapshot_tables_reads_the_catalog_in_a_few_queries(db: Database) -> Non
 # --- one large value ----------------------------------------------------------------
 
 _ALPHABET = [*"abc 'x\"\\\n\r\t\x01\x1f\x7f", "é", "⋯", "\u2028", "\x85", "\u200b", "中"]
+_ALPHABET += ["e\u0301", "\U0001f44d"]  # a combining accent (no cell of its own), an emoji
 
 
 def _reference_literal(text: str) -> str:
@@ -242,7 +245,7 @@ def test_literals_and_cells_of_long_values_are_the_plain_ones() -> None:
     from pgtail.render.sql_literals import quote_literal
 
     rng = random.Random(34)
-    texts = ["", " a", "a ", '"q', "⋯", "x" * 5000, "\x01" + "y" * 3000]
+    texts = ["", " a", "a ", '"q', "⋯", "x" * 5000, "\x01" + "y" * 3000, "\u0301" * 900 + "é"]
     for _ in range(3000):
         alphabet = rng.sample(_ALPHABET, rng.randint(1, len(_ALPHABET)))
         texts.append("".join(rng.choice(alphabet) for _ in range(rng.choice([3, 60, 700]))))
@@ -296,3 +299,100 @@ def test_a_large_value_streams_whole_in_every_format(db: Database) -> None:
     assert ' "it\'s a \\\\path\\\\ \\"q\\"\\n\\ttab… ' in shown  # --max-width 30
     assert "\\x000102030405" in shown
     assert len(outputs["table"]) < 10_000
+
+
+def _large_run(fmt: str, payloads: list[bytes]) -> tuple[list[Any], list[Any], bytes]:
+    """The events of ``payloads`` for ``fmt``, the parts an `OutputBuffer` handed over
+    while rendering them, and the whole output."""
+    from pgtail.render import make_renderer
+    from pgtail.stream.writer import OutputBuffer
+
+    encoder = insert_encoder(fmt, redact=False) if fmt != "table" else None
+    asm = Assembler(2, encoder=encoder)
+    events = [e for p in payloads for e in asm.feed(p)]
+    out = OutputBuffer()
+    parts: list[Any] = []
+    out.hand_over = parts.append
+    renderer = make_renderer(fmt, out)
+    for event in events:
+        renderer.render(event)
+    renderer.close()
+    rest = out.take()
+    pieces = [p for part in [*parts, rest] for p in ([part] if type(part) is bytes else part)]
+    return events, parts, b"".join(pieces)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_large_value_is_written_in_pieces_as_the_usual_line(
+    enabled: bool, codegen: Callable[[bool], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text of some MB (every awkward character, multi-byte ones across the chunks'
+    cuts) in a row with a bytea and a NULL: json and sql write the line in pieces, handed
+    over part by part, table gets the value decoded from the payload; the bytes are the
+    usual path's."""
+    from pgtail.changes import fastpath
+    from pgtail.stream.writer import HAND_OVER_BYTES
+
+    codegen(enabled)
+    rng = random.Random(34)
+    block = "".join(rng.choice(_ALPHABET) for _ in range(100_003))
+    text = (block * 80)[: 6 << 20]  # about 9 MB of UTF-8
+    data = bytes(range(256)) * 4096  # 1 MB: its hex text is 2 MB
+    payloads = [
+        pb.relation(
+            7,
+            "public",
+            "big",
+            [("id", 23, True), ("t", 25, False), ("b", 17, False), ("n", 25, False)],
+        ),
+        pb.begin(100, T0, 9),
+        pb.insert(7, [b"1", text.encode(), b"\\x" + data.hex().encode(), None]),
+        pb.commit(100, 140, T0),
+    ]
+    for fmt in ("json", "sql", "table"):
+        events, parts, large = _large_run(fmt, payloads)
+        if fmt == "table":
+            (change,) = [e for e in events if type(e).__name__ == "Change"]
+            assert change.new["t"] == text
+        else:
+            (rows,) = [e for e in events if isinstance(e, EncodedRows)]
+            assert rows.pieces and not rows.lines
+            assert len(parts) >= 2  # handed over before the line was rendered whole
+            sizes = [sum(map(len, p)) if type(p) is list else len(p) for p in parts]
+            assert max(sizes) < HAND_OVER_BYTES + (3 << 20)
+        with monkeypatch.context() as patch:
+            patch.setattr(fastpath, "LARGE_VALUE", 1 << 40)  # the usual path
+            usual_events, _, usual = _large_run(fmt, payloads)
+        assert not any(getattr(e, "pieces", ()) for e in usual_events)
+        assert large == usual, fmt
+    (line,) = _large_run("json", payloads)[2].splitlines()
+    assert orjson.loads(line)["new"] == {"id": 1, "t": text, "b": "\\x" + data.hex(), "n": None}
+
+
+def test_utf8_chunks_cut_between_characters() -> None:
+    """Chunks of any size, of UTF-8 and of bytes that are not: decoded one by one, the
+    same text as the whole; escaped one by one (JSON, SQL), the whole's escapes."""
+    from pgtail.render.large import json_string_pieces, utf8_chunks
+    from pgtail.render.sql_literals import quote_literal, quote_literal_pieces
+
+    rng = random.Random(3)
+    samples = [b"\x80\x80\x80\x80\x80abc", b"\xf0\x9f\x98", b"\xe4\xb8\xad" * 5]
+    for _ in range(300):
+        text = "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, 40)))
+        raw = text.encode()
+        if rng.random() < 0.3:
+            raw += bytes(rng.randint(0x80, 0xFF) for _ in range(3)) + raw
+        samples.append(raw)
+    for raw in samples:
+        whole = raw.decode("utf-8", "replace")
+        for size in (1, 2, 3, 5, 8):
+            chunks = list(utf8_chunks(memoryview(raw), size))
+            assert b"".join(chunks) == raw
+            assert "".join(bytes(c).decode("utf-8", "replace") for c in chunks) == whole
+            json_pieces = b"".join(json_string_pieces(memoryview(raw)))
+            assert json_pieces == orjson.dumps(whole)
+            sql = quote_literal_pieces(memoryview(raw), utf8_chunks(memoryview(raw), size))
+            if "\x00" in whole:
+                assert sql is None
+            else:
+                assert sql is not None and b"".join(sql) == quote_literal(whole).encode()

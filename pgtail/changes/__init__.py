@@ -15,6 +15,7 @@ handed down as data (`Assembler.user_types_wanted`, `Assembler.add_user_types`).
 
 from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, NO_EVENTS, Assembler
 from pgtail.changes.events import (
+    LARGE_VALUE,
     Change,
     Column,
     CommitPrepared,
@@ -22,6 +23,7 @@ from pgtail.changes.events import (
     Event,
     InsertEncoder,
     InsertEncoders,
+    LargeEncoder,
     Message,
     OldKind,
     Op,
@@ -52,6 +54,8 @@ __all__ = [
     "Event",
     "InsertEncoder",
     "InsertEncoders",
+    "LARGE_VALUE",
+    "LargeEncoder",
     "Message",
     "NO_EVENTS",
     "OldKind",

@@ -8,7 +8,7 @@ a renderer hands the assembler its fast per-table encoders. No protocol knowledg
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
@@ -149,6 +149,10 @@ class EncodedRows:
     count: int
     lines: bytes
     op: Op = "insert"
+    # one line too large to join (a value past `LARGE_VALUE`): its pieces, in order,
+    # made as they are taken (once), and ``lines`` empty; the renderer writes them one
+    # after another (``count`` is 1)
+    pieces: Iterable[bytes] = ()
 
     def head(self, count: int) -> EncodedRows:
         """The first ``count`` of these changes."""
@@ -254,6 +258,11 @@ InsertEncoder = po.ValuesEncoder
 # byte for byte what `InsertEncoders.plain`/`with_nulls` give row by row; ``columns``
 # holds each column's values (text, None for NULL), all of the same length
 RowsEncoder = Callable[[int, Sequence[list[bytes | None]]], bytes]
+# encode(seq, values) -> the line `InsertEncoders.with_nulls` gives, in pieces made as
+# they are taken, or None
+LargeEncoder = Callable[[int, Sequence[memoryview | None]], Iterator[bytes] | None]
+# a value past this many bytes goes the `InsertEncoders.large` way, when there is one
+LARGE_VALUE = 1 << 20
 
 
 class InsertEncoders(NamedTuple):
@@ -277,3 +286,7 @@ class InsertEncoders(NamedTuple):
     # A snapshot's rows from COPY's text output as it is (whole rows, each ending in a
     # newline), if the renderer writes them so (SQL: a ``COPY … FROM STDIN`` block)
     copy_text: Callable[[bytes], bytes] | None = None
+    # An insert holding a value larger than `LARGE_VALUE`, its line in pieces (written
+    # one after another, the large value never joined into one bytes): from the values
+    # (text as memoryviews of the payload, None for NULL); None when it cannot
+    large: LargeEncoder | None = None

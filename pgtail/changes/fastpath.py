@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from pgtail import pgoutput as po
 from pgtail.changes.events import (
+    LARGE_VALUE,
     Change,
     EncodedRows,
     Event,
@@ -37,6 +38,7 @@ from pgtail.changes.events import (
 )
 from pgtail.changes.tables import VALUE_ERRORS, Converter, TableInfo, new_change
 from pgtail.errors import DecodeError
+from pgtail.values import decodes_text
 
 # What a renderer gives the assembler: a table's encoders for changes whose values
 # arrived as text, or None (no fast path for that table)
@@ -96,6 +98,7 @@ def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
     """Wire a renderer's encoders for ``info``'s table into it, by (message, flag)."""
     natts = len(info.names)
     info.text_encoder = po.text_tuple_encoder(natts, encoders.plain, encoders.with_nulls)
+    info.large_encoder = encoders.large
     by_change = info.change_encoders
     if encoders.updates:  # an Update without an old row: an insert's line
         by_change[_UPDATE, _NEW_TUPLE] = info.text_encoder
@@ -111,10 +114,11 @@ def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
 
 def fast_row(
     info: TableInfo, first: int, payload: bytes, header: int, tx: Transaction, seq: int
-) -> bytes | Change | None:
+) -> bytes | Change | EncodedRows | None:
     """An Insert, Update or Delete of a known table, the fast way: the renderer's line for
-    it (bytes) when it has one, else for an Insert its `Change`; None leaves the message
-    to `Assembler._convert` (which raises the precise error of a malformed one).
+    it (bytes) when it has one (an `EncodedRows` of the line in pieces for an Insert of a
+    value past `LARGE_VALUE`, see `_large_insert`), else for an Insert its `Change`; None
+    leaves the message to `Assembler._convert` (which raises the precise error of a malformed one).
 
     The one copy of the hot path, for a change converted on arrival (`Assembler.feed`) and
     at the commit (`Assembler._raw_events`); ``header`` is the offset of the relation id.
@@ -129,11 +133,19 @@ def fast_row(
             return None if encode is None else encode(payload, header + TUPLE, seq)
         if flag != _NEW_TUPLE:
             return None
+        if len(payload) > LARGE_VALUE and info.large_encoder is not None:
+            large = _large_insert(info, payload, header, tx, seq)
+            if large is not None:
+                return large
         encode = info.text_encoder
         if encode is not None:
             line = encode(payload, header + TUPLE, seq)
             if line is not None:
                 return line
+        if len(payload) > LARGE_VALUE:
+            change = _large_change(info, payload, header, tx, seq)
+            if change is not None:
+                return change
         tup, end = _decode_tuple(payload, header + TUPLE, "Insert.new_tuple")
         if end != len(payload):
             return None
@@ -149,6 +161,50 @@ def fast_row(
         raise info.value_error(tup, "Insert.new", exc) from None
     new_row, toast = info.row(tup, "Insert.new")  # NULLs, unchanged TOAST
     return new_change("insert", info.table, tx, seq, new_row, None, None, toast)
+
+
+def _large_insert(
+    info: TableInfo, payload: bytes, header: int, tx: Transaction, seq: int
+) -> EncodedRows | None:
+    """An Insert holding a value past `LARGE_VALUE`: its line in pieces, made from its
+    values as views of the payload when the renderer writes them (no value is copied
+    whole, and what is written is not held: a value of V bytes costs about its payload);
+    None for the usual way."""
+    large = info.large_encoder
+    assert large is not None
+    try:
+        tup, end = _decode_tuple(memoryview(payload), header + TUPLE, "Insert.new_tuple")  # type: ignore[arg-type]
+        if end != len(payload) or tup.kinds.strip(b"tn"):
+            return None  # binary values or unchanged TOAST: the usual way
+        pieces = large(seq, tup.values)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - the usual way raises it, in its place
+        return None
+    if pieces is None:
+        return None
+    return EncodedRows(info.table, tx, seq, 1, b"", "insert", pieces)
+
+
+def _large_change(
+    info: TableInfo, payload: bytes, header: int, tx: Transaction, seq: int
+) -> Change | None:
+    """An Insert holding a value past `LARGE_VALUE`, as a `Change` (no encoder for it):
+    a text value decoded straight from the payload, not copied out of it first (the
+    table format shows only its head); None for the usual way."""
+    try:
+        tup, end = _decode_tuple(memoryview(payload), header + TUPLE, "Insert.new_tuple")  # type: ignore[arg-type]
+        if end != len(payload) or tup.kinds.strip(b"tn"):
+            return None
+        row: dict[str, object] = {}
+        for name, convert, value in zip(info.names, info.text_converters, tup.values, strict=True):
+            if value is None:
+                row[name] = None
+            elif len(value) > LARGE_VALUE and decodes_text(convert):
+                row[name] = str(value, "utf-8", "replace")  # (what the converter does)
+            else:
+                row[name] = convert(value.tobytes())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - the usual way raises it, in its place
+        return None
+    return new_change("insert", info.table, tx, seq, row, None, None, ())
 
 
 def quick_events(
@@ -176,8 +232,13 @@ def quick_events(
             if info is None:
                 return None
             encode = info.text_encoder  # an insert's line: fast_row's first case, inline
-            fast: bytes | Change | None = None
-            if encode is not None and first == _INSERT and payload[_NEW_FLAG] == _NEW_TUPLE:
+            fast: bytes | Change | EncodedRows | None = None
+            if (
+                encode is not None
+                and first == _INSERT
+                and payload[_NEW_FLAG] == _NEW_TUPLE
+                and len(payload) <= LARGE_VALUE  # (else fast_row's large-value way)
+            ):
                 fast = encode(payload, _NEW_TUPLE_AT, seq)
             if fast is None:
                 fast = fast_row(info, first, payload, HEADER, tx, seq)

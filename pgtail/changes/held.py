@@ -326,7 +326,7 @@ class OpenTx:
         index = self.spilled_upto
         while index < len(rows) and self.rows_bytes > goal:
             row = rows[index]
-            if type(row) is EncodedRows:
+            if type(row) is EncodedRows and not row.pieces:  # (a large value's: held)
                 if lines_file is None:
                     lines_file = self.lines_file = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
                         prefix="pgtail-lines-"

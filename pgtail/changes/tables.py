@@ -19,6 +19,7 @@ from pgtail import pgoutput as po
 from pgtail.changes.events import (
     Change,
     Column,
+    LargeEncoder,
     Message,
     OldKind,
     ReplicaIdentity,
@@ -80,6 +81,7 @@ class TableInfo:
         "text_insert",
         "binary_insert",
         "text_encoder",
+        "large_encoder",
         "change_encoders",
     )
 
@@ -121,6 +123,9 @@ class TableInfo:
         # set by an Assembler with an encoder: encode(payload, offset, seq) gives the line
         # of an Insert whose values are all text or NULL, or None for the general path
         self.text_encoder: po.TupleEncoder | None = None
+        # ... and the line in pieces of an Insert holding a very large value (see
+        # `InsertEncoders.large`), when the renderer has one
+        self.large_encoder: LargeEncoder | None = None
         # (message byte, tuple flag) -> encode(payload, offset, seq) of that tuple's
         # line, for the updates and deletes the renderer encodes too
         self.change_encoders: dict[tuple[int, int], po.TupleEncoder] = {}

@@ -177,9 +177,18 @@ def _shown_head(value: str, length: int) -> str:
     """The start of `show_value` of a string longer than ``length``, enough to cut to
     ``length - 2`` cells the same way: showing each character depends on it alone (and
     whether to quote on the whole), so a large value is not escaped whole to show a
-    few characters of it. ASCII text only (where a character is a cell, and `truncate`
-    cuts by length); other text is shown whole."""
+    few characters of it. Of other text, a start of growing length is shown until it
+    spans more cells than the cut keeps (a character may take 0, 1, 2 or, escaped, 6)."""
     if not value.isascii():
+        quoted = value in _MARKERS or needs_quotes(value)
+        size = 4 * length + 64
+        while size < len(value):
+            head = value[:size]
+            if quoted:
+                head = escape_text(json.dumps(head, ensure_ascii=False)[:-1])
+            if cell_len(head) >= length + 8:
+                return head
+            size *= 4
         return show_value(value)
     head = value[:length]
     if needs_quotes(value):

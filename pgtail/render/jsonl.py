@@ -95,6 +95,7 @@ from pgtail.render.escape import c1_escaped
 from pgtail.render.jsonl_code import column_code as _column_code
 from pgtail.render.jsonl_code import string_checks as _string_checks
 from pgtail.render.jsonl_rows import int64, one_json_each, rows_encoder
+from pgtail.render.large import json_string_pieces, large_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.render.tx_text import usual_tx
 from pgtail.values import JSON_ESCAPES as _JSON_ESCAPES
@@ -191,7 +192,19 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
             + b',"unchanged_toast":[]}\n'
         )
 
-    return row_encoders(table, text_converters, line, "JSON lines")
+    encoders = row_encoders(table, text_converters, line, "JSON lines")
+    if encoders is None:
+        return None
+    # a large string is written in pieces (`pgtail.render.large`)
+    strings = [i for i, convert in enumerate(text_converters) if text_json(convert)[0] == "string"]
+    if not strings:
+        return encoders
+    writers = dict.fromkeys(strings, json_string_pieces)
+    return encoders._replace(large=large_encoder(encoders.with_nulls, _json_string, writers))
+
+
+def _json_string(token: bytes) -> bytes:
+    return b'"' + token + b'"'
 
 
 def json_columns_encoder(
@@ -695,11 +708,19 @@ class JsonLinesRenderer:
             return
         if cls is EncodedRows:
             rows: EncodedRows = event  # type: ignore[assignment]
+            if rows.pieces:  # one line in pieces (a large value): its head, then them
+                write = getattr(self._out, "write_large", self._out.write)  # (see writer)
+                head = self._line_parts(rows.tx, rows.table, rows.op)[3]
+                write(head if b"\xc2" not in head else c1_escaped(head))
+                for piece in rows.pieces:  # (each made as it is taken)
+                    write(piece if b"\xc2" not in piece else c1_escaped(piece))
+                return
             if len(rows.lines) > _LARGE_LINE and rows.count == 1:  # its head, itself: no copy
                 head = self._line_parts(rows.tx, rows.table, rows.op)[3]
                 line = rows.lines
-                self._out.write(head if b"\xc2" not in head else c1_escaped(head))
-                self._out.write(line if b"\xc2" not in line else c1_escaped(line))
+                write = getattr(self._out, "write_large", self._out.write)
+                write(head if b"\xc2" not in head else c1_escaped(head))
+                write(line if b"\xc2" not in line else c1_escaped(line))
                 return
             lines = self.encoded_lines(rows)
             self._out.write(lines if b"\xc2" not in lines else c1_escaped(lines))

@@ -96,6 +96,7 @@ from pgtail.render.sql_literals import (
     column_literal,
     comment_string,
     insert_builder,
+    large_literals_encoder,
     quote_literal,
     text_literal,
 )
@@ -202,8 +203,11 @@ def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> Insert
         keys if keys and len(keys) == len(table.key_columns) else None,
         [plan.compare_as.get(n) for n in column_names],
     )
+    fns = [plan.literals[n] for n in column_names]
+    large = large_literals_encoder(encoders.insert[1], fns, text_converters)
     return InsertEncoders(
         *encoders.insert,
+        large=large,
         update=encoders.update,
         full_delete=encoders.full_delete,
         key_delete=encoders.key_delete,
@@ -453,7 +457,9 @@ class SqlRenderer:
                 raise unwritable_value(event, exc, plan.lit, "SQL") from None
             self._out.write(statement.encode("utf-8"))
         elif type(event) is EncodedRows:  # from insert_encoder: whole statements
-            self._out.write(event.lines)
+            write = getattr(self._out, "write_large", self._out.write)  # (see the writer)
+            for piece in event.pieces or (event.lines,):  # (pieces: a large value's)
+                write(piece)
         elif type(event) is TxBegin:
             self._out.write(tx_begin(event.tx))
         elif isinstance(event, TxCommit):

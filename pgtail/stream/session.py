@@ -41,7 +41,6 @@ is then an error, not a reconnect.
 from __future__ import annotations
 
 import contextlib
-import io
 import queue
 import select
 import time
@@ -86,8 +85,11 @@ from pgtail.stream.writer import (
     PIPE_GRACE,
     STOP,
     Batch,
+    Data,
+    OutputBuffer,
     OutputState,
     Writer,
+    data_size,
     mend_torn_tail,
     pipe_kind,
     reader_gone,
@@ -139,7 +141,7 @@ class Session:
         self,
         start: Start,
         writer: Writer,
-        buffer: io.BytesIO,
+        buffer: OutputBuffer,
         render_all: Callable[[list[Any]], None],
         close_renderer: Callable[[], None],
         pipe_fd: int | None,
@@ -184,6 +186,10 @@ class Session:
         self.close_renderer = close_renderer
         self.renderer_closed = False
         self.position = 0  # stream position of the last batch handed to the writer
+        # a part of a batch's output ending within a line was handed over (see
+        # `hand_over_part`): the rest of the line must follow
+        self.in_line = False
+        buffer.hand_over = self.hand_over_part
 
     # ----------------------------------------------------------------- connect
 
@@ -292,14 +298,25 @@ class Session:
             batch.items = []
         buffer = self.buffer
         if buffer.tell():
-            batch.data = buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
+            batch.data = buffer.take()
         # rendering a large transaction takes a while: keep the walsender alive meanwhile
         self._keepalive()
         if self.signals.reopen_pending:
             self.reopen_output()
-        size = len(batch.data)
+        self._put(batch)
+        self.in_line = False
+
+    def hand_over_part(self, data: Data) -> None:
+        """The output of a batch so far, before the rest is rendered (`OutputBuffer`: a
+        large value's line, in pieces): to the writer now, so that the line is never
+        held whole. It may end within the line: until the batch's last part is handed
+        over, a stop waits for the line to be written whole (a second signal excepted)."""
+        self.in_line = True
+        self._put(Batch([], 0, 0, 0, 0, data=data, part=True))
+
+    def _put(self, batch: Batch) -> None:
+        writer = self.writer
+        size = data_size(batch.data)
         # output is blocked (QUEUE_BYTES or QUEUE_ITEMS are waiting): read nothing more
         # (a slow reader slows the server), keep the walsender alive, and act on a stop
         while not writer.wait_for_room(size, 0.2):
@@ -324,7 +341,9 @@ class Session:
         writer = self.writer
         if writer.failed:
             raise _Stop("closed" if writer.closed else "error")
-        if self.signals.received is not None:  # within a second, not after the queue
+        signals = self.signals
+        # within a second, not after the queue; within a line, once it is written whole
+        if signals.received is not None and (not self.in_line or signals.forced):
             raise _Stop("signal")
         self._keepalive()
 
@@ -661,7 +680,7 @@ class _Output:
 
 def _run(start: Start, output: _Output) -> StreamResult:
     config = start.config
-    buffer = io.BytesIO()
+    buffer = OutputBuffer()
     render, close_renderer = _make_render(config, buffer)
     render_all = with_schema_events(render) if config.format != "raw" else each(render)
     if config.format == "sql" and config.ddl:

@@ -16,6 +16,7 @@ import array
 import contextlib
 import errno
 import fcntl
+import io
 import json
 import os
 import queue
@@ -228,6 +229,69 @@ class OutputState:
         os.replace(tmp, self.state_path)
 
 
+# a batch's output: its bytes, or in pieces when it holds a large one (`OutputBuffer`)
+Data = bytes | list[bytes]
+
+
+def data_size(data: Data) -> int:
+    if isinstance(data, bytes):
+        return len(data)
+    return sum(len(piece) for piece in data)
+
+
+# a batch's output in the buffer past this many bytes, once a large write came, goes
+# to the writer before the batch is rendered to its end (`OutputBuffer.hand_over`)
+HAND_OVER_BYTES = 4 << 20
+
+
+class OutputBuffer(io.BytesIO):
+    """Where the reader renders a batch: a BytesIO, and `write_large`, which keeps a
+    write of `WRITE_CHUNK` or more as it is, not copied in, and once such a write came (a
+    large value's line, written in pieces) hands the output so far to ``hand_over``
+    whenever it passes `HAND_OVER_BYTES`: a line of hundreds of MB is never held whole.
+    `take` gives the rest of the batch's output (in pieces after such writes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pieces: list[bytes] = []
+        self.pieces_size = 0
+        self.hand_over: Callable[[Data], None] | None = None
+
+    def write_large(self, data: bytes) -> None:
+        """`write` of what may be large (the plain `write` stays BytesIO's own, fast)."""
+        size = len(data)
+        if size < WRITE_CHUNK or type(data) is not bytes:
+            super().write(data)
+            if not self.pieces:
+                return
+        else:
+            if super().tell():
+                self.pieces.append(super().getvalue())
+                self.seek(0)
+                self.truncate()
+            self.pieces.append(data)
+            self.pieces_size += size
+        if self.hand_over is not None and self.tell() >= HAND_OVER_BYTES:
+            self.hand_over(self.take())
+
+    def tell(self) -> int:
+        """Bytes written since the last `take`."""
+        return self.pieces_size + super().tell()
+
+    def take(self) -> Data:
+        """What was written since the last `take`; the buffer is then empty."""
+        data: Data = super().getvalue()
+        self.seek(0)
+        self.truncate()
+        if self.pieces:
+            if data:
+                self.pieces.append(data)  # type: ignore[arg-type]
+            data = self.pieces
+            self.pieces = []
+            self.pieces_size = 0
+        return data
+
+
 @dataclass(slots=True)
 class Batch:
     items: list[Any]  # events (or raw messages) to render; rendered by the reader
@@ -237,8 +301,11 @@ class Batch:
     position: int
     transactions: int
     changes: int
-    data: bytes = b""  # the rendered output of ``items``
+    data: Data = b""  # the rendered output of ``items``
     ends_snapshot: bool = False  # the last batch of a --snapshot's copy
+    # output only, handed over before the rest of its batch was rendered: it may end
+    # within a line, which the next batch ends (it confirms nothing)
+    part: bool = False
 
 
 STOP = object()  # tells the writer to flush and end
@@ -309,6 +376,7 @@ class Writer(threading.Thread):
         # the output offset after it (into a pipe) and whether it was flushed
         self._snapshot_end: int | None = None
         self._snapshot_flushed = False
+        self._in_line = False  # the last batch written was a part: its line goes on
 
     @property
     def failed(self) -> bool:
@@ -413,17 +481,21 @@ class Writer(threading.Thread):
                 data = batch.data
                 # pending keeps the batch until the flush (up to 0.5s): not its output
                 batch.data = b""
-                if self.abandoned:
-                    self._written(len(data))
+                size = data_size(data)
+                if self.abandoned and not self._in_line:
+                    self._written(size)
                     continue
                 if data:
-                    whole = self._write(data)
-                    self._written(len(data))
+                    whole = (
+                        self._write(data) if isinstance(data, bytes) else self._write_pieces(data)
+                    )
+                    self._written(size)
+                    self._in_line = batch.part and whole
                     if not whole:  # abandoned midway: a part of it, ending at a line end
                         continue
                 if pipe is not None:
                     with self._lock:
-                        pipe.wrote(len(data), batch.confirm_lsn)
+                        pipe.wrote(size, batch.confirm_lsn)
                 if batch.ends_snapshot:
                     with self._lock:
                         self._snapshot_end = pipe.offset if pipe is not None else 0
@@ -479,6 +551,21 @@ class Writer(threading.Thread):
             while start < end:
                 start += os.write(fd, view[start:end])
             self.in_write = False
+        return True
+
+    def _write_pieces(self, pieces: list[bytes]) -> bool:
+        """`_write` of a batch in pieces: each piece dropped once written (a large
+        value's line is not held longer than it takes); stopped by `abandon` only
+        where a piece ends a line."""
+        pieces_ended_line = True
+        for i in range(len(pieces)):
+            piece = pieces[i]
+            pieces[i] = b""
+            if i and self.abandoned and pieces_ended_line:  # (not within a line)
+                return False
+            if not self._write(piece):
+                return False
+            pieces_ended_line = piece.endswith(b"\n")
         return True
 
     def _tell(self) -> int:
