@@ -65,7 +65,7 @@ from pgtail.errors import (
     ServerUnavailable,
 )
 from pgtail.feedback import Feedback
-from pgtail.render import insert_encoder, make_renderer
+from pgtail.render import make_renderer, row_encoder
 from pgtail.stream import retry, setup
 from pgtail.stream.change_stream import ChangeStream, RawChangeStream
 from pgtail.stream.change_stream import Stop as _Stop
@@ -334,7 +334,7 @@ class Session:
         if cfg.format == "raw":
             return RawChangeStream(self.proto_version, self.policy, self.enqueue)
         # the renderer's fast path for text rows (it has none with --redact)
-        encoder = insert_encoder(cfg.format, redact=bool(cfg.filter.redact))
+        encoder = row_encoder(cfg.format, redact=bool(cfg.filter.redact))
         assembler = ch.Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
         return ChangeStream(assembler, self.policy, self.enqueue, self.event_filter())
 
