@@ -1,11 +1,11 @@
-"""The replication session: connect, START_REPLICATION, the read loop, keepalives,
-reconnects, signals.
+"""The replication session: connect, START_REPLICATION, what its read loop confirms and
+when it stops, reconnects, signals.
 
-The only module that talks the replication protocol (psycopg2's
-``LogicalReplicationConnection``). Library entry point: ``run(StreamConfig(...), out)
--> StreamResult`` (the CLI and the demo both call it). What to stop at, skip and
-batch is decided by `StreamPolicy` (``policy.py``), what to confirm by `Feedback`;
-the writer thread is in ``writer.py``.
+The socket is read by `Reader` (``reader.py``, the read loop the Spark range read pulls
+too); the session drives it with its own policy. Library entry point:
+``run(StreamConfig(...), out) -> StreamResult`` (the CLI and the demo both call it).
+What to stop at, skip and batch is decided by `StreamPolicy` (``policy.py``), what to
+confirm by `Feedback`; the writer thread is in ``writer.py``.
 
 Threads: the main thread reads, assembles, filters and renders into memory; a writer
 thread only writes those bytes to the output (and fsyncs with ``--output``) through a
