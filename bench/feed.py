@@ -107,7 +107,7 @@ class _Sink:
 
 def timed(proto: int, payloads: list[bytes], fmt: str) -> tuple[float, float, int]:
     """(feed seconds, render seconds, changes) of one pass."""
-    assembler = Assembler(proto, encoder=render.insert_encoder(fmt))
+    assembler = Assembler(proto, encoder=render.row_encoder(fmt))
     renderer = render.make_renderer(fmt, _Sink())  # type: ignore[arg-type]
     feed = assembler.feed
     events: list[Event] = []

@@ -43,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from pgtail.spark.direct import stage_partition
-    from pgtail.spark.source import _Driver, parse_options, read_partition
+    from pgtail.spark.source import SourceDriver, parse_options, read_partition
 
     server = start_server(settings=SERVER_SETTINGS)
     try:
@@ -57,7 +57,7 @@ def main() -> None:
         options = {"dsn": dsn, "slot": "read", "publication": "bench_pub"}
         if args.typed:
             options["table"] = "public.mixed"
-        driver = _Driver(parse_options(options))
+        driver = SourceDriver(parse_options(options))
         start = driver.initial()
         end = driver.latest(start, None, None, wait=True)
         [partition] = driver.partitions(start, end)

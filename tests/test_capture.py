@@ -458,7 +458,7 @@ def _rendered(fmt: str, events: list[Event]) -> bytes:
     return out.getvalue()
 
 
-_ENCODERS = {"json": jsonl.insert_encoder, "sql": sql_render.insert_encoder}
+_ENCODERS = {"json": jsonl.json_line_encoder, "sql": sql_render.insert_encoder}
 
 
 @pytest.mark.parametrize("generated", [True, False], ids=["generated", "plain"])

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from pgtail import changes as ch
-from pgtail.render import insert_encoder
+from pgtail.render import row_encoder
 from pgtail.stream.change_stream import ChangeStream, RawChangeStream, Stop
 from pgtail.stream.policy import StreamPolicy
 from pgtail.stream.writer import Batch
@@ -31,7 +31,7 @@ def tx(n: int, rows: int = 1) -> list[bytes]:
 
 def make(policy: StreamPolicy, *, fast: bool = False) -> tuple[ChangeStream, list[Batch]]:
     batches: list[Batch] = []
-    encoder = insert_encoder("json") if fast else None
+    encoder = row_encoder("json") if fast else None
     assembler = ch.Assembler(1, binary=False, encoder=encoder)
     stream = ChangeStream(assembler, policy, batches.append)
     assert stream.feed(REL) is None
@@ -245,6 +245,6 @@ def test_raw_mode_stop_before_more_shows_the_rest_of_the_transaction() -> None:
 
 def test_no_fast_path_with_redact() -> None:
     """--redact masks decoded values: the renderer offers no encoder then."""
-    assert insert_encoder("json") is not None
-    assert insert_encoder("json", redact=True) is None
-    assert insert_encoder("sql", redact=True) is None
+    assert row_encoder("json") is not None
+    assert row_encoder("json", redact=True) is None
+    assert row_encoder("sql", redact=True) is None

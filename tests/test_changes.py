@@ -760,13 +760,13 @@ def test_encoded_inserts_past_the_bound_go_to_a_file_not_raw(
 ) -> None:
     """Plain inserts past the memory bound keep being encoded on arrival: the oldest
     encoded lines move to a file and come back, in order, at the commit."""
-    from pgtail.render.jsonl import insert_encoder
+    from pgtail.render.jsonl import json_line_encoder
 
     monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
     counter = _CountingTempFiles(monkeypatch)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * (i % 90)]) for i in range(3000)]
     bound = 150_000
-    asm = Assembler(1, spill_bytes=bound, encoder=insert_encoder)
+    asm = Assembler(1, spill_bytes=bound, encoder=json_line_encoder)
     head = [ITEMS, *tx_block(4, body)[:-1]]
     for payload in head:
         assert list(asm.feed(payload)) == []
@@ -792,7 +792,7 @@ def test_a_full_disk_while_holding_is_an_error_not_a_second_copy(
     """A failure to spill is not a decode failure: it propagates as a SpillError naming
     the directory (the CLI prints it) instead of sending the change it was holding down
     the raw path a second time."""
-    from pgtail.render.jsonl import insert_encoder
+    from pgtail.render.jsonl import json_line_encoder
 
     monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
 
@@ -802,7 +802,7 @@ def test_a_full_disk_while_holding_is_an_error_not_a_second_copy(
     monkeypatch.setattr(tempfile, "TemporaryFile", full)
     body = [pb.insert(16384, [str(i).encode(), b"n", b"x" * 50]) for i in range(500)]
     # encoded lines (make_room), then events going raw (Held.spill)
-    for encoder in (insert_encoder, None):
+    for encoder in (json_line_encoder, None):
         asm = Assembler(1, spill_bytes=10_000, encoder=encoder)
         fed = 0
         with pytest.raises(SpillError, match="No space left on device") as caught:
@@ -822,7 +822,7 @@ def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
     """Updates that carry their old key are held as events, which do not spill: past the
     bound the rest goes raw, after the encoded lines that did spill (all of it in order at
     the commit)."""
-    from pgtail.render.jsonl import insert_encoder
+    from pgtail.render.jsonl import json_line_encoder
 
     monkeypatch.setattr(assembler_module, "_DEFERRED_ROWS", 10)
     body: list[bytes] = []
@@ -831,7 +831,7 @@ def test_a_bound_encoded_lines_cannot_free_makes_the_transaction_raw(
         if i >= 300:  # the key changes: the old key comes along
             old_key = [str(i).encode(), None, None]
             body.append(pb.update(16384, [str(-i).encode(), b"n", b"y" * 40], old=old_key))
-    asm = Assembler(1, spill_bytes=60_000, encoder=insert_encoder)
+    asm = Assembler(1, spill_bytes=60_000, encoder=json_line_encoder)
     run(asm, [ITEMS, *tx_block(4, body)[:-1]])
     held = asm._current
     assert held is not None and held.raw and held.lines_file is not None
@@ -1106,8 +1106,8 @@ def test_encoded_streamed_inserts_survive_subtransaction_aborts_as_events_do(fmt
     """Inserts of a streamed transaction take the fast path too: a rolled-back
     subtransaction drops its encoded lines (and no others) wherever the raw boundary
     falls, and the rendering is the general path's, byte for byte."""
-    from pgtail.render import insert_encoder as encoder_for
     from pgtail.render import make_renderer
+    from pgtail.render import row_encoder as encoder_for
 
     def rendered(events: list[Event]) -> bytes:
         from io import BytesIO
@@ -1195,9 +1195,9 @@ def test_the_quick_lane_gives_what_the_general_way_gives(
     payloads and made into events at the Commit (the assembler's quick lane). Whatever
     else comes inside it sends it down the general way first; events and errors are the
     same as with the lane closed."""
-    from pgtail.render import insert_encoder
+    from pgtail.render import row_encoder
 
-    encoder = insert_encoder(fmt) if fmt else None
+    encoder = row_encoder(fmt) if fmt else None
     row = pb.insert(16384, [b"1", b"a", b"b"])
     big = pb.insert(16384, [b"2", b"a", b"x" * 5000])  # past the lane's bytes (spill 10 kB)
     cases: list[list[bytes]] = [
@@ -1255,9 +1255,9 @@ def test_small_transactions_at_once_give_the_events_of_the_general_way(
     (`changes.fastpath.quick_events`); the events are those of the general way, whatever it
     holds: inserts of two tables in turn, NULLs, unchanged TOAST, updates, deletes, a
     truncate, a Relation in the middle, more rows than the quick way takes, a bad row."""
-    from pgtail.render import insert_encoder
+    from pgtail.render import row_encoder
 
-    encoder = insert_encoder(fmt) if fmt else None
+    encoder = row_encoder(fmt) if fmt else None
     many = [pb.insert(16384, [str(i).encode(), b"n", b"b"]) for i in range(100)]
     bodies: list[list[bytes]] = [
         [ITEMS, OTHER, pb.insert(16384, [b"1", b"one", b"x"])],

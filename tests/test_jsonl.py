@@ -298,11 +298,11 @@ def test_encoded_rows_render_as_changes_do(key: str) -> None:
     """Inserts, updates without an old row, deletes with the old row or key; rows with and
     without NULLs, awkward names, every kind of writer: the same bytes."""
     from pgtail.changes import Assembler, EncodedRows
-    from pgtail.render.jsonl import insert_encoder
+    from pgtail.render.jsonl import json_line_encoder
 
     payloads = _fast_payloads(key)
     outputs = []
-    for encoder in (None, insert_encoder):
+    for encoder in (None, json_line_encoder):
         asm = Assembler(1, encoder=encoder)
         events = [e for p in payloads for e in asm.feed(p)]
         if encoder is not None:
@@ -367,7 +367,7 @@ _TABLES = {
 
 def _encoder_outcomes(fast_columns: FastColumns, key: list[str]) -> list[bytes | str]:
     """Every encoder of the table on every row: the line, or "raised"."""
-    from pgtail.render.jsonl import insert_encoder
+    from pgtail.render.jsonl import json_line_encoder
     from pgtail.values import converters
 
     table = Table(
@@ -377,7 +377,7 @@ def _encoder_outcomes(fast_columns: FastColumns, key: list[str]) -> list[bytes |
         "default",
         tuple(Column(name, oid, -1, name in key, None) for name, oid, _ in fast_columns),
     )
-    encoders = insert_encoder(table, [converters(oid)[0] for _, oid, _ in fast_columns])
+    encoders = json_line_encoder(table, [converters(oid)[0] for _, oid, _ in fast_columns])
     assert encoders is not None and encoders.full_delete is not None
     assert encoders.key_delete is not None
     functions = [encoders.plain, encoders.with_nulls, *encoders.full_delete, encoders.key_delete]
@@ -414,13 +414,13 @@ def test_generated_and_plain_paths_render_the_same(
     """Decoded, assembled and rendered (the fast path where it applies, the general path
     for the rest): the same bytes both ways."""
     from pgtail.changes import Assembler
-    from pgtail.render.jsonl import insert_encoder
+    from pgtail.render.jsonl import json_line_encoder
 
     payloads = _fast_payloads(_TABLES[name][0][0], _TABLES[name])
     outputs = []
     for enabled in (True, False):
         codegen(enabled)
-        for encoder in (insert_encoder, None):
+        for encoder in (json_line_encoder, None):
             asm = Assembler(1, encoder=encoder)
             out = io.BytesIO()
             renderer = JsonLinesRenderer(out)
@@ -433,16 +433,16 @@ def test_generated_and_plain_paths_render_the_same(
 
 
 def test_plain_encoders_are_not_generated(codegen: Callable[[bool], None]) -> None:
-    from pgtail.render.jsonl import insert_encoder
+    from pgtail.render.jsonl import json_line_encoder
     from pgtail.values import converters
 
     table = Table(9, "s", "t", "default", (Column("n", 23, -1, True, None),))
     codegen(False)
-    encoders = insert_encoder(table, [converters(23)[0]])
+    encoders = json_line_encoder(table, [converters(23)[0]])
     assert encoders is not None
     assert not encoders.plain.__code__.co_filename.startswith("<")
     codegen(True)
-    encoders = insert_encoder(table, [converters(23)[0]])
+    encoders = json_line_encoder(table, [converters(23)[0]])
     assert encoders is not None
     assert encoders.plain.__code__.co_filename.startswith("<pgtail JSON lines, 1 columns #")
 
@@ -450,12 +450,12 @@ def test_plain_encoders_are_not_generated(codegen: Callable[[bool], None]) -> No
 def test_traceback_through_generated_encoder_shows_its_line(
     codegen: Callable[[bool], None],
 ) -> None:
-    from pgtail.render.jsonl import insert_encoder
+    from pgtail.render.jsonl import json_line_encoder
     from pgtail.values import converters
 
     codegen(True)
     table = Table(9, "s", "t", "default", (Column("n", 23, -1, True, None),))
-    encoders = insert_encoder(table, [converters(23)[0]])
+    encoders = json_line_encoder(table, [converters(23)[0]])
     assert encoders is not None
     with pytest.raises(ValueError) as caught:
         encoders.plain(0, b"x1")
@@ -469,7 +469,7 @@ def test_c1_control_characters_are_escaped_on_every_path() -> None:
     written by the fast path (with and without NULLs), the general path (an update with
     its old key), a jsonb document's strings, a table's name, and a snapshot's rows."""
     from pgtail.changes import Assembler, EncodedRows, SnapshotRows, TableCopy
-    from pgtail.render.jsonl import insert_encoder
+    from pgtail.render.jsonl import json_line_encoder
     from tests import pgbytes as pb
 
     c1 = "a\x85b\x9b[31m\x80\x9f é©"
@@ -485,7 +485,7 @@ def test_c1_control_characters_are_escaped_on_every_path() -> None:
     ]
     out = io.BytesIO()
     renderer = JsonLinesRenderer(out)
-    asm = Assembler(1, encoder=insert_encoder)
+    asm = Assembler(1, encoder=json_line_encoder)
     events = [e for p in payloads for e in asm.feed(p)]
     table = next(e.table for e in events if isinstance(e, EncodedRows))
     copy = TableCopy(table, 0x100, 0, 1, 1)

@@ -43,7 +43,7 @@ def codegen(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 def _render(fmt: str | None, payloads: Iterable[bytes], binary: bool = False) -> bytes:
     """Feed ``payloads`` (with the renderer's fast path when ``fmt`` has one) and render
     the events in ``fmt`` (None: only assemble)."""
-    encoder = render.insert_encoder(fmt) if fmt else None
+    encoder = render.row_encoder(fmt) if fmt else None
     asm = Assembler(1, binary=binary, encoder=encoder)
     events: list[Event] = []
     for payload in payloads:

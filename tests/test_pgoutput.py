@@ -17,7 +17,7 @@ from pgtail.pgoutput import (
     Begin,
     BeginPrepare,
     Commit,
-    CommitPrepared,
+    CommitPreparedMessage,
     Decoder,
     Delete,
     Insert,
@@ -26,12 +26,12 @@ from pgtail.pgoutput import (
     PgoutputMessage,
     Prepare,
     Relation,
-    RollbackPrepared,
+    RollbackPreparedMessage,
     StreamAbort,
     StreamCommit,
     StreamStart,
     StreamStop,
-    Truncate,
+    TruncateMessage,
     TupleData,
     Type,
     Update,
@@ -97,7 +97,7 @@ def test_in_stream_changes_the_layout() -> None:
     # The same bytes mean different things in and out of a stream: the first four
     # bytes are the xid inside one.
     payload = pb.truncate([REL], xid=XID)
-    assert parse(payload, in_stream=True) == Truncate(XID, 0, (REL,))
+    assert parse(payload, in_stream=True) == TruncateMessage(XID, 0, (REL,))
     with pytest.raises(DecodeError):
         parse(payload, in_stream=False)
 
@@ -113,7 +113,7 @@ def test_truncate_properties() -> None:
         parse(pb.truncate([REL], cascade=bool(options & 1), restart_identity=bool(options & 2)))
         for options in range(4)
     ]
-    assert [(t.cascade, t.restart_identity) for t in flags if isinstance(t, Truncate)] == [
+    assert [(t.cascade, t.restart_identity) for t in flags if isinstance(t, TruncateMessage)] == [
         (False, False),
         (True, False),
         (False, True),
@@ -580,7 +580,7 @@ def test_real_server_protocol_1(db: Database) -> None:
         None, audit_oid, "O", TupleData(b"tt", (b"7", b"w")), TupleData(b"tt", (b"7", b"v"))
     )
     assert changes[7] == Delete(None, audit_oid, "O", TupleData(b"tt", (b"7", b"v")))
-    assert isinstance(changes[8], Truncate)
+    assert isinstance(changes[8], TruncateMessage)
     assert changes[8].options == 3 and changes[8].cascade and changes[8].restart_identity
     assert sorted(changes[8].relation_ids) == sorted([items_oid, audit_oid])
     if not with_messages:
@@ -715,7 +715,9 @@ def test_real_server_two_phase(db: Database) -> None:
     ]
     begin1, _, prepare1, commit1, begin2, _, prepare2, rollback2 = messages
     assert isinstance(begin1, BeginPrepare) and isinstance(prepare1, Prepare)
-    assert isinstance(commit1, CommitPrepared) and isinstance(rollback2, RollbackPrepared)
+    assert isinstance(commit1, CommitPreparedMessage) and isinstance(
+        rollback2, RollbackPreparedMessage
+    )
     assert isinstance(begin2, BeginPrepare) and isinstance(prepare2, Prepare)
     assert begin1.gid == prepare1.gid == commit1.gid == "gïd-1"
     assert begin1.xid == prepare1.xid == commit1.xid

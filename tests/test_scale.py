@@ -31,7 +31,7 @@ from pgtail import pgoutput as po
 from pgtail.changes import Assembler, EncodedRows
 from pgtail.changes.fastpath import install_encoders
 from pgtail.changes.tables import TableInfo
-from pgtail.render import insert_encoder
+from pgtail.render import row_encoder
 from pgtail.render.jsonl import JsonLinesRenderer
 from pgtail.render.sql import SqlRenderer
 from tests import pgbytes as pb
@@ -61,7 +61,7 @@ def test_tables_of_one_shape_share_their_generated_code(
 ) -> None:
     """A table of a shape seen before compiles nothing; one of a new shape at most once."""
     codegen(True)
-    encoder = insert_encoder(fmt, redact=False)
+    encoder = row_encoder(fmt, redact=False)
     shape = [23, 25, 1700, 1184, 16, 3802, 1009]  # int, text, numeric, timestamptz, ...
 
     def table_info(oid: int, prefix: str, types: list[int]) -> TableInfo:
@@ -94,7 +94,7 @@ def test_shared_code_writes_each_tables_own_names(codegen: Callable[[bool], None
     for enabled in (True, False):
         codegen(enabled)
         for fmt in ("json", "sql"):
-            asm = Assembler(2, encoder=insert_encoder(fmt, redact=False))
+            asm = Assembler(2, encoder=row_encoder(fmt, redact=False))
             payloads = [
                 pb.relation(7, "s", "one", [("id", 23, True), ("it's", 25, False)]),
                 pb.relation(8, "s", "two", [("key", 23, True), ("v\nw", 25, False)]),

@@ -25,7 +25,7 @@ from pgtail import pgoutput as po
 from pgtail.changes import SnapshotBegin, SnapshotEnd
 from pgtail.changes.snapshot import TableRows, copy_fields
 from pgtail.lsn import parse_lsn
-from pgtail.render import RenderOptions, insert_encoder, make_renderer
+from pgtail.render import RenderOptions, make_renderer, row_encoder
 from pgtail.server import LocalServer, start_server
 from tests.helpers import (
     Database,
@@ -685,7 +685,7 @@ def test_snapshot_rows_match_the_streamed_insert(fmt: str, codegen: Any) -> None
     )
     for enabled in (True, False):
         codegen(enabled)
-        fast = TableRows(relation, encoder=insert_encoder(fmt)).rows(b"1\ta\\tb\n2\t\\N\n")
+        fast = TableRows(relation, encoder=row_encoder(fmt)).rows(b"1\ta\\tb\n2\t\\N\n")
         slow = TableRows(relation).rows(b"1\ta\\tb\n2\t\\N\n")
         assert fast.lines and slow.rows == ({"id": 1, "v": "a\tb"}, {"id": 2, "v": None})
         for event in (fast, slow):

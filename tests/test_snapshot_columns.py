@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pgtail import pgoutput as po
 from pgtail.changes.snapshot import TableRows, copy_columns, copy_fields
-from pgtail.render import insert_encoder, make_renderer
+from pgtail.render import make_renderer, row_encoder
 from pgtail.render.jsonl_rows import (
     _dumps_each,
     escapes_nothing,
@@ -187,7 +187,7 @@ def _relation(columns: list[tuple[str, int, list[bytes]]]) -> po.Relation:
 
 def _rendered(relation: po.Relation, data: bytes, columns_path: bool) -> bytes | str:
     """The JSON lines of the rows ``data``, by the column path or row by row."""
-    rows = TableRows(relation, encoder=insert_encoder("json"))
+    rows = TableRows(relation, encoder=row_encoder("json"))
     assert rows._encoders is not None and rows._encoders.rows is not None
     if not columns_path:
         rows._encoders = rows._encoders._replace(rows=None)
@@ -242,7 +242,7 @@ def test_rows_encoder_on_the_usual_rows(codegen: Callable[[bool], None]) -> None
     outcomes = []
     for enabled in (True, False):
         codegen(enabled)
-        encoders = insert_encoder("json")(
+        encoders = row_encoder("json")(
             TableRows(relation).table, TableRows(relation).info.text_converters
         )
         assert encoders is not None and encoders.rows is not None
@@ -301,7 +301,7 @@ def test_snapshot_rows_of_values_no_json_reader_takes_are_not_written(
     data = copy_text([[b"1", value], [b"2", value]])
     for enabled in (True, False):
         codegen(enabled)
-        rows = TableRows(relation, encoder=insert_encoder("json"))
+        rows = TableRows(relation, encoder=row_encoder("json"))
         assert rows._encoders is not None and rows._encoders.rows is not None
         with pytest.raises((ValueError, OverflowError)):
             rows._encoders.rows(0, copy_columns(data, 2))
@@ -324,7 +324,7 @@ def test_rows_encoder_with_percent_signs_in_names(codegen: Callable[[bool], None
         first = orjson.loads(rendered.split(b"\n")[0])
         assert first["new"] == {"%b": 7, "a%%d": "x%by", "100%": 0, "%d": "1.5"}
         table = TableRows(relation)
-        encoders = insert_encoder("json")(table.table, table.info.text_converters)
+        encoders = row_encoder("json")(table.table, table.info.text_converters)
         assert encoders is not None and encoders.rows is not None
         assert encoders.rows(0, copy_columns(data, 4)).count(b"\n") == 2  # does not raise
 

@@ -314,7 +314,7 @@ def test_the_pyarrow_writer_stages_in_the_task_and_moves_the_files_on_commit(
 ) -> None:
     from pgtail.spark import direct, source
     from pgtail.spark.changelog import read_changes
-    from pgtail.spark.source import _Driver, parse_options
+    from pgtail.spark.source import SourceDriver, parse_options
 
     setup(db15)
     first_changes(db15)
@@ -323,7 +323,7 @@ def test_the_pyarrow_writer_stages_in_the_task_and_moves_the_files_on_commit(
     expected = sorted(
         map(tuple, spark.read.format("pgoutput").options(**options(db15)).load().collect())
     )
-    driver = _Driver(parse_options(options(db15)))
+    driver = SourceDriver(parse_options(options(db15)))
     try:
         start = driver.initial()
         [partition] = driver.partitions(start, driver.latest(start, None, None, wait=True))

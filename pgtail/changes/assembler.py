@@ -534,7 +534,9 @@ class Assembler:
             state.subxacts = {x: i for x, i in state.subxacts.items() if i < start}
         return NO_EVENTS
 
-    def _on_commit_prepared(self, message: po.CommitPrepared, payload: bytes) -> Iterator[Event]:
+    def _on_commit_prepared(
+        self, message: po.CommitPreparedMessage, payload: bytes
+    ) -> Iterator[Event]:
         event = CommitPrepared(
             xid=message.xid,
             gid=message.gid,
@@ -545,7 +547,7 @@ class Assembler:
         return iter((event,))
 
     def _on_rollback_prepared(
-        self, message: po.RollbackPrepared, payload: bytes
+        self, message: po.RollbackPreparedMessage, payload: bytes
     ) -> Iterator[Event]:
         event = RollbackPrepared(
             xid=message.xid,
@@ -575,12 +577,12 @@ class Assembler:
         po.StreamCommit: _on_stream_commit,
         po.StreamPrepare: _on_stream_prepare,
         po.StreamAbort: _on_stream_abort,
-        po.CommitPrepared: _on_commit_prepared,
-        po.RollbackPrepared: _on_rollback_prepared,
+        po.CommitPreparedMessage: _on_commit_prepared,
+        po.RollbackPreparedMessage: _on_rollback_prepared,
         po.Insert: _on_row_message,
         po.Update: _on_row_message,
         po.Delete: _on_row_message,
-        po.Truncate: _on_row_message,
+        po.TruncateMessage: _on_row_message,
     }
 
     # -- replay -------------------------------------------------------------------

@@ -2,7 +2,7 @@
 as text skips the events and becomes the renderer's own bytes.
 
 - A renderer offers encoders per table (`EncoderFactory`: a table and its text
-  converters in, `InsertEncoders` or None out; ``pgtail.render.insert_encoder`` picks the
+  converters in, `InsertEncoders` or None out; ``pgtail.render.row_encoder`` picks the
   format's). `install_encoders` wires them into the relation cache's `TableInfo`, by
   (message byte, tuple flag).
 - The wire offsets of an Insert / Update / Delete: the relation id at ``header``

@@ -314,7 +314,7 @@ def convert_payload(
         old_row, toast, old_kind = _old_row(info, dele.old_kind, dele.old, "Delete.old")
         return new_change("delete", info.table, tx, seq, None, old_row, old_kind, toast)
     if first == po.MSG_TRUNCATE:
-        trunc: po.Truncate = po.PARSERS[po.MSG_TRUNCATE](payload, in_stream)  # type: ignore[assignment]
+        trunc: po.TruncateMessage = po.PARSERS[po.MSG_TRUNCATE](payload, in_stream)  # type: ignore[assignment]
         truncated = []
         for rel_id in trunc.relation_ids:
             info = tables.get(rel_id)

@@ -63,7 +63,7 @@ from pgtail.pgoutput.messages import (
     Begin,
     BeginPrepare,
     Commit,
-    CommitPrepared,
+    CommitPreparedMessage,
     Delete,
     Insert,
     LogicalMessage,
@@ -72,13 +72,13 @@ from pgtail.pgoutput.messages import (
     Prepare,
     Relation,
     RelationColumn,
-    RollbackPrepared,
+    RollbackPreparedMessage,
     StreamAbort,
     StreamCommit,
     StreamPrepare,
     StreamStart,
     StreamStop,
-    Truncate,
+    TruncateMessage,
     TupleData,
     Type,
     Update,
@@ -124,7 +124,7 @@ __all__ = [
     "Begin",
     "BeginPrepare",
     "Commit",
-    "CommitPrepared",
+    "CommitPreparedMessage",
     "Decoder",
     "Delete",
     "Insert",
@@ -135,13 +135,13 @@ __all__ = [
     "Prepare",
     "Relation",
     "RelationColumn",
-    "RollbackPrepared",
+    "RollbackPreparedMessage",
     "StreamAbort",
     "StreamCommit",
     "StreamPrepare",
     "StreamStart",
     "StreamStop",
-    "Truncate",
+    "TruncateMessage",
     "TupleData",
     "TupleEncoder",
     "Type",
@@ -310,7 +310,7 @@ def _type(buf: bytes, in_stream: bool) -> Type:
     return Type(xid, type_oid, namespace, name)
 
 
-def _truncate(buf: bytes, in_stream: bool) -> Truncate:
+def _truncate(buf: bytes, in_stream: bool) -> TruncateMessage:
     layout = _TRUNCATE[in_stream]
     if in_stream:
         xid, count, options = layout.read(buf, 1)
@@ -326,7 +326,7 @@ def _truncate(buf: bytes, in_stream: bool) -> Truncate:
             )
         expect_end(buf, pos + 4 * count, "Truncate")
     relation_ids = struct.unpack_from(f"!{count}I", buf, pos)
-    return Truncate(xid, options, relation_ids)
+    return TruncateMessage(xid, options, relation_ids)
 
 
 def _message(buf: bytes, in_stream: bool) -> LogicalMessage:
@@ -414,11 +414,11 @@ def _prepare(buf: bytes, in_stream: bool) -> Prepare:
     )
 
 
-def _commit_prepared(buf: bytes, in_stream: bool) -> CommitPrepared:
+def _commit_prepared(buf: bytes, in_stream: bool) -> CommitPreparedMessage:
     flags, commit_lsn, end_lsn, commit_time, xid = _COMMIT_PREPARED.read(buf, 1)
     gid, pos = read_string(buf, 1 + _COMMIT_PREPARED.size, "CommitPrepared.gid")
     expect_end(buf, pos, "CommitPrepared")
-    return CommitPrepared(
+    return CommitPreparedMessage(
         flags,
         commit_lsn,
         end_lsn,
@@ -428,13 +428,13 @@ def _commit_prepared(buf: bytes, in_stream: bool) -> CommitPrepared:
     )
 
 
-def _rollback_prepared(buf: bytes, in_stream: bool) -> RollbackPrepared:
+def _rollback_prepared(buf: bytes, in_stream: bool) -> RollbackPreparedMessage:
     flags, prepare_end_lsn, rollback_end_lsn, prepare_time, rollback_time, xid = (
         _ROLLBACK_PREPARED.read(buf, 1)
     )
     gid, pos = read_string(buf, 1 + _ROLLBACK_PREPARED.size, "RollbackPrepared.gid")
     expect_end(buf, pos, "RollbackPrepared")
-    return RollbackPrepared(
+    return RollbackPreparedMessage(
         flags,
         prepare_end_lsn,
         rollback_end_lsn,

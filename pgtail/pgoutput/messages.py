@@ -118,7 +118,7 @@ TRUNCATE_RESTART_IDENTITY = 2
 
 
 @dataclass(frozen=True, slots=True)
-class Truncate:
+class TruncateMessage:
     xid: int | None  # stream
     options: int  # "1 for CASCADE, 2 for RESTART IDENTITY"
     relation_ids: tuple[int, ...]
@@ -190,7 +190,7 @@ class Prepare:
 
 
 @dataclass(frozen=True, slots=True)
-class CommitPrepared:
+class CommitPreparedMessage:
     flags: int
     commit_lsn: int
     end_lsn: int
@@ -200,7 +200,7 @@ class CommitPrepared:
 
 
 @dataclass(frozen=True, slots=True)
-class RollbackPrepared:
+class RollbackPreparedMessage:
     flags: int
     prepare_end_lsn: int
     rollback_end_lsn: int
@@ -229,7 +229,7 @@ PgoutputMessage = (
     | Insert
     | Update
     | Delete
-    | Truncate
+    | TruncateMessage
     | LogicalMessage
     | StreamStart
     | StreamStop
@@ -237,8 +237,8 @@ PgoutputMessage = (
     | StreamAbort
     | BeginPrepare
     | Prepare
-    | CommitPrepared
-    | RollbackPrepared
+    | CommitPreparedMessage
+    | RollbackPreparedMessage
     | StreamPrepare
 )
 

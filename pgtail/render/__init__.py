@@ -23,7 +23,7 @@ __all__ = [
     "Renderer",
     "RendererFactory",
     "RenderOptions",
-    "insert_encoder",
+    "row_encoder",
     "make_renderer",
     "terminal_style",
 ]
@@ -47,9 +47,10 @@ def make_renderer(fmt: str, out: BinaryIO, options: RenderOptions | None = None)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-def insert_encoder(fmt: str, *, redact: bool = False) -> EncoderFactory | None:
+def row_encoder(fmt: str, *, redact: bool = False) -> EncoderFactory | None:
     """The ``encoder`` an `Assembler` takes for ``--format fmt``: the renderer's fast path
-    for changes that arrive as text (see `pgtail.changes.fastpath`), or None.
+    for the rows of inserts, updates and deletes that arrive as text (see
+    `pgtail.changes.fastpath`), or None.
 
     None with ``redact``: ``--redact`` masks values of the decoded rows, which a line
     written on arrival never has."""
@@ -58,7 +59,7 @@ def insert_encoder(fmt: str, *, redact: bool = False) -> EncoderFactory | None:
     if fmt == "json":
         from pgtail.render import jsonl
 
-        return jsonl.insert_encoder
+        return jsonl.json_line_encoder
     if fmt == "sql":
         from pgtail.render import sql
 

@@ -162,7 +162,7 @@ _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled sou
 LineLayout = Callable[[bytes, bytes, bytes, bytes], bytes]
 
 
-def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
+def json_line_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
     """The JSON lines fast path for changes whose tuple arrived all text (or NULL):
     inserts, updates that carry no old row (the same line after the head), and deletes.
 
@@ -210,7 +210,7 @@ def _json_string(token: bytes) -> bytes:
 def json_columns_encoder(
     table: Table, text_converters: Sequence[Converter]
 ) -> InsertEncoders | None:
-    """`insert_encoder` for the Spark source's rows: per change one line
+    """`json_line_encoder` for the Spark source's rows: per change one line
     ``seq<TAB>key<TAB>old<TAB>new<LF>``, each of the three the JSON `change_line` writes
     for it (``null`` when absent), for the same changes. JSON text never holds a raw tab
     or newline, so the lines split back into columns without parsing any JSON.
@@ -225,7 +225,7 @@ def json_columns_encoder(
 def row_encoders(
     table: Table, text_converters: Sequence[Converter], layout: LineLayout, title: str
 ) -> InsertEncoders | None:
-    """The encoders of `insert_encoder`, with lines laid out by ``layout``: the one
+    """The encoders of `json_line_encoder`, with lines laid out by ``layout``: the one
     generator of the JSON of a row straight from the server's text. The source holds
     the shape only (each column's kind, the key's positions); names live in the line
     templates in the namespace, so tables of one shape share the compiled code."""
@@ -345,7 +345,7 @@ def _loop_encoders(
     templates: dict[str, bytes],
     key_positions: list[int],
 ) -> InsertEncoders:
-    """`insert_encoder`'s functions without generated code: the same templates, each value
+    """`json_line_encoder`'s functions without generated code: the same templates, each value
     made by a loop that does what the generated source does for its column, in the same
     order, so the bytes (and what raises) are the same.
     """
@@ -540,7 +540,7 @@ class JsonLinesRenderer:
         return last[3] + body[1:] + b"\n"
 
     def encoded_lines(self, rows: EncodedRows) -> bytes:
-        """The lines `insert_encoder` wrote: each one's head put in front."""
+        """The lines `json_line_encoder` wrote: each one's head put in front."""
         # up to the comma before "seq", where each encoded line starts
         head = self._line_parts(rows.tx, rows.table, rows.op)[3]
         lines = rows.lines

@@ -21,12 +21,22 @@ from pgtail.pgoutput import (
     KIND_NULL,
     KIND_TEXT,
     KIND_UNCHANGED_TOAST,
+    CommitPreparedMessage,
     PgoutputMessage,
     RelationColumn,
+    RollbackPreparedMessage,
+    TruncateMessage,
     TupleData,
 )
 
 _KIND_NAMES = {KIND_NULL: "n", KIND_UNCHANGED_TOAST: "u", KIND_TEXT: "t", KIND_BINARY: "b"}
+# the trace names a message by its class, but these by the protocol's name (their classes
+# carry a suffix: `pgtail.changes` has events of the plain names)
+_TRACE_NAMES: dict[type, str] = {
+    TruncateMessage: "Truncate",
+    CommitPreparedMessage: "CommitPrepared",
+    RollbackPreparedMessage: "RollbackPrepared",
+}
 
 
 def _is_lsn_field(name: str) -> bool:
@@ -87,7 +97,8 @@ def format_message(message: PgoutputMessage, data_start: int) -> str:
         f"{f.name}={format_value(f.name, getattr(message, f.name))}"
         for f in dataclasses.fields(message)
     )
-    head = f"{format_lsn(data_start)} {type(message).__name__}"
+    cls = type(message)
+    head = f"{format_lsn(data_start)} {_TRACE_NAMES.get(cls) or cls.__name__}"
     return f"{head} {fields}" if fields else head
 
 

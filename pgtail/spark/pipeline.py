@@ -253,9 +253,9 @@ def source_options(
 
 def validate_source(options: Mapping[str, str]) -> None:
     """Check options, slot and publication on the driver before Spark starts working."""
-    from pgtail.spark.source import _Driver, parse_options
+    from pgtail.spark.source import SourceDriver, parse_options
 
-    driver = _Driver(parse_options(options))
+    driver = SourceDriver(parse_options(options))
     try:
         driver.validate()
     finally:
@@ -293,12 +293,12 @@ def committed_offset(checkpoint: str | Path) -> dict[str, int] | None:
 
 def commit_checkpoint(options: Mapping[str, str], checkpoint: str | Path) -> dict[str, int] | None:
     """Advance the slot(s) to the last batch the checkpoint has committed (forward only)."""
-    from pgtail.spark.source import _Driver, parse_options
+    from pgtail.spark.source import SourceDriver, parse_options
 
     positions = committed_offset(checkpoint)
     if positions is None:
         return None
-    driver = _Driver(parse_options(options))
+    driver = SourceDriver(parse_options(options))
     try:
         driver.commit(positions)
     finally:

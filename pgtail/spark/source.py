@@ -326,7 +326,7 @@ def _read_table(
 
 
 @dataclass
-class _Driver:
+class SourceDriver:
     """Driver-side state of one source: settings and a lazily opened connection."""
 
     settings: Settings
@@ -496,7 +496,7 @@ def _positions(offset: Mapping[str, Any]) -> dict[str, int]:
 
 class PgoutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, settings: Settings) -> None:
-        self._driver = _Driver(settings)
+        self._driver = SourceDriver(settings)
         self._target: dict[str, int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -504,7 +504,7 @@ class PgoutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"settings": self._driver.settings, "target": self._target}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._driver = _Driver(state["settings"])
+        self._driver = SourceDriver(state["settings"])
         self._target = state["target"]
 
     def initialOffset(self) -> dict[str, Any]:
@@ -548,7 +548,7 @@ class PgoutputBatchReader(DataSourceReader):
         self._settings = settings
 
     def partitions(self) -> Sequence[SlotPartition]:
-        driver = _Driver(self._settings)
+        driver = SourceDriver(self._settings)
         try:
             start = driver.initial()
             caps = None
@@ -580,7 +580,7 @@ class PgoutputDataSource(DataSource):
             return SCHEMA
         from pgtail.spark.schema import table_schema
 
-        driver = _Driver(settings)
+        driver = SourceDriver(settings)
         try:
             driver.connection()
             return table_schema(driver.columns)

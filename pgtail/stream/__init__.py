@@ -3,9 +3,13 @@
 ``run(StreamConfig(...), out) -> StreamResult`` is the library entry point (the CLI and
 the demo call it). The package's rooms:
 
-- ``session``: the replication session -- START_REPLICATION, the read loop, keepalives,
-  reconnects, and ``run`` itself; ``signals``: SIGINT, SIGTERM and SIGHUP while it runs;
+- ``session``: the replication session -- START_REPLICATION, what it confirms and when
+  it stops, reconnects, and ``run`` itself; ``signals``: SIGINT, SIGTERM and SIGHUP;
+- ``reader``: `Reader`, the one read loop of a replication connection (keepalives,
+  status updates, the wait on the socket, errors) that the session and ``bounded`` pull;
 - ``connection``: opening a replication connection (the one place that does it);
+- ``ddl``: the catalog facts SQL replay's DDL needs, looked up before a batch renders;
+- ``waiting``: waiting on the server inside a run (a signal ends the wait);
 - ``setup``: preflight before the stream starts, and CREATE_REPLICATION_SLOT;
 - ``change_stream``: `ChangeStream`, payloads in, batches of events out (sans-IO);
 - ``writer``: the writer thread and the ``--output`` state file (`OutputState`);

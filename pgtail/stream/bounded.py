@@ -5,8 +5,9 @@ micro-batch with it; it never moves the slot.
 ``read_range(dsn, slot, start, end, RangeRead(...))`` yields the assembler's `Change`,
 `Truncate` and `Message` events in commit order. On its replication connection it
 first copies the slot as a TEMPORARY slot (``pg_copy_logical_replication_slot``, which
-runs as SQL on a ``replication=database`` connection) and streams the copy: psycopg2
-answers keepalives itself and, before the first data message, moves its flush position
+runs as SQL on a ``replication=database`` connection) and streams the copy through the
+read loop of ``pgtail stream`` (`pgtail.stream.reader.Reader`): psycopg2 answers
+keepalives itself and, before the first data message, moves its flush position
 to the keepalive's WAL end, so streaming the slot itself could confirm past ``start``
 (the slot must move only when Spark has committed the batch). The copy takes that
 feedback instead and goes away with the connection; the slot keeps its position.
@@ -16,16 +17,14 @@ Where a range ends: a transaction belongs to it when its commit record starts in
 or when its record starts before ``end`` and ends after it (`_starts_before`: the next
 range's server would skip it). The read stops at the first Begin at or past ``end``, or
 once the server reports WAL at or past ``end`` with no transaction open -- it never
-waits for WAL that is not there.
+waits for WAL that is not there: while nothing comes, it asks the server where it is (a
+keepalive) every half second, confirming nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import select
-import struct
-import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,13 +37,14 @@ from pgtail import catalog
 from pgtail import changes as ch
 from pgtail import pgoutput as po
 from pgtail.stream.change_stream import ChangeStream
-from pgtail.stream.connection import open_replication
+from pgtail.stream.connection import ConnectionLost, ServerError, open_replication
 from pgtail.stream.policy import StreamPolicy
+from pgtail.stream.reader import AskPosition, Reader, TypeLookup, stream_error
 from pgtail.stream.writer import Batch
 from pgtail.values import Converter
 
-# Begin: byte 'B', then the LSN of the commit record (int64)
-_BEGIN_FINAL_LSN = struct.Struct(">q").unpack_from
+# Begin: byte 'B', then (final LSN, commit time, xid); the final LSN is the commit record's
+_UNPACK_BEGIN = po.unpack_begin
 # how often to ask the server for a keepalive while nothing comes (it tells where it is)
 _ASK_EVERY = 0.5
 
@@ -100,7 +100,8 @@ class _Reader:
         self.read = read
         self.conn: Any = None
         self.cursor: Any = None
-        self.types_conn: Any = None
+        # a failed lookup fails the read (the task is retried), not a column's type
+        self.lookup_types = TypeLookup(dsn, None, read.application_name)
 
     def __enter__(self) -> _Reader:
         return self
@@ -109,11 +110,11 @@ class _Reader:
         self.close()
 
     def close(self) -> None:
-        for conn in (self.conn, self.types_conn):
-            with contextlib.suppress(Exception):
-                if conn is not None:
-                    conn.close()  # the temporary copy goes with it
-        self.conn = self.cursor = self.types_conn = None
+        with contextlib.suppress(Exception):
+            if self.conn is not None:
+                self.conn.close()  # the temporary copy goes with it
+        self.conn = self.cursor = None
+        self.lookup_types.close()
 
     def open(self, start: int) -> int:
         """Connect, copy the slot, START_REPLICATION of the copy at ``start``; return the
@@ -141,50 +142,27 @@ class _Reader:
             raise catalog.translate_replication_error(exc, self.slot) from None
         return confirmed
 
-    def _user_types(self, wanted: list[int]) -> Any:
-        if self.types_conn is None or self.types_conn.closed:
-            self.types_conn = catalog.open_connection(
-                self.dsn, application_name=self.read.application_name
-            )
-        return catalog.user_types(self.types_conn, wanted)
-
     def messages(self, end: int) -> Iterator[bytes]:
         """Every payload until the server is at ``end`` with no transaction open (the
         caller stops earlier at a Begin past the end)."""
-        cursor = self.cursor
-        read_message = cursor.read_message
+        reader = Reader(self.conn, self.cursor, AskPosition(_ASK_EVERY), wait_limit=_ASK_EVERY)
         begin, commit = po.MSG_BEGIN, po.MSG_COMMIT
         in_tx = False
-        asked = 0.0
-        while True:
-            try:
-                msg = read_message()
-            except psycopg2.Error as exc:
-                raise catalog.translate_replication_error(
-                    exc, self.slot, during="streaming"
-                ) from None
-            if msg is None:
-                if not in_tx and int(cursor.wal_end or 0) >= end:
-                    return
-                now = time.monotonic()
-                try:
-                    if now - asked >= _ASK_EVERY:
-                        # no flush position: only a keepalive with the server's position
-                        cursor.send_feedback(reply=True)
-                        asked = now
-                    select.select([cursor], [], [], _ASK_EVERY)
-                except (OSError, ValueError, psycopg2.Error) as exc:
-                    raise catalog.translate_replication_error(
-                        exc, self.slot, during="streaming"
-                    ) from None
-                continue
-            payload = msg.payload
-            kind = payload[0]
-            if kind == begin:
-                in_tx = True
-            elif kind == commit:
-                in_tx = False
-            yield payload
+        try:
+            for msg in reader.messages():
+                if msg is None:
+                    if not in_tx and reader.wal_end >= end:
+                        return
+                    continue
+                payload = msg.payload
+                kind = payload[0]
+                if kind == begin:
+                    in_tx = True
+                elif kind == commit:
+                    in_tx = False
+                yield payload
+        except (ConnectionLost, ServerError) as exc:
+            raise stream_error(exc, self.slot) from None
 
     def events(
         self, start: int, end: int
@@ -199,11 +177,11 @@ class _Reader:
         begin = po.MSG_BEGIN
         feed = stream.feed
         for payload in self.messages(end):
-            if payload[0] == begin and _BEGIN_FINAL_LSN(payload, 1)[0] >= end:
+            if payload[0] == begin and _UNPACK_BEGIN(payload, 1)[0] >= end:
                 break  # commits from here on belong to later ranges
             wanted = feed(payload)
             if wanted:  # a Relation: look up the types it uses first
-                stream.add_user_types(self._user_types(wanted), wanted)
+                stream.add_user_types(self.lookup_types(wanted), wanted)
             # The stream hands over a batch once it holds `BATCH_SIZE` items (or
             # transactions), not after each payload: no batch per small transaction.
             # What follows an event that ends the range is never yielded.

@@ -441,10 +441,10 @@ class RawChangeStream:
             if self.stop_before_more and policy.limit_reached:
                 self._end("max_changes")
             self.in_tx = True
-        elif isinstance(message, po.CommitPrepared | po.RollbackPrepared):
+        elif isinstance(message, po.CommitPreparedMessage | po.RollbackPreparedMessage):
             if written(
                 message.end_lsn
-                if isinstance(message, po.CommitPrepared)
+                if isinstance(message, po.CommitPreparedMessage)
                 else message.rollback_end_lsn
             ):
                 return
@@ -457,20 +457,20 @@ class RawChangeStream:
         elif isinstance(message, po.StreamAbort) and message.xid == message.subxid:
             self.streamed.discard(message.xid)
         is_change = policy.max_changes is not None and isinstance(
-            message, po.Insert | po.Update | po.Delete | po.Truncate | po.LogicalMessage
+            message, po.Insert | po.Update | po.Delete | po.TruncateMessage | po.LogicalMessage
         )
         if is_change and self.stop_before_more and policy.limit_reached:
             self._end("max_changes")
         items = self.items
         items.append((message, lsn))
         done: int | None = None
-        if isinstance(message, po.Commit | po.Prepare | po.CommitPrepared):
+        if isinstance(message, po.Commit | po.Prepare | po.CommitPreparedMessage):
             done = message.end_lsn
             self.in_tx = False
         elif isinstance(message, po.StreamCommit | po.StreamPrepare):
             done = message.end_lsn
             self.streamed.discard(message.xid)
-        elif isinstance(message, po.RollbackPrepared):
+        elif isinstance(message, po.RollbackPreparedMessage):
             done = message.rollback_end_lsn
         if done is not None:
             self.confirm = max(self.confirm, done)

@@ -42,7 +42,12 @@ def open_replication(dsn: str, application_name: str) -> Any:
 
 
 class ConnectionLost(Exception):
-    pass
+    """The replication connection or its server went away (``original``: the error that
+    said so, when there was one)."""
+
+    def __init__(self, message: str, original: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.original = original
 
 
 def lost(exc: BaseException) -> Exception:
@@ -55,7 +60,7 @@ def lost(exc: BaseException) -> Exception:
     """
     if getattr(exc, "pgcode", None) and not catalog.is_transient(exc):
         return ServerError(exc)
-    return ConnectionLost(catalog.describe_disconnect(exc))
+    return ConnectionLost(catalog.describe_disconnect(exc), exc)
 
 
 class ServerError(Exception):

@@ -1,11 +1,11 @@
-"""The replication session: connect, START_REPLICATION, the read loop, keepalives,
-reconnects, signals.
+"""The replication session: connect, START_REPLICATION, what its read loop confirms and
+when it stops, reconnects, signals.
 
-The only module that talks the replication protocol (psycopg2's
-``LogicalReplicationConnection``). Library entry point: ``run(StreamConfig(...), out)
--> StreamResult`` (the CLI and the demo both call it). What to stop at, skip and
-batch is decided by `StreamPolicy` (``policy.py``), what to confirm by `Feedback`;
-the writer thread is in ``writer.py``.
+The socket is read by `Reader` (``reader.py``, the read loop the Spark range read pulls
+too); the session drives it with its own policy. Library entry point:
+``run(StreamConfig(...), out) -> StreamResult`` (the CLI and the demo both call it).
+What to stop at, skip and batch is decided by `StreamPolicy` (``policy.py``), what to
+confirm by `Feedback`; the writer thread is in ``writer.py``.
 
 Threads: the main thread reads, assembles, filters and renders into memory; a writer
 thread only writes those bytes to the output (and fsyncs with ``--output``) through a
@@ -42,16 +42,14 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import select
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import psycopg2
 import psycopg2.errors
 import psycopg2.extras
-from psycopg2.extensions import connection as PgConnection
 
 from pgtail import catalog
 from pgtail import changes as ch
@@ -65,17 +63,19 @@ from pgtail.errors import (
     ReplicationError,
     ServerUnavailable,
 )
-from pgtail.render import insert_encoder, make_renderer
+from pgtail.feedback import Feedback
+from pgtail.render import make_renderer, row_encoder
 from pgtail.stream import retry, setup
 from pgtail.stream.change_stream import ChangeStream, RawChangeStream
 from pgtail.stream.change_stream import Stop as _Stop
 from pgtail.stream.config import Logger, StopReason, StreamConfig, StreamResult, no_log
-from pgtail.stream.connection import ConnectionLost, ServerError, lost, open_replication
+from pgtail.stream.connection import ConnectionLost, ServerError, open_replication
 from pgtail.stream.ddl import ShapeLookup, with_ddl
 from pgtail.stream.gc_tuning import fewer_collections
 from pgtail.stream.publication_choice import (
     drop_run_publication,
 )
+from pgtail.stream.reader import Reader, TypeLookup
 from pgtail.stream.setup import Start
 from pgtail.stream.signals import Signals
 from pgtail.stream.snapshot import SnapshotCopy, check_config
@@ -94,42 +94,33 @@ from pgtail.stream.writer import (
     pipe_kind,
     reader_gone,
 )
-from pgtail.values import UserType
 
 # after a signal, how long the writer may go on writing what was read before the rest is
 # dropped (not confirmed): a slow reader does not hold a stop up
 STOP_GRACE = 0.4
 
 
-class TypeLookup:
-    """pg_type rows for the types pgoutput names by OID (enums, domains, arrays of them),
-    on a plain connection opened for it and kept for the next ones."""
+class Confirmed:
+    """The session's `Confirm` policy: `Feedback` (shared with the writer, under its
+    lock) decides what to confirm and when."""
 
-    def __init__(self, dsn: str, log: Logger) -> None:
-        self.dsn = dsn
-        self.log = log
-        self.conn: PgConnection | None = None
+    reply = False
 
-    def __call__(self, type_oids: Sequence[int]) -> dict[int, UserType]:
-        """A failure is a warning: the columns of those types then come as their text
-        (hex in binary mode)."""
-        try:
-            if self.conn is None or self.conn.closed:
-                self.conn = catalog.open_connection(self.dsn)
-            return catalog.user_types(self.conn, type_oids)
-        except (psycopg2.Error, PgtailError) as exc:
-            self.close()
-            self.log(
-                f"pgtail: warning: could not look up column types {list(type_oids)}"
-                f" ({primary_message(exc)}); their values stay text (hex with --binary)"
-            )
-            return {}
+    def __init__(self, feedback: Feedback, lock: Any) -> None:
+        self.feedback = feedback
+        self.lock = lock
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self.conn is not None:
-                self.conn.close()
-        self.conn = None
+    def due(self, now: float, force: bool) -> int | None:
+        with self.lock:
+            return self.feedback.flush_lsn if force or self.feedback.due(now) else None
+
+    def sent(self, lsn: int, now: float) -> None:
+        with self.lock:
+            self.feedback.sent(lsn, now)
+
+    def next_due_in(self, now: float) -> float:
+        with self.lock:
+            return self.feedback.next_due_in(now)
 
 
 class Session:
@@ -168,6 +159,7 @@ class Session:
         # ---- the replication connection
         self.conn: Any = None
         self.cursor: Any = None
+        self.reader: Reader | None = None  # the read loop of the connection
         self.lookup_types = TypeLookup(self.dsn, self.log)
         self.reconnects = 0
         self.received_since_connect = False
@@ -250,6 +242,14 @@ class Session:
             during = "START_REPLICATION" if first else "reconnect"
             raise self._start_error(exc, during=during) from None
         self.feedback.reset_connection()
+        self.reader = Reader(
+            conn,
+            cur,
+            Confirmed(self.feedback, self.lock),
+            status_interval=self.config.status_interval,
+            wake=(self.signals.fd,),
+            on_wake=self._woken,
+        )
         self.last_data = time.monotonic()
         self.received_since_connect = False
 
@@ -257,22 +257,6 @@ class Session:
         return catalog.translate_replication_error(exc, self.slot, during=during)
 
     # ----------------------------------------------------------------- feedback
-
-    def send_feedback(self, *, force: bool = False) -> None:
-        cur = self.cursor
-        if cur is None:
-            return
-        now = time.monotonic()
-        with self.lock:
-            if not (force or self.feedback.due(now)):
-                return
-            lsn = self.feedback.flush_lsn
-        if lsn:
-            cur.send_feedback(write_lsn=lsn, flush_lsn=lsn, apply_lsn=lsn, force=True)
-        else:
-            cur.send_feedback(force=True)
-        with self.lock:
-            self.feedback.sent(lsn, now)
 
     def note_idle(self, assembler_open: bool) -> None:
         """Everything read is written (into a pipe: consumed and confirmable) and no
@@ -355,16 +339,13 @@ class Session:
 
     def _keepalive(self) -> None:
         """Send a status update when the last one is a while ago (busy or blocked)."""
-        if self.cursor is None:
-            return
         now = time.monotonic()
         with self.lock:
             last = self.feedback.last_sent
-        if last is None or now - last >= min(self.config.status_interval, 0.5):
-            try:
-                self.send_feedback(force=True)
-            except psycopg2.Error as exc:
-                raise lost(exc) from None
+        if self.reader is not None and (
+            last is None or now - last >= min(self.config.status_interval, 0.5)
+        ):
+            self.reader.send_status(force=True)
 
     def change_stream(self) -> ChangeStream | RawChangeStream:
         """A change stream for one connection, handing its batches to the writer."""
@@ -372,34 +353,31 @@ class Session:
         if cfg.format == "raw":
             return RawChangeStream(self.proto_version, self.policy, self.enqueue)
         # the renderer's fast path for text rows (it has none with --redact)
-        encoder = insert_encoder(cfg.format, redact=bool(cfg.filter.redact))
+        encoder = row_encoder(cfg.format, redact=bool(cfg.filter.redact))
         assembler = ch.Assembler(self.proto_version, binary=cfg.binary, encoder=encoder)
         return ChangeStream(assembler, self.policy, self.enqueue, self.event_filter())
 
     def stream_events(self) -> None:
-        """Read payloads and feed them to the change stream until told to stop; it hands
-        its batches to the writer (`enqueue`)."""
+        """Pull payloads from the connection's `Reader` and feed them to the change
+        stream until told to stop; it hands its batches to the writer (`enqueue`)."""
+        reader = self.reader
+        if reader is None:
+            raise ConnectionLost("not connected")
         changes = self.change_stream()
         # bound once: this loop runs once per message (a connection lost ends it)
         signals = self.signals
-        read_message = self.cursor.read_message
         feed = changes.feed
-        monotonic = time.monotonic
         in_burst = False  # messages came since the last empty read
         try:
-            while True:
+            for msg in reader.messages():
                 if signals.received is not None:
                     changes.stop("signal")
-                try:
-                    msg = read_message()
-                except psycopg2.Error as exc:
-                    raise lost(exc) from None
                 if msg is None:
                     if in_burst:  # data until just now: the idle time starts here
-                        self.last_data = monotonic()
+                        self.last_data = time.monotonic()
                         in_burst = False
                     changes.drained()
-                    self._idle_tick(changes.open_transactions())
+                    self._idle(reader, changes.open_transactions())
                     continue
                 if not in_burst:
                     in_burst = True
@@ -410,43 +388,32 @@ class Session:
         finally:
             changes.close()
 
-    def _idle_tick(self, open_tx: bool) -> None:
-        """Nothing to read right now: confirm progress, check exit conditions, then wait."""
+    def _idle(self, reader: Reader, open_tx: bool) -> None:
+        """Nothing to read right now: note what is safe to confirm, check the exit
+        conditions, and tell the reader how long it may wait (it sends the status
+        update and waits on the next pull)."""
         self.note_idle(open_tx)
-        try:
-            self.send_feedback()
-        except psycopg2.Error as exc:
-            raise lost(exc) from None
         writer = self.writer
         if writer.failed:
             raise _Stop("closed" if writer.closed else "error")
         if self.pipe_fd is not None and reader_gone(self.pipe_fd):
             raise _Stop("closed")
-        now = time.monotonic()
-        if self.policy.done_at(int(self.cursor.wal_end or 0), open_tx):
+        if self.policy.done_at(reader.wal_end, open_tx):
             raise _Stop("end")
         idle_exit = self.config.idle_exit
-        if idle_exit is not None and now - self.last_data >= idle_exit and writer.idle():
-            raise _Stop("idle")
-        with self.lock:
-            timeout = self.feedback.next_due_in(now)
-        if timeout == 0.0:
-            timeout = self.config.status_interval
-        timeout = min(timeout, 1.0)
-        if self.config.idle_exit is not None:
-            timeout = min(timeout, max(0.01, self.last_data + self.config.idle_exit - now))
-        try:
-            ready, _, _ = select.select([self.cursor, self.signals.fd], [], [], timeout)
-        except InterruptedError:  # pragma: no cover - PEP 475 retries
-            return
-        except (OSError, ValueError, psycopg2.Error) as exc:
-            raise ConnectionLost(catalog.describe_disconnect(exc)) from None
-        if self.signals.fd in ready:
-            self.signals.drain()
-            if self.signals.reopen_pending:
-                self.reopen_output()
-        if self.conn is not None and self.conn.closed:
-            raise ConnectionLost("the replication connection was closed")
+        limit = 1.0
+        if idle_exit is not None:
+            now = time.monotonic()
+            if now - self.last_data >= idle_exit and writer.idle():
+                raise _Stop("idle")
+            limit = min(limit, max(0.01, self.last_data + idle_exit - now))
+        reader.wait_limit = limit
+
+    def _woken(self) -> None:
+        """A signal came while the reader waited."""
+        self.signals.drain()
+        if self.signals.reopen_pending:
+            self.reopen_output()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -456,6 +423,7 @@ class Session:
                 self.conn.close()
         self.conn = None
         self.cursor = None
+        self.reader = None
         self.lookup_types.close()
 
     def event_filter(self) -> Any:
@@ -498,10 +466,10 @@ class Session:
             return None
 
     def final_feedback(self) -> None:
-        if self.cursor is None:
+        if self.reader is None:
             return
-        with contextlib.suppress(psycopg2.Error, OSError):
-            self.send_feedback(force=True)
+        with contextlib.suppress(ConnectionLost, ServerError, OSError):
+            self.reader.send_status(force=True)
 
     def wait_for_writer(self) -> None:
         """Let the writer finish what was read, keeping the connection alive meanwhile;

@@ -49,7 +49,7 @@ from pgtail.changes.snapshot import TableRows
 from pgtail.errors import ConfigurationError, ServerCapabilityError, ServerUnavailable
 from pgtail.filters import REDACTED, EventFilter
 from pgtail.lsn import parse_lsn
-from pgtail.render import insert_encoder
+from pgtail.render import row_encoder
 from pgtail.stream.connection import open_replication
 from pgtail.stream.waiting import Waiting
 from pgtail.stream.writer import Batch
@@ -70,7 +70,7 @@ class Planned(Protocol):
     def log(self, message: str) -> None: ...
 
 
-class Session(Planned, Protocol):
+class SnapshotContext(Planned, Protocol):
     """What the snapshot needs of the stream's session (`pgtail.stream.session`)."""
 
     dsn: str
@@ -128,7 +128,7 @@ def preflight(conn: PgConnection, session: Planned) -> None:
         )
 
 
-def export_from_temporary_slot(session: Session) -> tuple[Any, str, int]:
+def export_from_temporary_slot(session: SnapshotContext) -> tuple[Any, str, int]:
     """For a slot that exists: a temporary slot on a second replication connection,
     created only for its exported snapshot. Returns (that connection, snapshot name,
     consistent point); closing the connection drops the slot, once the snapshot is
@@ -200,7 +200,7 @@ class SnapshotCopy:
     """The snapshot of one run: imported at `begin`, copied by `run`."""
 
     def __init__(
-        self, session: Session, snapshot_name: str, lsn: int, *, existing: bool = False
+        self, session: SnapshotContext, snapshot_name: str, lsn: int, *, existing: bool = False
     ) -> None:
         self.session = session
         self.lsn = lsn
@@ -229,7 +229,7 @@ class SnapshotCopy:
             raise
 
     @classmethod
-    def of_existing_slot(cls, session: Session) -> SnapshotCopy:
+    def of_existing_slot(cls, session: SnapshotContext) -> SnapshotCopy:
         """A snapshot for a slot that exists: a temporary slot's, imported before that
         slot goes away; the stream then drops the copied tables' changes that committed
         before it (`SkipCopied`)."""
@@ -288,7 +288,7 @@ class SnapshotCopy:
             number=number,
             tables=len(self.tables),
             user_types=user_types,
-            encoder=insert_encoder(config.format, redact=bool(flt.redact)),
+            encoder=row_encoder(config.format, redact=bool(flt.redact)),
         )
         if flt.redact:
             masked = flt.masked_columns(rows.table)

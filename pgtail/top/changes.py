@@ -14,7 +14,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pgtail.pgoutput import Begin, Commit, Decoder, Delete, Insert, Relation, Truncate, Update
+from pgtail.pgoutput import (
+    Begin,
+    Commit,
+    Decoder,
+    Delete,
+    Insert,
+    Relation,
+    TruncateMessage,
+    Update,
+)
 from pgtail.sqlnames import quote_ident
 
 LARGEST = 5  # how many of the largest transactions a view keeps
@@ -103,7 +112,7 @@ class ChangeCounter:
                 tx_changes += 1
                 tx_bytes += len(data)
                 tx_tables[table] += 1
-            elif isinstance(message, Truncate):
+            elif isinstance(message, TruncateMessage):
                 for relation_id in message.relation_ids:
                     ops[(self._name(relation_id), "truncate")] += 1
                 tx_changes += 1
