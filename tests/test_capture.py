@@ -458,7 +458,7 @@ def _rendered(fmt: str, events: list[Event]) -> bytes:
     return out.getvalue()
 
 
-_ENCODERS = {"json": jsonl.json_line_encoder, "sql": sql_render.insert_encoder}
+_ENCODERS = {"json": jsonl.json_line_encoder, "sql": sql_render.sql_statement_encoder}
 
 
 @pytest.mark.parametrize("generated", [True, False], ids=["generated", "plain"])
@@ -478,7 +478,7 @@ def test_insert_fast_paths_write_the_same_bytes(
     generated: bool,
 ) -> None:
     """Inserts encoded straight from their text (the JSON lines and SQL renderers'
-    insert_encoder) render byte for byte as Changes do.
+    row encoders) render byte for byte as Changes do.
 
     In every mode, whether the encoding happens at the commit (a transaction small enough
     to stay raw), on arrival, or on arrival past the memory bound (encoded lines spilled to

@@ -424,13 +424,13 @@ _ODD_VALUES = [b"x1", b"", b"\xff", b"1 2"]  # for "n": no server sends them; bo
 
 
 def _text_outcomes() -> list[bytes | str]:
-    from pgtail.render.sql import insert_encoder
+    from pgtail.render.sql import sql_statement_encoder
     from pgtail.values import converters
 
     table = Table(
         60, "Odd Schema", "t", "default", tuple(col(n, oid) for n, oid, _ in _TEXT_COLUMNS)
     )
-    encoders = insert_encoder(table, [converters(oid)[0] for _, oid, _ in _TEXT_COLUMNS])
+    encoders = sql_statement_encoder(table, [converters(oid)[0] for _, oid, _ in _TEXT_COLUMNS])
     assert encoders is not None
     outcomes: list[bytes | str] = []
     longest = max(len(values) for *_, values in _TEXT_COLUMNS)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pgtail.changes import Change, Table
-from pgtail.render.sql import SqlRenderer, insert_encoder
+from pgtail.render.sql import SqlRenderer, sql_statement_encoder
 from pgtail.values import converters
 from tests.events import change, col
 
@@ -67,7 +67,7 @@ def _expected(event: Change) -> bytes:
 
 
 def _encoders(table: Table) -> Any:
-    encoders = insert_encoder(table, [converters(c.type_oid)[0] for c in table.columns])
+    encoders = sql_statement_encoder(table, [converters(c.type_oid)[0] for c in table.columns])
     assert encoders is not None
     return encoders
 

@@ -307,7 +307,7 @@ def _large_run(fmt: str, payloads: list[bytes]) -> tuple[list[Any], list[Any], b
     from pgtail.render import make_renderer
     from pgtail.stream.writer import OutputBuffer
 
-    encoder = insert_encoder(fmt, redact=False) if fmt != "table" else None
+    encoder = row_encoder(fmt, redact=False) if fmt != "table" else None
     asm = Assembler(2, encoder=encoder)
     events = [e for p in payloads for e in asm.feed(p)]
     out = OutputBuffer()

@@ -28,7 +28,13 @@ from pgtail import catalog
 from pgtail.changes import Assembler, Column, EncodedRows, Event
 from pgtail.changes.fastpath import EncoderFactory
 from pgtail.render import RenderOptions
-from pgtail.render.sql import SqlRenderer, insert_encoder, literal, quote_ident, quote_literal
+from pgtail.render.sql import (
+    SqlRenderer,
+    literal,
+    quote_ident,
+    quote_literal,
+    sql_statement_encoder,
+)
 from pgtail.render.table import TableRenderer
 from pgtail.server import LocalServer, embedded_bindir
 from tests.helpers import Database, create_database, drop_database
@@ -451,7 +457,7 @@ def test_quick_lane_writes_the_renderers_statements_and_they_replay(
     finally:
         conn.close()
     general, _ = render_slot(db, "rt_slot", binary=False)
-    quick, events = render_slot(db, "rt_slot", binary=False, encoder=insert_encoder)
+    quick, events = render_slot(db, "rt_slot", binary=False, encoder=sql_statement_encoder)
     assert quick == general
     lanes = {(e.table.name, e.op) for e in events if type(e) is EncodedRows}
     assert {("user", "update"), ("user", "delete"), ("select", "delete")} <= lanes, lanes

@@ -63,5 +63,5 @@ def row_encoder(fmt: str, *, redact: bool = False) -> EncoderFactory | None:
     if fmt == "sql":
         from pgtail.render import sql
 
-        return sql.insert_encoder
+        return sql.sql_statement_encoder
     return None

@@ -175,7 +175,9 @@ class _Plan:
         return f"(tableoid, ctid) = (SELECT tableoid, ctid FROM {self.name} WHERE {cond} LIMIT 1)"
 
 
-def insert_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
+def sql_statement_encoder(
+    table: Table, text_converters: Sequence[Converter]
+) -> InsertEncoders | None:
     """The SQL fast path for changes whose values all arrived as text (or NULL).
 
     ``encode(seq, *values)`` gives the INSERT statement `SqlRenderer` writes for the row,
@@ -430,7 +432,7 @@ class SqlRenderer:
         )
 
     def _write_snapshot_rows(self, rows: SnapshotRows) -> None:
-        if rows.lines:  # from insert_encoder: COPY's text rows as they were read
+        if rows.lines:  # from sql_statement_encoder: COPY's text rows as they were read
             self._out.write(rows.lines)
             return
         names = [c.name for c in rows.copy.table.columns]
@@ -456,7 +458,7 @@ class SqlRenderer:
                 plan = self._plan(event.table)
                 raise unwritable_value(event, exc, plan.lit, "SQL") from None
             self._out.write(statement.encode("utf-8"))
-        elif type(event) is EncodedRows:  # from insert_encoder: whole statements
+        elif type(event) is EncodedRows:  # from sql_statement_encoder: whole statements
             write = getattr(self._out, "write_large", self._out.write)  # (see the writer)
             for piece in event.pieces or (event.lines,):  # (pieces: a large value's)
                 write(piece)
