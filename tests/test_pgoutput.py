@@ -544,7 +544,7 @@ def test_real_server_protocol_1(db: Database) -> None:
         *("Begin", "Insert", "Commit"),
         *("Begin", "Update", "Commit"),
         *("Begin", "Delete", "Commit"),
-        *("Begin", "Truncate", "Commit"),
+        *("Begin", "TruncateMessage", "Commit"),
         *(("Begin", "LogicalMessage", "Commit", "LogicalMessage") if with_messages else ()),
     ]
 
@@ -710,8 +710,8 @@ def test_real_server_two_phase(db: Database) -> None:
     decoder = Decoder(3)
     messages = [m for m in (decoder.decode(p) for _, p in rows) if not isinstance(m, Relation)]
     assert [type(m).__name__ for m in messages] == [
-        *("BeginPrepare", "Insert", "Prepare", "CommitPrepared"),
-        *("BeginPrepare", "Insert", "Prepare", "RollbackPrepared"),
+        *("BeginPrepare", "Insert", "Prepare", "CommitPreparedMessage"),
+        *("BeginPrepare", "Insert", "Prepare", "RollbackPreparedMessage"),
     ]
     begin1, _, prepare1, commit1, begin2, _, prepare2, rollback2 = messages
     assert isinstance(begin1, BeginPrepare) and isinstance(prepare1, Prepare)
