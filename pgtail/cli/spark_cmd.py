@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from pgtail.cli import cli
+from pgtail.cli import ExitCode, cli
 from pgtail.cli.shared_options import (
     PUBLICATION_FORM,
     SLOT_NAME,
@@ -42,7 +42,7 @@ def _spark_errors() -> Iterator[None]:
 
     try:
         yield
-    except (PgtailError, KeyboardInterrupt, click.ClickException):
+    except (PgtailError, KeyboardInterrupt, click.ClickException, click.exceptions.Exit):
         raise
     except Exception as exc:
         from pgtail.spark.pipeline import spark_failure
@@ -280,7 +280,8 @@ def spark_run(
                     f"{output}; the slot is confirmed up to the last of them",
                     err=True,
                 )
-                raise
+                # said: exit 130 without main's own line for an interrupt
+                raise click.exceptions.Exit(ExitCode.SIGINT) from None
     finally:
         spark.stop()
     click.echo(f"{result.rows} changes in {result.batches} batches written to {output}", err=True)
