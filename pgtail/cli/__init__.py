@@ -48,7 +48,25 @@ class State:
         self.debug = debug
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+class _Commands(click.Group):
+    """The top-level group: a command's module is imported when the command is asked for
+    (`_COMMAND_MODULES`), so ``pgtail stream`` does not import Spark's, top's or the
+    doctor's code; listing the commands (help, completion) imports them all."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = _COMMAND_MODULES.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            import importlib
+
+            importlib.import_module(f"pgtail.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        _register_commands()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_Commands, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="pgtail")
 @click.option("--debug", is_flag=True, envvar="PGTAIL_DEBUG", help="Show tracebacks for errors.")
 @click.pass_context
@@ -78,23 +96,25 @@ dsn_option = connection_options
 
 
 def _register_commands() -> None:
-    # Each module adds its commands to `cli` on import.
+    """Import every command's module (each adds its commands to `cli` on import)."""
     import importlib
 
-    for name in _COMMAND_MODULES:
+    for name in dict.fromkeys(_COMMAND_MODULES.values()):
         importlib.import_module(f"pgtail.cli.{name}")
 
 
-_COMMAND_MODULES: list[str] = [
-    "spark_cmd",
-    "demo_cmd",
-    "completion_cmd",
-    "slot_cmd",
-    "publication_cmd",
-    "doctor_cmd",
-    "top_cmd",
-    "stream_cmd",
-]
+# Each top-level command and the module that defines it (imported when it is run)
+_COMMAND_MODULES: dict[str, str] = {
+    "spark": "spark_cmd",
+    "demo": "demo_cmd",
+    "completion": "completion_cmd",
+    "slot": "slot_cmd",
+    "publication": "publication_cmd",
+    "doctor": "doctor_cmd",
+    "identity": "doctor_cmd",
+    "top": "top_cmd",
+    "stream": "stream_cmd",
+}
 
 
 def _debug_requested(argv: list[str]) -> bool:
@@ -115,7 +135,6 @@ def main(argv: list[str] | None = None) -> None:
     args = _debug_first(list(sys.argv[1:] if argv is None else argv))
     debug = _debug_requested(args)
     try:
-        _register_commands()
         # with standalone_mode=False, click returns ctx.exit()'s code instead of exiting
         result = cli.main(args=args, prog_name="pgtail", standalone_mode=False)
     except click.exceptions.Abort as exc:
@@ -221,7 +240,11 @@ def _command_path(args: list[str]) -> str:
     for arg in args:
         if arg.startswith("-"):
             continue
-        sub = command.commands.get(arg) if isinstance(command, click.Group) else None
+        sub = (
+            command.get_command(click.Context(command), arg)
+            if isinstance(command, click.Group)
+            else None
+        )
         if sub is None:
             break
         path.append(arg)
