@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     args = _debug_first(list(sys.argv[1:] if argv is None else argv))
     debug = _debug_requested(args)
     try:
+        if os.environ.get("_PGTAIL_COMPLETE"):  # shell completion: pgtail's own classes
+            _register_commands()
         # with standalone_mode=False, click returns ctx.exit()'s code instead of exiting
         result = cli.main(args=args, prog_name="pgtail", standalone_mode=False)
     except click.exceptions.Abort as exc:
