@@ -17,9 +17,10 @@ database on that server (dropped afterwards together with any slot left in it).
 
 from __future__ import annotations
 
+import collections
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -118,10 +119,22 @@ def server_scope(nodeid: str) -> str:
     return module
 
 
+# The units that take longest, longest first (Spark starts a JVM per worker and its tests
+# run whole queries; these majors' units hold the Spark tests parametrized over them)
+_LONG_UNITS = ("spark", "pg15", "pg18", "pg13")
+
+
+def scope_rank(scope: str, sizes: Mapping[str, int]) -> tuple[int, int]:
+    """Where a unit goes in the work queue: the long units first, then by test count."""
+    if scope in _LONG_UNITS:
+        return (_LONG_UNITS.index(scope), 0)
+    return (len(_LONG_UNITS), -sizes[scope])
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadscope`` with `server_scope`'s units. Largest units first (xdist's
-    default order for loadscope), so the server majors and Spark start at once and the
+    """``--dist loadscope`` with `server_scope`'s units, in `scope_rank`'s order: the long
+    units first (not xdist's most tests first), so no worker starts Spark last, and the
     unit-test modules fill in around them."""
     if config.getvalue("dist") != "loadscope":
         return None
@@ -131,10 +144,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return server_scope(nodeid)
 
+    # the units in the order the collection has them (see pytest_collection_modifyitems)
+    config.option.loadscopereorder = False
     return ServerScopeScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getvalue("dist") == "loadscope":
+        # each worker collects alike, so the order is the same everywhere
+        sizes = collections.Counter(server_scope(item.nodeid) for item in items)
+        items.sort(key=lambda item: scope_rank(server_scope(item.nodeid), sizes))
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
