@@ -31,6 +31,7 @@ from pgtail.changes import (
     fastpath,
 )
 from pgtail.changes import assembler as assembler_module
+from pgtail.changes import fastpath as fastpath_module
 from pgtail.changes.held import SpilledRun
 from pgtail.changes.tables import new_change, row_builders, unknown_type_oids
 from pgtail.errors import DecodeError, SpillError
@@ -1161,11 +1162,11 @@ def test_small_transaction_stays_raw_until_its_commit(monkeypatch: pytest.Monkey
     asm = Assembler(1)
     run(asm, [ITEMS, *tx_block(9, body[:4])[:-1]])
     # held as they came, in the quick lane (below the deferred bound: it stays below it)
-    assert asm._current is None and asm._quick == body[:4]
+    assert asm._current is None and asm._quick.records == body[:4]
     run(asm, body[4:5])  # the fifth change: converted from here on
     held = asm._current
     assert held is not None and not held.raw and not held.deferred and len(held.rows) == 5
-    assert asm._quick is None
+    assert asm._quick.records is None
     run(asm, body[5:])
     assert len(held.rows) == 8
     assert run(asm, [pb.commit(0x1000, 0x1010, T0)]) == expected
@@ -1222,7 +1223,7 @@ def test_the_quick_lane_gives_what_the_general_way_gives(
     def events_of(lane_open: bool) -> tuple[list[Any], list[bool]]:
         with pytest.MonkeyPatch.context() as patch:
             if not lane_open:  # no Begin is of the length the lane takes
-                patch.setattr(assembler_module, "BEGIN_LENGTH", -1)
+                patch.setattr(fastpath_module, "BEGIN_LENGTH", -1)
             asm = Assembler(1, encoder=encoder, spill_bytes=80_000)
             out: list[Any] = []
             open_after: list[bool] = []

@@ -13,7 +13,7 @@ Pure: no psycopg2, no I/O. Types that are not built in are looked up by the call
 handed down as data (`Assembler.user_types_wanted`, `Assembler.add_user_types`).
 """
 
-from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, NO_EVENTS, Assembler
+from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, Assembler
 from pgtail.changes.events import (
     LARGE_VALUE,
     Change,
@@ -41,6 +41,7 @@ from pgtail.changes.events import (
     TxBegin,
     TxCommit,
 )
+from pgtail.changes.fastpath import NO_EVENTS
 from pgtail.changes.tables import Converter, unknown_type_oids
 
 __all__ = [
