@@ -523,10 +523,6 @@ class Assembler:
         )
         return iter((event,))
 
-    def _on_row_message(self, message: object, payload: bytes) -> Iterator[Event]:
-        # Only reached if the decoder is asked for a row message directly (never by feed).
-        raise DecodeError(f"{type(message).__name__} outside a transaction")
-
     _handlers: dict[type, Callable[[Assembler, Any, bytes], Iterator[Event]]] = {
         po.Begin: _on_begin,
         po.BeginPrepare: _on_begin,
@@ -543,11 +539,7 @@ class Assembler:
         po.StreamAbort: _on_stream_abort,
         po.CommitPreparedMessage: _on_commit_prepared,
         po.RollbackPreparedMessage: _on_rollback_prepared,
-        po.Insert: _on_row_message,
-        po.Update: _on_row_message,
-        po.Delete: _on_row_message,
-        po.TruncateMessage: _on_row_message,
-    }
+    }  # (row changes and Truncates never reach the decoder: feed holds them at once)
 
     # -- replay -------------------------------------------------------------------
 
