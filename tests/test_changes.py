@@ -32,6 +32,7 @@ from pgtail.changes import (
 )
 from pgtail.changes import assembler as assembler_module
 from pgtail.changes import fastpath as fastpath_module
+from pgtail.changes.fastpath import line_encoder
 from pgtail.changes.held import SpilledRun
 from pgtail.changes.tables import new_change, row_builders, unknown_type_oids
 from pgtail.errors import DecodeError, SpillError
@@ -1298,3 +1299,30 @@ def test_small_transactions_at_once_give_the_events_of_the_general_way(
     assert quick == general
     assert sum(type(e) is TxCommit for e in quick) == len(bodies) - 1
     assert quick[-1][0] == "error"
+
+
+def test_line_encoder_hands_the_readers_values_to_the_renderers_encoder() -> None:
+    """pgoutput only reads a text tuple's values; changes/ hands them to the renderer's
+    encoder: ``plain`` when all are text, ``with_nulls`` when some are NULL, None (the
+    general path) when the reader declines the tuple or the encoder raises."""
+    calls: list[tuple[str, tuple[object, ...]]] = []
+
+    def encoder(name: str) -> Any:
+        def encode(seq: int, *values: bytes | None) -> bytes:
+            calls.append((name, (seq, *values)))
+            if values[0] == b"boom":
+                raise ValueError("the encoder's own failure")
+            return b"line %d" % seq
+
+        return encode
+
+    encode = line_encoder(po.text_tuple_reader(3), encoder("plain"), encoder("with_nulls"))
+    assert encode(b"..." + pb.tuple_data([b"1", None, b"x y"]), 3, 7) == b"line 7"
+    assert encode(pb.tuple_data([b"1", b"", b"z"]), 0, 8) == b"line 8"
+    assert calls == [("with_nulls", (7, b"1", None, b"x y")), ("plain", (8, b"1", b"", b"z"))]
+    calls.clear()
+    assert encode(pb.tuple_data([b"1", "u", b"z"]), 0, 1) is None  # unchanged TOAST
+    assert encode(pb.tuple_data([b"1", b"2"]), 0, 1) is None  # another column count
+    assert calls == []
+    assert encode(pb.tuple_data([b"boom", b"2", b"3"]), 0, 1) is None  # the encoder raised
+    assert calls == [("plain", (1, b"boom", b"2", b"3"))]

@@ -30,6 +30,7 @@ from pgtail.changes.events import (
     Change,
     EncodedRows,
     Event,
+    InsertEncoder,
     InsertEncoders,
     Message,
     Op,
@@ -43,6 +44,7 @@ from pgtail.changes.held import RECORD_OVERHEAD
 from pgtail.changes.tables import (
     VALUE_ERRORS,
     Converter,
+    LineEncoder,
     TableInfo,
     convert_payload,
     new_change,
@@ -173,20 +175,41 @@ def quick_commit(
 
 def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
     """Wire a renderer's encoders for ``info``'s table into it, by (message, flag)."""
-    natts = len(info.names)
-    info.text_encoder = po.text_tuple_encoder(natts, encoders.plain, encoders.with_nulls)
+    read = po.text_tuple_reader(len(info.names))
+    info.text_encoder = line_encoder(read, encoders.plain, encoders.with_nulls)
     info.large_encoder = encoders.large
     by_change = info.change_encoders
     if encoders.updates:  # an Update without an old row: an insert's line
         by_change[_UPDATE, _NEW_TUPLE] = info.text_encoder
     elif encoders.update is not None:  # ... or a line of its own
-        by_change[_UPDATE, _NEW_TUPLE] = po.text_tuple_encoder(natts, *encoders.update)
+        by_change[_UPDATE, _NEW_TUPLE] = line_encoder(read, *encoders.update)
     if encoders.full_delete is not None:
-        full = encoders.full_delete
-        by_change[_DELETE, _OLD_TUPLE] = po.text_tuple_encoder(natts, *full)
+        by_change[_DELETE, _OLD_TUPLE] = line_encoder(read, *encoders.full_delete)
     if encoders.key_delete is not None:
         old_key = encoders.key_delete
-        by_change[_DELETE, _KEY_TUPLE] = po.text_tuple_encoder(natts, old_key, old_key)
+        by_change[_DELETE, _KEY_TUPLE] = line_encoder(read, old_key, old_key)
+
+
+def line_encoder(
+    read: po.TextTupleReader, plain: InsertEncoder, with_nulls: InsertEncoder
+) -> LineEncoder:
+    """``encode(payload, offset, seq)``: the tuple's text values, as pgoutput's reader gives
+    them, to the renderer's encoder (``with_nulls`` when some are NULL); None when the
+    reader declines the tuple (binary, unchanged TOAST, malformed) or the encoder raises:
+    the general path then decides, and raises the precise error."""
+
+    def encode(buf: bytes, p: int, seq: int) -> bytes | None:
+        args = read(buf, p, seq)
+        if args is None:
+            return None
+        try:
+            if type(args) is tuple:
+                return plain(*args)
+            return with_nulls(*args)
+        except Exception:  # noqa: BLE001 - the general path raises it, precisely
+            return None
+
+    return encode
 
 
 def row_event(

@@ -48,6 +48,9 @@ COLUMN_COST = 72
 ROW_OVERHEAD = 256
 
 Converter = Callable[[bytes], Any]
+# encode(payload, offset, seq) -> the renderer's line for the row change whose tuple is
+# at ``offset``, or None (see `pgtail.changes.fastpath.line_encoder`)
+LineEncoder = Callable[[bytes, int, int], "bytes | None"]
 _call: Any = operator.call  # call(f, x) == f(x): lets map() apply a converter list in C
 
 # A positional Change constructor that skips the frozen dataclass __init__ (which sets
@@ -122,13 +125,13 @@ class TableInfo:
         self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
         # set by an Assembler with an encoder: encode(payload, offset, seq) gives the line
         # of an Insert whose values are all text or NULL, or None for the general path
-        self.text_encoder: po.TupleEncoder | None = None
+        self.text_encoder: LineEncoder | None = None
         # ... and the line in pieces of an Insert holding a very large value (see
         # `InsertEncoders.large`), when the renderer has one
         self.large_encoder: LargeEncoder | None = None
         # (message byte, tuple flag) -> encode(payload, offset, seq) of that tuple's
         # line, for the updates and deletes the renderer encodes too
-        self.change_encoders: dict[tuple[int, int], po.TupleEncoder] = {}
+        self.change_encoders: dict[tuple[int, int], LineEncoder] = {}
         self.row_cost = ROW_OVERHEAD + COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
