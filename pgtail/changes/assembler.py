@@ -199,7 +199,7 @@ class Assembler:
         first = payload[0]
         quick = self._quick
         if quick.records is not None:  # the quick lane: Begin, row changes, Commit
-            events = quick.feed(first, payload, self._tables)
+            events = quick.offer(first, payload, self._tables)
             if events is not None:
                 return events
             self._leave_quick()

@@ -120,7 +120,7 @@ class QuickLane:
         self.size = 0
         return True
 
-    def feed(
+    def offer(
         self, first: int, payload: bytes, tables: dict[int, TableInfo]
     ) -> Iterator[Event] | None:
         """The next payload of the transaction in the lane: NO_EVENTS for a row change it
