@@ -32,7 +32,7 @@ from pgtail.changes import (
 )
 from pgtail.changes import assembler as assembler_module
 from pgtail.changes import fastpath as fastpath_module
-from pgtail.changes.fastpath import line_encoder
+from pgtail.changes.fastpath import encode_line
 from pgtail.changes.held import SpilledRun
 from pgtail.changes.tables import new_change, row_builders, unknown_type_oids
 from pgtail.errors import DecodeError, SpillError
@@ -1301,7 +1301,7 @@ def test_small_transactions_at_once_give_the_events_of_the_general_way(
     assert quick[-1][0] == "error"
 
 
-def test_line_encoder_hands_the_readers_values_to_the_renderers_encoder() -> None:
+def test_encode_line_hands_the_readers_values_to_the_renderers_encoder() -> None:
     """pgoutput only reads a text tuple's values; changes/ hands them to the renderer's
     encoder: ``plain`` when all are text, ``with_nulls`` when some are NULL, None (the
     general path) when the reader declines the tuple or the encoder raises."""
@@ -1316,7 +1316,11 @@ def test_line_encoder_hands_the_readers_values_to_the_renderers_encoder() -> Non
 
         return encode
 
-    encode = line_encoder(po.text_tuple_reader(3), encoder("plain"), encoder("with_nulls"))
+    line = (po.text_tuple_reader(3), encoder("plain"), encoder("with_nulls"))
+
+    def encode(payload: bytes, offset: int, seq: int) -> bytes | None:
+        return encode_line(line, payload, offset, seq)
+
     assert encode(b"..." + pb.tuple_data([b"1", None, b"x y"]), 3, 7) == b"line 7"
     assert encode(pb.tuple_data([b"1", b"", b"z"]), 0, 8) == b"line 8"
     assert calls == [("with_nulls", (7, b"1", None, b"x y")), ("plain", (8, b"1", b"", b"z"))]

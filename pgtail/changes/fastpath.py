@@ -30,7 +30,6 @@ from pgtail.changes.events import (
     Change,
     EncodedRows,
     Event,
-    InsertEncoder,
     InsertEncoders,
     Message,
     Op,
@@ -176,40 +175,33 @@ def quick_commit(
 def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
     """Wire a renderer's encoders for ``info``'s table into it, by (message, flag)."""
     read = po.text_tuple_reader(len(info.names))
-    info.text_encoder = line_encoder(read, encoders.plain, encoders.with_nulls)
+    info.insert_line = insert_line = (read, encoders.plain, encoders.with_nulls)
     info.large_encoder = encoders.large
-    by_change = info.change_encoders
+    by_change = info.change_lines
     if encoders.updates:  # an Update without an old row: an insert's line
-        by_change[_UPDATE, _NEW_TUPLE] = info.text_encoder
+        by_change[_UPDATE, _NEW_TUPLE] = insert_line
     elif encoders.update is not None:  # ... or a line of its own
-        by_change[_UPDATE, _NEW_TUPLE] = line_encoder(read, *encoders.update)
+        by_change[_UPDATE, _NEW_TUPLE] = (read, *encoders.update)
     if encoders.full_delete is not None:
-        by_change[_DELETE, _OLD_TUPLE] = line_encoder(read, *encoders.full_delete)
+        by_change[_DELETE, _OLD_TUPLE] = (read, *encoders.full_delete)
     if encoders.key_delete is not None:
         old_key = encoders.key_delete
-        by_change[_DELETE, _KEY_TUPLE] = line_encoder(read, old_key, old_key)
+        by_change[_DELETE, _KEY_TUPLE] = (read, old_key, old_key)
 
 
-def line_encoder(
-    read: po.TextTupleReader, plain: InsertEncoder, with_nulls: InsertEncoder
-) -> LineEncoder:
-    """``encode(payload, offset, seq)``: the tuple's text values, as pgoutput's reader gives
-    them, to the renderer's encoder (``with_nulls`` when some are NULL); None when the
-    reader declines the tuple (binary, unchanged TOAST, malformed) or the encoder raises:
-    the general path then decides, and raises the precise error."""
-
-    def encode(buf: bytes, p: int, seq: int) -> bytes | None:
-        args = read(buf, p, seq)
-        if args is None:
-            return None
-        try:
-            if type(args) is tuple:
-                return plain(*args)
-            return with_nulls(*args)
-        except Exception:  # noqa: BLE001 - the general path raises it, precisely
-            return None
-
-    return encode
+def encode_line(line: LineEncoder, payload: bytes, offset: int, seq: int) -> bytes | None:
+    """The renderer's line for the text tuple at ``offset``: pgoutput's reader gives its
+    values, the renderer's encoder (``with_nulls`` when some are NULL) the line. None when
+    the reader declines the tuple (binary, unchanged TOAST, malformed) or the encoder
+    raises: the general path then decides, and raises the precise error."""
+    read, plain, with_nulls = line
+    args = read(payload, offset, seq)
+    if args is None:
+        return None
+    try:
+        return plain(*args) if type(args) is tuple else with_nulls(*args)
+    except Exception:  # noqa: BLE001 - the general path raises it, precisely
+        return None
 
 
 def row_event(
@@ -227,29 +219,30 @@ def row_event(
     unknown, or not an Insert / Update / Delete); ``header`` the offset of the relation id
     (`HEADER`, or `STREAM_HEADER` inside a streamed block).
 
-    The fast way first: the renderer's line when it has one (an `EncodedRows` of the line
-    in pieces for an Insert of a value past `LARGE_VALUE`, see `_large_insert`), else for
-    an Insert of text or binary values its `Change` straight from the payload; anything
-    else (NULLs or TOAST in an old row, a Truncate, a Message, a malformed payload, which
-    raises its precise error there) the general way, `tables.convert_payload`.
+    The fast way first: the renderer's line when it has one (`encode_line`; an
+    `EncodedRows` of the line in pieces for an Insert of a value past `LARGE_VALUE`, see
+    `_large_insert`), else for an Insert of text or binary values its `Change` straight
+    from the payload; anything else (NULLs or TOAST in an old row, a Truncate, a Message,
+    a malformed payload, which raises its precise error there) the general way,
+    `tables.convert_payload`.
     """
     if info is not None:
         try:
             flag = payload[header + FLAG]
-            if first == _INSERT:
-                encode = (
-                    info.text_encoder
-                    if flag == _NEW_TUPLE and len(payload) <= LARGE_VALUE
-                    else None
-                )
-            else:
-                encode = info.change_encoders.get((first, flag))
-            if encode is not None:
-                line = encode(payload, header + TUPLE, seq)
-                if line is not None:
-                    return line
-        except (struct.error, IndexError, DecodeError):
+        except IndexError:
             flag = -1
+        if first == _INSERT:
+            line = info.insert_line if flag == _NEW_TUPLE and len(payload) <= LARGE_VALUE else None
+        else:
+            line = info.change_lines.get((first, flag))
+        if line is not None:  # encode_line, inline: the hot path
+            read, plain, with_nulls = line
+            args = read(payload, header + TUPLE, seq)
+            if args is not None:
+                try:
+                    return plain(*args) if type(args) is tuple else with_nulls(*args)
+                except Exception:  # noqa: BLE001 - the general path raises it, precisely
+                    pass
         if first == _INSERT and flag == _NEW_TUPLE:
             insert = _insert(info, payload, header, tx, seq)
             if insert is not None:
@@ -269,9 +262,8 @@ def _insert(
                 large = _large_insert(info, payload, header, tx, seq)
                 if large is not None:
                     return large
-            encode = info.text_encoder
-            if encode is not None:
-                line = encode(payload, header + TUPLE, seq)
+            if info.insert_line is not None:
+                line = encode_line(info.insert_line, payload, header + TUPLE, seq)
                 if line is not None:
                     return line
             change = _large_change(info, payload, header, tx, seq)
