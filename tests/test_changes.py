@@ -31,6 +31,8 @@ from pgtail.changes import (
     fastpath,
 )
 from pgtail.changes import assembler as assembler_module
+from pgtail.changes import fastpath as fastpath_module
+from pgtail.changes.fastpath import encode_line
 from pgtail.changes.held import SpilledRun
 from pgtail.changes.tables import new_change, row_builders, unknown_type_oids
 from pgtail.errors import DecodeError, SpillError
@@ -1161,11 +1163,11 @@ def test_small_transaction_stays_raw_until_its_commit(monkeypatch: pytest.Monkey
     asm = Assembler(1)
     run(asm, [ITEMS, *tx_block(9, body[:4])[:-1]])
     # held as they came, in the quick lane (below the deferred bound: it stays below it)
-    assert asm._current is None and asm._quick == body[:4]
+    assert asm._current is None and asm._quick.records == body[:4]
     run(asm, body[4:5])  # the fifth change: converted from here on
     held = asm._current
     assert held is not None and not held.raw and not held.deferred and len(held.rows) == 5
-    assert asm._quick is None
+    assert asm._quick.records is None
     run(asm, body[5:])
     assert len(held.rows) == 8
     assert run(asm, [pb.commit(0x1000, 0x1010, T0)]) == expected
@@ -1222,7 +1224,7 @@ def test_the_quick_lane_gives_what_the_general_way_gives(
     def events_of(lane_open: bool) -> tuple[list[Any], list[bool]]:
         with pytest.MonkeyPatch.context() as patch:
             if not lane_open:  # no Begin is of the length the lane takes
-                patch.setattr(assembler_module, "BEGIN_LENGTH", -1)
+                patch.setattr(fastpath_module, "BEGIN_LENGTH", -1)
             asm = Assembler(1, encoder=encoder, spill_bytes=80_000)
             out: list[Any] = []
             open_after: list[bool] = []
@@ -1297,3 +1299,34 @@ def test_small_transactions_at_once_give_the_events_of_the_general_way(
     assert quick == general
     assert sum(type(e) is TxCommit for e in quick) == len(bodies) - 1
     assert quick[-1][0] == "error"
+
+
+def test_encode_line_hands_the_readers_values_to_the_renderers_encoder() -> None:
+    """pgoutput only reads a text tuple's values; changes/ hands them to the renderer's
+    encoder: ``plain`` when all are text, ``with_nulls`` when some are NULL, None (the
+    general path) when the reader declines the tuple or the encoder raises."""
+    calls: list[tuple[str, tuple[object, ...]]] = []
+
+    def encoder(name: str) -> Any:
+        def encode(seq: int, *values: bytes | None) -> bytes:
+            calls.append((name, (seq, *values)))
+            if values[0] == b"boom":
+                raise ValueError("the encoder's own failure")
+            return b"line %d" % seq
+
+        return encode
+
+    line = (po.text_tuple_reader(3), encoder("plain"), encoder("with_nulls"))
+
+    def encode(payload: bytes, offset: int, seq: int) -> bytes | None:
+        return encode_line(line, payload, offset, seq)
+
+    assert encode(b"..." + pb.tuple_data([b"1", None, b"x y"]), 3, 7) == b"line 7"
+    assert encode(pb.tuple_data([b"1", b"", b"z"]), 0, 8) == b"line 8"
+    assert calls == [("with_nulls", (7, b"1", None, b"x y")), ("plain", (8, b"1", b"", b"z"))]
+    calls.clear()
+    assert encode(pb.tuple_data([b"1", "u", b"z"]), 0, 1) is None  # unchanged TOAST
+    assert encode(pb.tuple_data([b"1", b"2"]), 0, 1) is None  # another column count
+    assert calls == []
+    assert encode(pb.tuple_data([b"boom", b"2", b"3"]), 0, 1) is None  # the encoder raised
+    assert calls == [("plain", (1, b"boom", b"2", b"3"))]

@@ -816,38 +816,21 @@ def test_real_server_unchanged_toast_and_binary(db: Database, binary: bool) -> N
     assert updated.new == TupleData(f"{kind}u{kind}n".encode(), (one, None, two, None))
 
 
-def test_text_tuple_encoder_takes_only_whole_text_and_null_tuples() -> None:
-    """The fast path's reader: values of text / NULL tuples to the encoder, None for the rest."""
-    calls: list[tuple[str, int, tuple[bytes | None, ...]]] = []
-
-    def encoder(name: str) -> Any:
-        def encode(seq: int, *values: bytes | None) -> bytes:
-            calls.append((name, seq, values))
-            if values[0] == b"boom":
-                raise ValueError("the encoder's own failure")
-            return b"line %d" % seq
-
-        return encode
-
-    encode = po.text_tuple_encoder(3, encoder("plain"), encoder("with_nulls"))
+def test_text_tuple_reader_takes_only_whole_text_and_null_tuples() -> None:
+    """The fast path's reader: a text / NULL tuple's values (a tuple, a list when some
+    are NULL), None for the rest; it runs no encoder (pgoutput only decodes)."""
+    read = po.text_tuple_reader(3)
     data = pb.tuple_data([b"1", None, b"x y"])
-    assert encode(b"..." + data, 3, 7) == b"line 7"
+    assert read(b"..." + data, 3, 7) == [7, b"1", None, b"x y"]
     data = pb.tuple_data([b"1", b"", b"z"])
-    assert encode(data, 0, 8) == b"line 8"
-    assert calls == [("with_nulls", 7, (b"1", None, b"x y")), ("plain", 8, (b"1", b"", b"z"))]
-    calls.clear()
-    assert encode(pb.tuple_data([b"1", "u", b"z"]), 0, 1) is None  # unchanged TOAST
-    assert encode(pb.tuple_data([b"1", ("b", b"\x00"), b"z"]), 0, 1) is None  # binary
-    assert encode(pb.tuple_data([b"1", b"2"]), 0, 1) is None  # another column count
-    assert encode(data + b"x", 0, 1) is None  # bytes after the tuple
+    whole = read(data, 0, 8)
+    assert type(whole) is tuple and whole == (8, b"1", b"", b"z")
+    assert read(pb.tuple_data([b"1", "u", b"z"]), 0, 1) is None  # unchanged TOAST
+    assert read(pb.tuple_data([b"1", ("b", b"\x00"), b"z"]), 0, 1) is None  # binary
+    assert read(pb.tuple_data([b"1", b"2"]), 0, 1) is None  # another column count
+    assert read(data + b"x", 0, 1) is None  # bytes after the tuple
     for cut in range(len(data)):  # truncated anywhere
-        assert encode(data[:cut], 0, 1) is None, cut
-    assert calls == []
-    assert encode(pb.tuple_data([b"boom", b"2", b"3"]), 0, 1) is None  # the encoder raised
-    assert calls == [("plain", 1, (b"boom", b"2", b"3"))]
-    # the code is generated once per column count, the function per encoder pair
-    other = po.text_tuple_encoder(3, encoder("a"), encoder("b"))
-    assert other is not encode and other.__code__ is encode.__code__
+        assert read(data[:cut], 0, 1) is None, cut
 
 
 # --- generated code and the plain path ------------------------------------------------
@@ -855,9 +838,9 @@ def test_text_tuple_encoder_takes_only_whole_text_and_null_tuples() -> None:
 
 def test_the_switch_selects_generated_or_plain_code(codegen: Callable[[bool], None]) -> None:
     def filenames() -> list[str]:
-        encode = po.text_tuple_encoder(2, bytes, bytes)
+        read = po.text_tuple_reader(2)
         return [_fastrows._tuple_reader(n).__code__.co_filename for n in (2, 65)] + [
-            encode.__code__.co_filename
+            read.__code__.co_filename  # type: ignore[attr-defined]
         ]
 
     codegen(False)
@@ -887,7 +870,7 @@ def _outcome(function: Callable[..., object], *args: Any) -> tuple[object, ...]:
 
 def _decoder_outcomes() -> list[tuple[object, ...]]:
     """Every message of the decoder tests, truncated too; tuples of every width and kind,
-    cut anywhere; the text tuple encoders on whole, odd and broken tuples."""
+    cut anywhere; the text tuple readers on whole, odd and broken tuples."""
 
     def parse_in(payload: bytes, in_stream: bool) -> PgoutputMessage:
         return parse(payload, in_stream=in_stream)
@@ -907,26 +890,17 @@ def _decoder_outcomes() -> list[tuple[object, ...]]:
             bad[-1 if columns[-1] in (None, "u") else 2] = ord("x")
             outcomes.append(_outcome(decode_tuple, bytes(bad), 2, "Delete.old_tuple"))
 
-    def encoder(name: str) -> Any:
-        def encode(seq: int, *values: bytes | None) -> bytes:
-            if values and values[0] == b"boom":
-                raise ValueError("the encoder's own failure")
-            return repr((name, seq, values)).encode()
-
-        return encode
-
     for width in (0, 1, 3, 64, 65, 200):
-        encode = po.text_tuple_encoder(width, encoder("plain"), encoder("with_nulls"))
+        read = po.text_tuple_reader(width)
         rows: list[list[pb.Value]] = [
             [b"%d" % i for i in range(width)],
             [None if i % 3 == 0 else b"x\ty'" * i for i in range(width)],
-            [b"boom"] * width,
             ["u"] * width,
         ]
         for row in rows:
             data = pb.tuple_data(row)
             for buf, offset in ((data, 0), (b"..." + data, 3), (data + b"x", 0), (data[:-1], 0)):
-                outcomes.append(_outcome(encode, buf, offset, width))
+                outcomes.append(_outcome(read, buf, offset, width))
     return outcomes
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from pgtail import pgoutput as po
 from pgtail.changes import SnapshotBegin, SnapshotEnd
-from pgtail.changes.snapshot import TableRows, copy_fields
+from pgtail.changes.copy_rows import TableRows, copy_fields
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions, make_renderer, row_encoder
 from pgtail.server import LocalServer, start_server

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgtail import pgoutput as po
-from pgtail.changes.snapshot import TableRows, copy_columns, copy_fields
+from pgtail.changes.copy_rows import TableRows, copy_columns, copy_fields
 from pgtail.render import make_renderer, row_encoder
 from pgtail.render.jsonl_rows import (
     _dumps_each,

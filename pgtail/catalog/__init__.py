@@ -5,8 +5,12 @@ One module per job: `connection` (DSN, session settings, opening connections), `
 write them; quoting is `pgtail.sqlnames`), `facts` (the frozen facts the doctor
 reads), `server_info`, `slots`, `publications`, `table_facts`, `identity`,
 `user_types` (user types for the decoder), `decoding` (reading a slot through SQL
-functions), `snapshot` (reading the rows of an exported snapshot) and `survey` (the
-doctor's facts in one go). Each server-version difference is decided in one of them,
+functions), `snapshot_reader` (reading the rows of an exported snapshot), `load` (one
+block range of a table under it, for Spark's initial load), `spark` (the columns the
+Spark driver reads typed), `table_shapes` (what SQL replay's DDL needs), `activity`
+(``top``'s and ``slot info``'s look at replication), `waiting` (never waiting in
+silence), `completion` (names for shell completion) and `survey` (the doctor's facts
+in one go). Each server-version difference is decided in one of them,
 once. Names are passed through ``psycopg2.sql.Identifier`` / ``Literal`` or as
 parameters, never formatted into SQL.
 
@@ -156,7 +160,7 @@ from pgtail.catalog.slots import (
     slot_info,
     slot_listing,
 )
-from pgtail.catalog.snapshot import SnapshotReader, SnapshotTable, snapshot_tables
+from pgtail.catalog.snapshot_reader import SnapshotReader, SnapshotTable, snapshot_tables
 from pgtail.catalog.spark import ColumnType, table_columns
 from pgtail.catalog.survey import doctor_facts
 from pgtail.catalog.table_facts import TableRef, resolve_table, table_facts

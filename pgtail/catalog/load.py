@@ -4,7 +4,7 @@
 by); `copy_blocks` copies the rows of one block range of a table with ``COPY (SELECT ...
 WHERE ctid >= '(a,0)' AND ctid < '(b,0)') TO STDOUT`` on a `SnapshotReader`'s connection
 (a TID range scan on PostgreSQL 14+, which reads only those blocks), in the COPY text form
-`pgtail.changes.snapshot.TableRows` converts.
+`pgtail.changes.copy_rows.TableRows` converts.
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
 from pgtail.catalog.connection import fetchall
-from pgtail.catalog.snapshot import CHUNK_BYTES, SnapshotReader, SnapshotTable, snapshot_error
+from pgtail.catalog.snapshot_reader import (
+    CHUNK_BYTES,
+    SnapshotReader,
+    SnapshotTable,
+    snapshot_error,
+)
 
 TID_RANGE_VERSION = 140000  # TID range scans: a ctid range reads only its blocks
 

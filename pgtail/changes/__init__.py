@@ -5,15 +5,22 @@
 - `pgtail.changes.tables`: the relation cache's entries (column names, key columns,
   converters, the per-table row functions);
 - `pgtail.changes.held`: holding a transaction until its commit, spilling a large one;
-- `pgtail.changes.fastpath`: the renderer's fast path for rows that arrive as text (the
-  encoder interface wired into the relation cache, the wire offsets, `EncodedRows`' lines);
-- `pgtail.changes.assembler`: the `Assembler`, messages in, whole transactions out.
+- `pgtail.changes.fastpath`: one row payload -> a line or an event for every lane
+  (`row_event`), the small-transaction lane (`QuickLane`), the renderer's encoders
+  (`EncoderFactory`) wired into the relation cache, the wire offsets;
+- `pgtail.changes.assembler`: the `Assembler`, messages in, whole transactions out;
+- `pgtail.changes.ddl`: `DdlTracker`, the `TableDdl` SQL replay writes before a table's
+  first change or its changed definition;
+- `pgtail.changes.schema`: `SchemaTracker`, a table's changed definition as a
+  `SchemaChange` event between the assembler's events;
+- `pgtail.changes.copy_rows`: `TableRows`, a snapshot's COPY rows as `SnapshotRows`
+  events through the converters streamed rows use.
 
 Pure: no psycopg2, no I/O. Types that are not built in are looked up by the caller and
 handed down as data (`Assembler.user_types_wanted`, `Assembler.add_user_types`).
 """
 
-from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, NO_EVENTS, Assembler
+from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, Assembler
 from pgtail.changes.events import (
     LARGE_VALUE,
     Change,
@@ -41,6 +48,7 @@ from pgtail.changes.events import (
     TxBegin,
     TxCommit,
 )
+from pgtail.changes.fastpath import NO_EVENTS, EncoderFactory
 from pgtail.changes.tables import Converter, unknown_type_oids
 
 __all__ = [
@@ -51,6 +59,7 @@ __all__ = [
     "CommitPrepared",
     "Converter",
     "EncodedRows",
+    "EncoderFactory",
     "Event",
     "InsertEncoder",
     "InsertEncoders",

@@ -41,18 +41,18 @@ from pgtail.changes.events import (
     TxCommit,
 )
 from pgtail.changes.fastpath import (
-    BEGIN_LENGTH,
     HEADER,
+    NO_EVENTS,
     OP_OF_BYTE,
     QUICK_BYTES,
     QUICK_ROWS,
     ROW_CHANGES,
     STREAM_HEADER,
     EncoderFactory,
-    fast_row,
+    QuickLane,
     install_encoders,
-    quick_commit,
     quick_events,
+    row_event,
     unpack_relation_id,
 )
 from pgtail.changes.held import (
@@ -70,7 +70,6 @@ from pgtail.changes.tables import (
     TableInfo,
     unknown_type_oids,
 )
-from pgtail.changes.tables import convert_payload as _convert_payload
 from pgtail.errors import DecodeError
 
 DEFAULT_SPILL_BYTES = 64 * 1024 * 1024
@@ -84,7 +83,6 @@ _MESSAGE = po.MSG_MESSAGE
 _RELATION = po.MSG_RELATION
 _TYPE = po.MSG_TYPE
 _BEGIN = po.MSG_BEGIN
-_COMMIT = po.MSG_COMMIT
 _ROW_CHANGES = ROW_CHANGES
 _HELD_AT_ONCE = _ROW_CHANGES | {_TRUNCATE}  # held without decoding
 
@@ -98,9 +96,6 @@ _OP_OF_BYTE = OP_OF_BYTE
 # garbage collector work (they are container objects) that raw payloads do not.
 _DEFERRED_ROWS = 4096
 _INFO_CACHE_SIZE = 4096  # distinct relation schemas kept for reuse
-# exhausted for good: safe to hand out again and again; `feed` returns this very object
-# when the payload completes nothing (most do), so a caller may test for it with ``is``
-NO_EVENTS: Iterator[Any] = iter(())
 _TX_FIELDS = tuple(f.name for f in dataclasses.fields(Transaction))
 
 
@@ -146,23 +141,16 @@ class Assembler:
         self._streams: dict[int, OpenTx] = {}  # streamed transactions by top-level xid
         self._target: OpenTx | None = None  # where held payloads go now
         self._in_stream = False
-        # _QUICK: a transaction that so far came as a Begin and row changes only, held
-        # as its payloads (None: none is), for `quick_commit` to make its events at the
-        # Commit; anything else in it (a Relation, an Origin, too many or too large
-        # changes) sends it down the general way first (`_leave_quick`).
-        self._quick: list[bytes] | None = None
-        self._quick_begin = b""
-        self._quick_bytes = 0
-        # Bounds under which the general way, fed what the lane holds, would only hold
-        # it (no conversion on arrival, no spill): leaving the lane then does just that.
-        self._quick_rows = min(QUICK_ROWS, _DEFERRED_ROWS - 1)
-        self._quick_limit = min(QUICK_BYTES, raw_limit(spill_bytes))
+        # a small transaction, held as its payloads until its Commit (see QuickLane)
+        self._quick = QuickLane(
+            min(QUICK_ROWS, _DEFERRED_ROWS - 1), min(QUICK_BYTES, raw_limit(spill_bytes))
+        )
 
     # -- public ---------------------------------------------------------------
 
     def open_transactions(self) -> bool:
         """True while a transaction or a streamed xid is held (not yet committed/aborted)."""
-        return self._current is not None or self._quick is not None or bool(self._streams)
+        return self._current is not None or self._quick.records is not None or bool(self._streams)
 
     def tables(self) -> dict[int, Table]:
         """The Table of every relation seen so far, by relation id."""
@@ -173,7 +161,7 @@ class Assembler:
         for state in self._all_open():
             state.close()
         self._current = None
-        self._quick = None
+        self._quick.clear()
         self._streams.clear()
         self._target = None
         self._in_stream = False
@@ -210,28 +198,17 @@ class Assembler:
             raise DecodeError("empty pgoutput message")
         first = payload[0]
         quick = self._quick
-        if quick is not None:  # the quick lane: Begin, row changes, Commit (see _QUICK)
-            if first in _ROW_CHANGES and len(quick) < self._quick_rows:
-                size = self._quick_bytes + len(payload) + RECORD_OVERHEAD
-                if size <= self._quick_limit:
-                    quick.append(payload)
-                    self._quick_bytes = size
-                    return NO_EVENTS
-            elif first == _COMMIT:
-                events = quick_commit(self._quick_begin, quick, payload, self._tables)
-                if events is not None:
-                    self._quick = None
-                    return iter(events)
+        if quick.records is not None:  # the quick lane: Begin, row changes, Commit
+            events = quick.offer(first, payload, self._tables)
+            if events is not None:
+                return events
             self._leave_quick()
         elif (
             first == _BEGIN
-            and len(payload) == BEGIN_LENGTH
             and self._current is None
             and not self._in_stream
+            and quick.enter(payload)
         ):
-            self._quick_begin = payload
-            self._quick = []
-            self._quick_bytes = 0
             return NO_EVENTS
         if first in _HELD_AT_ONCE:
             target = self._target
@@ -250,23 +227,12 @@ class Assembler:
                 if target.own:
                     tables = target.view if target.view_base is tables else self._view(target)
                 seq = target.count
-                line = None
+                header = STREAM_HEADER if in_stream else HEADER
                 try:
-                    event: Any = None
+                    info = None
                     if first != _TRUNCATE:  # an Insert, Update or Delete: the hot path
-                        header = STREAM_HEADER if in_stream else HEADER
                         info = tables.get(unpack_relation_id(payload, header)[0])
-                        if info is not None:
-                            fast = fast_row(info, first, payload, header, target.tx, seq)
-                            if type(fast) is bytes:
-                                line = fast
-                                table = info.table
-                            elif fast is not None:
-                                event = fast
-                                cost = info.row_cost
-                    if event is None and line is None:
-                        event = _convert_payload(payload, first, in_stream, tables, target.tx, seq)
-                        cost = _event_cost(event)
+                    event = row_event(info, tables, first, payload, header, target.tx, seq)
                 except Exception:  # noqa: BLE001 - the commit-time decode raises it, if at all
                     # decided at the commit, as before: the change may yet be dropped with
                     # a rolled-back subtransaction, and the error is the same there
@@ -274,10 +240,10 @@ class Assembler:
                 else:
                     # outside the try: a failure to hold it (a full disk) is not a decode
                     # error, and the change must not be held twice
-                    if line is not None:
-                        target.add_line(table, line, _OP_OF_BYTE[first])
+                    if type(event) is bytes:
+                        target.add_line(info.table, event, _OP_OF_BYTE[first])  # type: ignore[union-attr]
                     else:
-                        target.add(event, len(payload) + cost)
+                        target.add(event, len(payload) + _event_cost(event))  # type: ignore[arg-type]
                     if target.rows_bytes > target.rows_limit and not target.make_room():
                         target.go_raw(tables, self._type_names)
                     return NO_EVENTS
@@ -299,9 +265,7 @@ class Assembler:
         """The transaction in the quick lane holds something else: feed what it holds
         the general way (as a Begin and changes of a deferred transaction, that only
         holds them), as if it had never been in the lane."""
-        quick, self._quick = self._quick, None
-        assert quick is not None
-        begin = self._quick_begin
+        begin, quick = self._quick.leave()
         self._on_begin(self.decoder.decode(begin), begin)  # type: ignore[arg-type]
         for payload in quick:
             for _ in self.feed(payload):  # pragma: no cover - held: they complete nothing
@@ -559,10 +523,6 @@ class Assembler:
         )
         return iter((event,))
 
-    def _on_row_message(self, message: object, payload: bytes) -> Iterator[Event]:
-        # Only reached if the decoder is asked for a row message directly (never by feed).
-        raise DecodeError(f"{type(message).__name__} outside a transaction")
-
     _handlers: dict[type, Callable[[Assembler, Any, bytes], Iterator[Event]]] = {
         po.Begin: _on_begin,
         po.BeginPrepare: _on_begin,
@@ -579,11 +539,7 @@ class Assembler:
         po.StreamAbort: _on_stream_abort,
         po.CommitPreparedMessage: _on_commit_prepared,
         po.RollbackPreparedMessage: _on_rollback_prepared,
-        po.Insert: _on_row_message,
-        po.Update: _on_row_message,
-        po.Delete: _on_row_message,
-        po.TruncateMessage: _on_row_message,
-    }
+    }  # (row changes and Truncates never reach the decoder: feed holds them at once)
 
     # -- replay -------------------------------------------------------------------
 
@@ -663,30 +619,24 @@ class Assembler:
         type_names = state.raw_type_names
         tables_copied = types_copied = False
         parsers = po.PARSERS
-        convert = _convert_payload
-        fast_path = fast_row
         unpack_uint32 = unpack_relation_id
         header = STREAM_HEADER if in_stream else HEADER  # (see fastpath)
         run = RowRun()  # encoded lines not yet yielded
         for payload in state.held:
             first = payload[0]
-            event: Change | Truncate | Message
+            event: bytes | Change | EncodedRows | Truncate | Message
             if first in _ROW_CHANGES:  # the hot path
                 try:
                     info = tables.get(unpack_uint32(payload, header)[0])
                 except struct.error:
                     info = None
-                fast = None if info is None else fast_path(info, first, payload, header, tx, seq)
-                if type(fast) is bytes:
-                    done = run.add(info.table, tx, seq, fast, _OP_OF_BYTE[first])  # type: ignore[union-attr]
+                event = row_event(info, tables, first, payload, header, tx, seq)
+                if type(event) is bytes:
+                    done = run.add(info.table, tx, seq, event, _OP_OF_BYTE[first])  # type: ignore[union-attr]
                     if done is not None:
                         yield done
                     seq += 1
                     continue
-                if fast is None:
-                    event = convert(payload, first, in_stream, tables, tx, seq)
-                else:
-                    event = fast  # type: ignore[assignment]
             elif first == _RELATION:
                 rel: po.Relation = parsers[first](payload, in_stream)  # type: ignore[assignment]
                 if not tables_copied:
@@ -704,11 +654,11 @@ class Assembler:
                 )
                 continue
             else:
-                event = convert(payload, first, in_stream, tables, tx, seq)
+                event = row_event(None, tables, first, payload, header, tx, seq)
             done = run.take(tx)
             if done is not None:
                 yield done
-            yield event
+            yield event  # type: ignore[misc]
             seq += 1
         done = run.take(tx)
         if done is not None:

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from pgtail import pgoutput as po
-
 Op = Literal["insert", "update", "delete"]
 OldKind = Literal["key", "full"]
 ReplicaIdentity = Literal["default", "nothing", "full", "index"]
@@ -253,7 +251,7 @@ Event = (
 )
 # encode(seq, v0, ..., vN) -> one line of an EncodedRows (see Assembler): the row's
 # values are the text of each column, None for NULL
-InsertEncoder = po.ValuesEncoder
+InsertEncoder = Callable[..., bytes]
 # encode(first_seq, columns) -> the lines of many inserts at once (a snapshot's rows),
 # byte for byte what `InsertEncoders.plain`/`with_nulls` give row by row; ``columns``
 # holds each column's values (text, None for NULL), all of the same length

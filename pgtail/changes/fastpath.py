@@ -9,11 +9,11 @@ as text skips the events and becomes the renderer's own bytes.
   (`HEADER`, or `STREAM_HEADER` inside a streamed block, where the xid comes first),
   the tuple flag (``N``, ``O``, ``K``) at ``header + FLAG``, the tuple at
   ``header + TUPLE``.
-- `fast_row` turns one such payload into the renderer's line (bytes), or an Insert's
-  `Change`, or None (the general path then decodes it); `quick_events` does a small
-  transaction's row changes at once. Consecutive lines of one table and op travel as
-  `pgtail.changes.EncodedRows` (gathered by ``held.RowRun``), which only the renderer
-  that supplied the encoders can render.
+- `row_event` turns one such payload into the renderer's line (bytes) or its event, in
+  every lane: on arrival, at the commit, and in the `QuickLane` (a small transaction held
+  as its payloads; `quick_events` makes its events at once). Consecutive lines of one
+  table and op travel as `pgtail.changes.EncodedRows` (gathered by ``held.RowRun``),
+  which only the renderer that supplied the encoders can render.
 
 The assembler calls these; nothing here does I/O.
 """
@@ -21,7 +21,8 @@ The assembler calls these; nothing here does I/O.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from pgtail import pgoutput as po
 from pgtail.changes.events import (
@@ -30,13 +31,23 @@ from pgtail.changes.events import (
     EncodedRows,
     Event,
     InsertEncoders,
+    Message,
     Op,
     Table,
     Transaction,
+    Truncate,
     TxBegin,
     TxCommit,
 )
-from pgtail.changes.tables import VALUE_ERRORS, Converter, TableInfo, new_change
+from pgtail.changes.held import RECORD_OVERHEAD
+from pgtail.changes.tables import (
+    VALUE_ERRORS,
+    Converter,
+    LineEncoder,
+    TableInfo,
+    convert_payload,
+    new_change,
+)
 from pgtail.errors import DecodeError
 from pgtail.values import decodes_text
 
@@ -70,8 +81,75 @@ _NEW_TUPLE = ord("N")
 _OLD_TUPLE = ord("O")  # a Delete's / Update's whole old row (replica identity full)
 _KEY_TUPLE = ord("K")  # its old key, the other columns sent as NULL
 _decode_tuple = po.decode_tuple
-_NEW_FLAG = HEADER + FLAG  # outside a streamed block
-_NEW_TUPLE_AT = HEADER + TUPLE
+
+
+_COMMIT = po.MSG_COMMIT
+# exhausted for good: safe to hand out again and again; `Assembler.feed` returns this very
+# object when the payload completes nothing (most do), so a caller may test for it with ``is``
+NO_EVENTS: Iterator[Any] = iter(())
+
+
+class QuickLane:
+    """The assembler's small-transaction lane: a transaction that so far came as a Begin
+    (of `BEGIN_LENGTH`) and row changes only, held as its payloads, made into events at
+    its Commit by `quick_commit`. Anything else in it (a Relation, an Origin, too many or
+    too large changes, a Commit it declines) ends it: `leave` hands back what it holds,
+    for the assembler to feed the general way as if the lane had never held it.
+
+    ``records`` is None while no transaction is in the lane (the assembler tests it).
+    """
+
+    __slots__ = ("begin", "max_bytes", "max_rows", "records", "size")
+
+    def __init__(self, max_rows: int, max_bytes: int) -> None:
+        self.records: list[bytes] | None = None
+        self.begin = b""
+        self.size = 0  # bytes held (payloads and their per-record overhead)
+        # Bounds under which the general way, fed what the lane holds, would only hold
+        # it (no conversion on arrival, no spill): leaving the lane then does just that.
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+
+    def enter(self, begin: bytes) -> bool:
+        """Take a Begin (of a plain transaction, none open): True if the lane holds it."""
+        if len(begin) != BEGIN_LENGTH:
+            return False
+        self.begin = begin
+        self.records = []
+        self.size = 0
+        return True
+
+    def offer(
+        self, first: int, payload: bytes, tables: dict[int, TableInfo]
+    ) -> Iterator[Event] | None:
+        """The next payload of the transaction in the lane: NO_EVENTS for a row change it
+        holds, the transaction's events for its Commit, None when the lane must be left
+        (see `leave`)."""
+        records = self.records
+        assert records is not None
+        if first in ROW_CHANGES:
+            if len(records) < self.max_rows:
+                size = self.size + len(payload) + RECORD_OVERHEAD
+                if size <= self.max_bytes:
+                    records.append(payload)
+                    self.size = size
+                    return NO_EVENTS
+        elif first == _COMMIT:
+            events = quick_commit(self.begin, records, payload, tables)
+            if events is not None:
+                self.records = None
+                return iter(events)
+        return None
+
+    def leave(self) -> tuple[bytes, list[bytes]]:
+        """End the lane's transaction: its Begin and the row changes held so far."""
+        records, self.records = self.records, None
+        assert records is not None
+        return self.begin, records
+
+    def clear(self) -> None:
+        """Forget the transaction in the lane (after a reconnect)."""
+        self.records = None
 
 
 def quick_commit(
@@ -96,53 +174,98 @@ def quick_commit(
 
 def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
     """Wire a renderer's encoders for ``info``'s table into it, by (message, flag)."""
-    natts = len(info.names)
-    info.text_encoder = po.text_tuple_encoder(natts, encoders.plain, encoders.with_nulls)
+    read = po.text_tuple_reader(len(info.names))
+    info.insert_line = insert_line = (read, encoders.plain, encoders.with_nulls)
     info.large_encoder = encoders.large
-    by_change = info.change_encoders
+    by_change = info.change_lines
     if encoders.updates:  # an Update without an old row: an insert's line
-        by_change[_UPDATE, _NEW_TUPLE] = info.text_encoder
+        by_change[_UPDATE, _NEW_TUPLE] = insert_line
     elif encoders.update is not None:  # ... or a line of its own
-        by_change[_UPDATE, _NEW_TUPLE] = po.text_tuple_encoder(natts, *encoders.update)
+        by_change[_UPDATE, _NEW_TUPLE] = (read, *encoders.update)
     if encoders.full_delete is not None:
-        full = encoders.full_delete
-        by_change[_DELETE, _OLD_TUPLE] = po.text_tuple_encoder(natts, *full)
+        by_change[_DELETE, _OLD_TUPLE] = (read, *encoders.full_delete)
     if encoders.key_delete is not None:
         old_key = encoders.key_delete
-        by_change[_DELETE, _KEY_TUPLE] = po.text_tuple_encoder(natts, old_key, old_key)
+        by_change[_DELETE, _KEY_TUPLE] = (read, old_key, old_key)
 
 
-def fast_row(
-    info: TableInfo, first: int, payload: bytes, header: int, tx: Transaction, seq: int
-) -> bytes | Change | EncodedRows | None:
-    """An Insert, Update or Delete of a known table, the fast way: the renderer's line for
-    it (bytes) when it has one (an `EncodedRows` of the line in pieces for an Insert of a
-    value past `LARGE_VALUE`, see `_large_insert`), else for an Insert its `Change`; None
-    leaves the message to `Assembler._convert` (which raises the precise error of a malformed one).
-
-    The one copy of the hot path, for a change converted on arrival (`Assembler.feed`) and
-    at the commit (`Assembler._raw_events`); ``header`` is the offset of the relation id.
-    """
+def encode_line(line: LineEncoder, payload: bytes, offset: int, seq: int) -> bytes | None:
+    """The renderer's line for the text tuple at ``offset``: pgoutput's reader gives its
+    values, the renderer's encoder (``with_nulls`` when some are NULL) the line. None when
+    the reader declines the tuple (binary, unchanged TOAST, malformed) or the encoder
+    raises: the general path then decides, and raises the precise error."""
+    read, plain, with_nulls = line
+    args = read(payload, offset, seq)
+    if args is None:
+        return None
     try:
-        flag = payload[header + FLAG]
-        if first != _INSERT:
-            encoders = info.change_encoders
-            if not encoders:
-                return None
-            encode = encoders.get((first, flag))
-            return None if encode is None else encode(payload, header + TUPLE, seq)
-        if flag != _NEW_TUPLE:
-            return None
-        if len(payload) > LARGE_VALUE and info.large_encoder is not None:
-            large = _large_insert(info, payload, header, tx, seq)
-            if large is not None:
-                return large
-        encode = info.text_encoder
-        if encode is not None:
-            line = encode(payload, header + TUPLE, seq)
-            if line is not None:
-                return line
+        return plain(*args) if type(args) is tuple else with_nulls(*args)
+    except Exception:  # noqa: BLE001 - the general path raises it, precisely
+        return None
+
+
+def row_event(
+    info: TableInfo | None,
+    tables: dict[int, TableInfo],
+    first: int,
+    payload: bytes,
+    header: int,
+    tx: Transaction,
+    seq: int,
+) -> bytes | Change | EncodedRows | Truncate | Message:
+    """One change payload of a transaction -> the renderer's line for it (bytes), or its
+    event: the one function every lane (on arrival, the quick lane, at the commit) turns
+    a row payload with. ``info`` is the payload's table as ``tables`` has it (None when
+    unknown, or not an Insert / Update / Delete); ``header`` the offset of the relation id
+    (`HEADER`, or `STREAM_HEADER` inside a streamed block).
+
+    The fast way first: the renderer's line when it has one (`encode_line`; an
+    `EncodedRows` of the line in pieces for an Insert of a value past `LARGE_VALUE`, see
+    `_large_insert`), else for an Insert of text or binary values its `Change` straight
+    from the payload; anything else (NULLs or TOAST in an old row, a Truncate, a Message,
+    a malformed payload, which raises its precise error there) the general way,
+    `tables.convert_payload`.
+    """
+    if info is not None:
+        try:
+            flag = payload[header + FLAG]
+        except IndexError:
+            flag = -1
+        if first == _INSERT:
+            line = info.insert_line if flag == _NEW_TUPLE and len(payload) <= LARGE_VALUE else None
+        else:
+            line = info.change_lines.get((first, flag))
+        if line is not None:  # encode_line, inline: the hot path
+            read, plain, with_nulls = line
+            args = read(payload, header + TUPLE, seq)
+            if args is not None:
+                try:
+                    return plain(*args) if type(args) is tuple else with_nulls(*args)
+                except Exception:  # noqa: BLE001 - the general path raises it, precisely
+                    pass
+        if first == _INSERT and flag == _NEW_TUPLE:
+            insert = _insert(info, payload, header, tx, seq)
+            if insert is not None:
+                return insert
+    return convert_payload(payload, first, header == STREAM_HEADER, tables, tx, seq)
+
+
+def _insert(
+    info: TableInfo, payload: bytes, header: int, tx: Transaction, seq: int
+) -> Change | EncodedRows | bytes | None:
+    """An Insert `row_event` has no line for yet: a value past `LARGE_VALUE` (in pieces,
+    its line, or a `Change` of views), else its `Change` from the text or binary values;
+    None leaves it to the general way."""
+    try:
         if len(payload) > LARGE_VALUE:
+            if info.large_encoder is not None:
+                large = _large_insert(info, payload, header, tx, seq)
+                if large is not None:
+                    return large
+            if info.insert_line is not None:
+                line = encode_line(info.insert_line, payload, header + TUPLE, seq)
+                if line is not None:
+                    return line
             change = _large_change(info, payload, header, tx, seq)
             if change is not None:
                 return change
@@ -212,8 +335,8 @@ def quick_events(
 ) -> list[Event] | None:
     """A small transaction's row-change payloads, held raw in memory: its events, made
     now, in a list -- what `Assembler._events` yields, without its per-transaction
-    generators. None when it holds anything else (a Relation, a Truncate, ...), a change
-    `fast_row` leaves to `Assembler._convert`, or anything fails: `Assembler._events` then
+    generators (each change by `row_event`, as in every lane). None when it holds anything
+    else (a Relation, a Truncate, ...) or anything fails: `Assembler._events` then
     does it all (and raises there, when the events are taken, as for any transaction)."""
     if len(records) > QUICK_ROWS:
         return None
@@ -228,20 +351,10 @@ def quick_events(
             first = payload[0]
             if first not in ROW_CHANGES:
                 return None
-            info = tables.get(unpack_uint32(payload, 1)[0])
+            info = tables.get(unpack_uint32(payload, HEADER)[0])
             if info is None:
                 return None
-            encode = info.text_encoder  # an insert's line: fast_row's first case, inline
-            fast: bytes | Change | EncodedRows | None = None
-            if (
-                encode is not None
-                and first == _INSERT
-                and payload[_NEW_FLAG] == _NEW_TUPLE
-                and len(payload) <= LARGE_VALUE  # (else fast_row's large-value way)
-            ):
-                fast = encode(payload, _NEW_TUPLE_AT, seq)
-            if fast is None:
-                fast = fast_row(info, first, payload, HEADER, tx, seq)
+            fast = row_event(info, tables, first, payload, HEADER, tx, seq)
             if type(fast) is bytes:
                 line_op = OP_OF_BYTE[first]
                 if info.table is not table or line_op is not op:
@@ -252,8 +365,6 @@ def quick_events(
                         lines = []
                     table, op, first_seq = info.table, line_op, seq
                 lines.append(fast)
-            elif fast is None:
-                return None
             else:
                 if lines:
                     events.append(

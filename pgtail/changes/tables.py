@@ -48,6 +48,9 @@ COLUMN_COST = 72
 ROW_OVERHEAD = 256
 
 Converter = Callable[[bytes], Any]
+# (read, plain, with_nulls): pgoutput's reader of a text tuple's values and the
+# renderer's encoders of them, without and with NULLs (see `fastpath.encode_line`)
+LineEncoder = tuple[po.TextTupleReader, Callable[..., bytes], Callable[..., bytes]]
 _call: Any = operator.call  # call(f, x) == f(x): lets map() apply a converter list in C
 
 # A positional Change constructor that skips the frozen dataclass __init__ (which sets
@@ -80,9 +83,9 @@ class TableInfo:
         "binary_row",
         "text_insert",
         "binary_insert",
-        "text_encoder",
+        "insert_line",
         "large_encoder",
-        "change_encoders",
+        "change_lines",
     )
 
     def __init__(
@@ -120,15 +123,15 @@ class TableInfo:
             self.table, self.names, binary_converters
         )
         self.key_positions = tuple(i for i, c in enumerate(columns) if c.is_key)
-        # set by an Assembler with an encoder: encode(payload, offset, seq) gives the line
-        # of an Insert whose values are all text or NULL, or None for the general path
-        self.text_encoder: po.TupleEncoder | None = None
+        # set by an Assembler with an encoder: how to make the line of an Insert whose
+        # values are all text or NULL (see `pgtail.changes.fastpath.encode_line`)
+        self.insert_line: LineEncoder | None = None
         # ... and the line in pieces of an Insert holding a very large value (see
         # `InsertEncoders.large`), when the renderer has one
         self.large_encoder: LargeEncoder | None = None
-        # (message byte, tuple flag) -> encode(payload, offset, seq) of that tuple's
-        # line, for the updates and deletes the renderer encodes too
-        self.change_encoders: dict[tuple[int, int], po.TupleEncoder] = {}
+        # (message byte, tuple flag) -> how to make that tuple's line, for the updates
+        # and deletes the renderer encodes too
+        self.change_lines: dict[tuple[int, int], LineEncoder] = {}
         self.row_cost = ROW_OVERHEAD + COLUMN_COST * len(columns)  # plus the payload
 
     def row(self, tup: po.TupleData, where: str) -> tuple[dict[str, Any], tuple[str, ...]]:

@@ -35,15 +35,14 @@ from pgtail.errors import ConfigurationError, DecodeError
 from pgtail.pgoutput._fastrows import (
     BEGIN_LENGTH,
     COMMIT_LENGTH,
-    TupleEncoder,
-    ValuesEncoder,
+    TextTupleReader,
     decode_tuple,
     parse_begin,
     parse_commit,
     parse_delete,
     parse_insert,
     parse_update,
-    text_tuple_encoder,
+    text_tuple_reader,
     unpack_begin,
     unpack_commit,
 )
@@ -142,11 +141,10 @@ __all__ = [
     "StreamStart",
     "StreamStop",
     "TruncateMessage",
+    "TextTupleReader",
     "TupleData",
-    "TupleEncoder",
     "Type",
     "Update",
-    "ValuesEncoder",
     "decode_tuple",
     "parse",
     "pg_timestamp",
@@ -154,7 +152,7 @@ __all__ = [
     "unpack_commit",
     "BEGIN_LENGTH",
     "COMMIT_LENGTH",
-    "text_tuple_encoder",
+    "text_tuple_reader",
 ]
 
 # Message type bytes ("Byte1('B') Identifies the message as a begin message.", ...).

@@ -4,9 +4,9 @@ text-row encoders. Private to `pgtail.pgoutput`, which dispatches to it.
 Insert, Update, Delete, Begin and Commit come with every row or transaction, so they
 are read here with one struct read for the fixed head and a tuple reader generated
 per column count (`_codegen`); any failure falls back to the careful parsers below,
-which raise the precise DecodeError. `text_tuple_encoder` reads a text TupleData and
-encodes it in one generated function (the JSON and SQL renderers' fast path); its
-contract is the wire offset of the TupleData in the payload.
+which raise the precise DecodeError. `text_tuple_reader` reads a text TupleData's
+values in one generated function (for the JSON and SQL renderers' fast path, which
+`pgtail.changes` wires); its contract is the wire offset of the TupleData in the payload.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from datetime import timedelta
-from types import CodeType, FunctionType
+from types import FunctionType
 from typing import Any
 
 from pgtail import _codegen
@@ -93,7 +93,7 @@ def _build_constructors() -> None:
     _make_begin = _codegen.fast_constructor(Begin)
     _make_commit = _codegen.fast_constructor(Commit)
     _tuple_readers.clear()
-    _text_tuple_code.clear()
+    _text_tuple_readers.clear()
 
 
 class _BadKind(Exception):
@@ -167,82 +167,80 @@ def _tuple_reader(natts: int) -> _TupleReader:
     return reader
 
 
-# encode(seq, v0, ..., vN) -> bytes: a renderer's encoder of one text-mode row
-ValuesEncoder = Callable[..., bytes]
-# encode(payload, offset, seq) -> the encoded row, or None (see text_tuple_encoder)
-TupleEncoder = Callable[[bytes, int, int], "bytes | None"]
-_text_tuple_code: dict[int, CodeType] = {}
+# read(payload, offset, seq) -> (seq, v0, ..., vN), [seq, v0, ..., vN] or None
+# (see text_tuple_reader)
+TextTupleReader = Callable[[bytes, int, int], "tuple[Any, ...] | list[Any] | None"]
+_text_tuple_readers: dict[int, TextTupleReader] = {}
 
 
-def text_tuple_encoder(natts: int, plain: ValuesEncoder, with_nulls: ValuesEncoder) -> TupleEncoder:
-    """A fast path for a text-mode TupleData (an Insert's or Update's new row, a Delete's
-    old row or key): ``encode(buf, offset, seq)``.
+def text_tuple_reader(natts: int) -> TextTupleReader:
+    """A fast reader of a text-mode TupleData (an Insert's or Update's new row, a Delete's
+    old row or key): ``read(buf, offset, seq)``, for the fast path of the JSON and SQL
+    renderers' lines (`pgtail.changes.fastpath` hands the values to their encoders).
 
     ``offset`` is where the TupleData starts (its column count). When the tuple has
-    ``natts`` columns, all text or NULL, and ends where ``buf`` does, returns
-    ``plain(seq, v0, ..., vN)`` with each value's bytes, or ``with_nulls(seq, ...)`` with
-    None for the NULLs when there are any. Returns None for anything else: another count
-    or kind (binary, unchanged TOAST), a truncated or overlong tuple, or an encoder that
-    raises; the caller then takes the general path (`decode_tuple`), whose errors are
-    precise. Reads and encodes in one generated function: no TupleData, no tuple of
-    values, no call in between (without generated code, `_loop_text_tuple_encoder`).
+    ``natts`` columns, all text, and ends where ``buf`` does, returns the tuple
+    ``(seq, v0, ..., vN)`` of each value's bytes; when some are NULL, the list
+    ``[seq, v0, ..., vN]`` with None for those (the caller picks its encoder by the
+    type, at no cost per value). Returns None for anything else: another count or kind
+    (binary, unchanged TOAST), a truncated or overlong tuple; the caller then takes the
+    general path (`decode_tuple`), whose errors are precise. One generated function per
+    column count (without generated code, `_loop_text_tuple_reader`).
     """
     if not _codegen.enabled():
-        return _loop_text_tuple_encoder(natts, plain, with_nulls)
-    code = _text_tuple_code.get(natts)
-    if code is None:
-        values = "".join(f", v{i}" for i in range(natts))
-        lines = [
-            "def encode(buf, p, seq):",
-            "    try:",
-            f"        if (buf[p] << 8 | buf[p + 1]) != {natts}:",
-            "            return None",
-            "        p += 2",
-            "        nulls = False",
-        ]
-        for i in range(natts):
-            lines += [
-                "        k = buf[p]",
-                "        if k == 116:",  # 't'
-                "            s = p + 5",
-                "            p = s + UINT32(buf, p + 1)[0]",
-                f"            v{i} = buf[s:p]",
-                "        elif k == 110:",  # 'n'
-                "            p += 1",
-                f"            v{i} = None",
-                "            nulls = True",
-                "        else:",
-                "            return None",
-            ]
+        return _loop_text_tuple_reader(natts)
+    read = _text_tuple_readers.get(natts)
+    if read is not None:
+        return read
+    values = "".join(f", v{i}" for i in range(natts))
+    lines = [
+        "def read(buf, p, seq):",
+        "    try:",
+        f"        if (buf[p] << 8 | buf[p + 1]) != {natts}:",
+        "            return None",
+        "        p += 2",
+        "        nulls = False",
+    ]
+    for i in range(natts):
         lines += [
-            "        if p != len(buf):",
+            "        k = buf[p]",
+            "        if k == 116:",  # 't'
+            "            s = p + 5",
+            "            p = s + UINT32(buf, p + 1)[0]",
+            f"            v{i} = buf[s:p]",
+            "        elif k == 110:",  # 'n'
+            "            p += 1",
+            f"            v{i} = None",
+            "            nulls = True",
+            "        else:",
             "            return None",
-            "        if nulls:",
-            f"            return with_nulls(seq{values})",
-            f"        return plain(seq{values})",
-            "    except Exception:",  # the general path decides, and raises precisely
-            "        return None",
         ]
-        code = _codegen.code_of("\n".join(lines), "encode", f"pgoutput text tuple {natts}")
-        if natts <= _MAX_COLUMNS:
-            _text_tuple_code[natts] = code
-    namespace = {"UINT32": UINT32, "plain": plain, "with_nulls": with_nulls}
-    encode: TupleEncoder = FunctionType(code, namespace, "encode")
-    return encode
+    lines += [
+        "        if p != len(buf):",
+        "            return None",
+        "    except Exception:",  # the general path decides, and raises precisely
+        "        return None",
+        "    if nulls:",
+        f"        return [seq{values}]",
+        f"    return (seq{values},)",
+    ]
+    code = _codegen.code_of("\n".join(lines), "read", f"pgoutput text tuple {natts}")
+    read = FunctionType(code, {"UINT32": UINT32}, "read")
+    if natts <= _MAX_COLUMNS:
+        _text_tuple_readers[natts] = read
+    return read
 
 
-def _loop_text_tuple_encoder(
-    natts: int, plain: ValuesEncoder, with_nulls: ValuesEncoder
-) -> TupleEncoder:
-    """`text_tuple_encoder` written as a loop: the same results, without generated code."""
+def _loop_text_tuple_reader(natts: int) -> TextTupleReader:
+    """`text_tuple_reader` written as a loop: the same results, without generated code."""
 
-    def encode(buf: bytes, p: int, seq: int) -> bytes | None:
+    def read(buf: bytes, p: int, seq: int) -> tuple[Any, ...] | list[Any] | None:
         try:
             if (buf[p] << 8 | buf[p + 1]) != natts:
                 return None
             p += 2
             nulls = False
-            values: list[bytes | None] = []
+            values: list[Any] = [seq]
             for _ in range(natts):
                 kind = buf[p]
                 if kind == 116:  # t
@@ -257,13 +255,11 @@ def _loop_text_tuple_encoder(
                     return None
             if p != len(buf):
                 return None
-            if nulls:
-                return with_nulls(seq, *values)
-            return plain(seq, *values)
         except Exception:  # the general path decides, and raises precisely
             return None
+        return values if nulls else tuple(values)
 
-    return encode
+    return read
 
 
 _build_constructors()

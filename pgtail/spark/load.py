@@ -216,7 +216,7 @@ def read_task(task: LoadTask) -> Iterator[pa.RecordBatch]:
     from pgtail import catalog
     from pgtail.catalog.load import copy_blocks
     from pgtail.changes import unknown_type_oids
-    from pgtail.changes.snapshot import TableRows
+    from pgtail.changes.copy_rows import TableRows
     from pgtail.render.jsonl import json_columns_encoder
     from pgtail.spark import slot_options
 

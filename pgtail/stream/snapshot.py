@@ -45,7 +45,7 @@ from pgtail.changes import (
     Truncate,
     unknown_type_oids,
 )
-from pgtail.changes.snapshot import TableRows
+from pgtail.changes.copy_rows import TableRows
 from pgtail.errors import ConfigurationError, ServerCapabilityError, ServerUnavailable
 from pgtail.filters import REDACTED, EventFilter
 from pgtail.lsn import parse_lsn

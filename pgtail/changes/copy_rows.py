@@ -11,15 +11,14 @@ caller reads the COPY data and hands down its lines.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection
 from typing import Any
 
 from pgtail import pgoutput as po
 from pgtail import values
 from pgtail.changes.events import InsertEncoders, SnapshotRows, Table, TableCopy
+from pgtail.changes.fastpath import EncoderFactory
 from pgtail.changes.tables import TableInfo
-
-EncoderFactory = Callable[[Table, Sequence[values.Converter]], InsertEncoders | None]
 
 # COPY's text format escapes these on output (CopyAttributeOutText); NULL is ``\N``
 _UNESCAPES = {
