@@ -30,6 +30,7 @@ from pgtail.changes.events import (
     EncodedRows,
     Event,
     InsertEncoders,
+    OldNewEncoder,
     Op,
     Table,
     Transaction,
@@ -110,6 +111,37 @@ def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
     if encoders.key_delete is not None:
         old_key = encoders.key_delete
         by_change[_DELETE, _KEY_TUPLE] = po.text_tuple_encoder(natts, old_key, old_key)
+    if encoders.key_update is not None:  # an Update with its old key (a key change)
+        by_change[_UPDATE, _KEY_TUPLE] = _old_and_new(natts, encoders.key_update)
+    if encoders.full_update is not None:  # ... or its whole old row (FULL)
+        by_change[_UPDATE, _OLD_TUPLE] = _old_and_new(natts, encoders.full_update)
+
+
+def _old_and_new(natts: int, encode: OldNewEncoder) -> po.TupleEncoder:
+    """``encode(payload, offset, seq)`` of an Update with an old tuple at ``offset`` and a
+    new one: ``encode``'s line when both have ``natts`` columns, the old one text or NULL,
+    the new one text, NULL or unchanged TOAST; else None (the general path)."""
+
+    def update(buf: bytes, p: int, seq: int) -> bytes | None:
+        try:
+            old, p = _decode_tuple(buf, p, "Update.old_tuple")
+            if buf[p] != _NEW_TUPLE:
+                return None
+            new, end = _decode_tuple(buf, p + 1, "Update.new_tuple")
+            kinds = new.kinds
+            if (
+                end != len(buf)
+                or len(kinds) != natts
+                or len(old.kinds) != natts
+                or old.kinds.strip(b"tn")
+                or kinds.strip(b"tnu")
+            ):
+                return None
+            return encode(seq, old.values, new.values, kinds)
+        except Exception:  # noqa: BLE001 - the general path raises it, in its place
+            return None
+
+    return update
 
 
 def fast_row(

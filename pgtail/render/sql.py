@@ -7,8 +7,8 @@ Mapping (one statement per line; the output is UTF-8):
 * INSERT: ``INSERT INTO s.t (cols) VALUES (…);`` with every column the server sent.
 * UPDATE: ``UPDATE s.t SET … WHERE <identity>;``. SET holds only columns that have a
   value (unchanged-TOAST columns are left out, their stored value stays) and, when the
-  old value is known, only columns whose value changed; key columns whose value is
-  known to be unchanged are not SET.
+  old value is known, only columns whose literal differs from the old one's; key
+  columns known to be unchanged are not SET.
 * DELETE: ``DELETE FROM s.t WHERE <identity>;``.
 * The identity: with a key (primary key, REPLICA IDENTITY USING INDEX) ``k = v AND …``
   from the old key the server sent, or from the new row's key columns when it sent none
@@ -184,8 +184,9 @@ def sql_statement_encoder(
     byte for byte (the same literals as the per-table builder, each value converted
     inline, without a row dict or a Change), and `SqlRenderer` writes `EncodedRows` as
     they are; likewise the UPDATE of an Update without an old row (when the table has a
-    key) and the DELETE of a Delete (`pgtail.render.sql_rows`). None for a name with a
-    line break: an encoded statement must be one line.
+    key), the UPDATE of one with its old key or row, and the DELETE of a Delete
+    (`pgtail.render.sql_rows`). None for a name with a line break: an encoded statement
+    must be one line.
     """
     columns = table.columns
     if not columns or len(text_converters) != len(columns):
@@ -213,6 +214,8 @@ def sql_statement_encoder(
         update=encoders.update,
         full_delete=encoders.full_delete,
         key_delete=encoders.key_delete,
+        key_update=encoders.key_update,
+        full_update=encoders.full_update,
         copy_text=_copy_as_is,
     )
 
@@ -391,11 +394,12 @@ class SqlRenderer:
         for n, value in new.items():
             if n in skip:
                 continue
-            if old is not None and n in old:
-                prev = old[n]
-                if type(prev) is type(value) and prev == value and _same(prev, value):
-                    continue
-            sets.append(f"{plan.ident(n)} = {plan.lit(n, value)}")
+            lit = plan.lit(n, value)
+            # unchanged: the literal the target got before (an equal json value is not
+            # SET again; -0.0 after 0.0 is)
+            if old is not None and n in old and plan.lit(n, old[n]) == lit:
+                continue
+            sets.append(f"{plan.ident(n)} = {lit}")
         if not sets:
             # nothing changed (UPDATE t SET x = x): keep the statement, set the
             # columns to what they are, so triggers and row versions match
@@ -523,10 +527,3 @@ def _one_line(text: str) -> str:
     if "\n" in text or "\r" in text:
         return text.replace("\n", "\\n").replace("\r", "\\r")
     return text
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal for the purpose of leaving a column out of SET (floats: same bits)."""
-    if type(a) is float:
-        return repr(a) == repr(b)
-    return True
