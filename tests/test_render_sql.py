@@ -414,7 +414,7 @@ _TEXT_COLUMNS: list[tuple[str, int, list[bytes | None]]] = [
     ("at", 1184, [b"2024-01-02 03:04:05.5+00", b"infinity", None]),
     ("tags", 1009, [b'{a,"b c",NULL}', b'{"it\'s"}', b"{}", None]),
     ("nums", 1007, [b"{1,NULL,2}", b"{{1,2},{3,4}}", None]),
-    ("raw", 17, [b"\\x00ff", None]),
+    ("raw", 17, [b"\\x00ff", b"\\x", b"\\xDEADbe", "\\x\u00e9".encode(), b"x'y", b"\\x0'1", None]),
     ("mood", 16_384, [b"happy", None]),
     ("ch", 1042, [b"ab  ", None]),
     ("bits", 1560, [b"101", None]),

@@ -28,7 +28,7 @@ _COLUMNS: list[tuple[str, int, list[bytes | None]]] = [
     ("select", 23, [b"7", b"-2147483648", None]),
     ("f", 701, [b"1.5", b"NaN", b"-Infinity", b"1e-310", None]),
     ("day", 1082, [b"2024-02-29", b"infinity", None]),
-    ("raw", 17, [b"\\x00ff", b"\\x", None]),
+    ("raw", 17, [b"\\x00ff", b"\\x", b"\\xAB", "\\x\u00e9".encode(), b"x'y", b"\\x0'1", None]),
     ("ok", 16, [b"t", b"f", None]),
     ("amount", 1700, [b"12.50", b"NaN", b"-0.001", None]),
     ("doc", 114, [b'{"a": "it\'s"}', b'{"a":\n1}', None]),
