@@ -68,6 +68,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 
 from pgtail.changes import (
+    LARGE_VALUE,
     Change,
     CommitPrepared,
     EncodedRows,
@@ -302,6 +303,8 @@ class SqlRenderer:
 
     def __init__(self, out: BinaryIO, options: RenderOptions | None = None) -> None:
         self._out = out
+        # a large write, kept whole by an output that can (see the stream's writer)
+        self._write_large: Callable[[bytes], Any] = getattr(out, "write_large", out.write)
         opts = options or RenderOptions()
         warn = opts.extra.get("warn")
         self._warn: Callable[[str], None] | None = warn if callable(warn) else None
@@ -455,25 +458,35 @@ class SqlRenderer:
         )
 
     def render(self, event: Event | TableDdl) -> None:
-        if type(event) is Change:
-            try:
-                statement = self.change_sql(event)
-            except UNWRITABLE as exc:
-                plan = self._plan(event.table)
-                raise unwritable_value(event, exc, plan.lit, "SQL") from None
-            self._out.write(statement.encode("utf-8"))
-        elif type(event) is EncodedRows:  # from sql_statement_encoder: whole statements
-            write = getattr(self._out, "write_large", self._out.write)  # (see the writer)
-            for piece in event.pieces or (event.lines,):  # (pieces: a large value's)
-                write(piece)
-        elif type(event) is TxBegin:
-            self._out.write(tx_begin(event.tx))
-        elif isinstance(event, TxCommit):
-            tx = event.tx
+        # (by how often each comes: a small transaction is a begin, a run of encoded
+        # statements and a commit)
+        cls = type(event)
+        if cls is EncodedRows:  # from sql_statement_encoder: whole statements
+            rows: EncodedRows = event  # type: ignore[assignment]
+            lines = rows.lines
+            if rows.pieces or len(lines) >= LARGE_VALUE:  # (pieces: a large value's)
+                for piece in rows.pieces or (lines,):
+                    self._write_large(piece)
+            else:
+                self._out.write(lines)
+        elif cls is TxBegin:
+            begin: TxBegin = event  # type: ignore[assignment]
+            self._out.write(tx_begin(begin.tx))
+        elif cls is TxCommit:
+            commit: TxCommit = event  # type: ignore[assignment]
+            tx = commit.tx
             if tx.prepared and tx.gid is not None:
                 self._write(f"PREPARE TRANSACTION {quote_literal(tx.gid)};\n")
             else:
                 self._out.write(b"COMMIT;\n")
+        elif cls is Change:
+            change: Change = event  # type: ignore[assignment]
+            try:
+                statement = self.change_sql(change)
+            except UNWRITABLE as exc:
+                plan = self._plan(change.table)
+                raise unwritable_value(change, exc, plan.lit, "SQL") from None
+            self._out.write(statement.encode("utf-8"))
         elif type(event) is SnapshotRows:
             self._write_snapshot_rows(event)
         elif isinstance(event, SnapshotBegin):
