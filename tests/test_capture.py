@@ -557,10 +557,13 @@ def test_insert_fast_paths_write_the_same_bytes(
 
             # and took every insert, streamed transactions' too, and for JSON lines every
             # delete and every update that carries no old row (neither with unchanged TOAST);
-            # SQL takes them too where a table's key gives the WHERE clause
+            # SQL takes them too where a table's key gives the WHERE clause, and every
+            # update with an old key or row
             def encodable(change: Change) -> bool:
                 if change.op == "insert":
                     return True
+                if fmt == "sql" and change.op == "update" and change.old is not None:
+                    return True  # with the old key or whole old row: SQL's own UPDATE
                 if fmt != "json" or change.unchanged_toast:
                     return False
                 return change.op == "delete" or change.old is None
