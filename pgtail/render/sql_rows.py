@@ -71,22 +71,17 @@ def text_row_encoders(
     without a key: no UPDATE nor key DELETE). One generated source per shape (types,
     key positions, cast columns), compiled once for every table of that shape."""
     head = f"INSERT INTO {name} ({', '.join(idents)}) VALUES ("
-    key_update = _loop_old_new_update(name, idents, fns, converters, keys, compare_as)
-    full_update = _loop_old_new_update(name, idents, fns, converters, None, compare_as)
+    key_update = _when_called(name, idents, fns, converters, keys, compare_as) if keys else None
+    full_update = _when_called(name, idents, fns, converters, None, compare_as)
     if not _codegen.enabled():
         insert = text_insert_builders(head, fns, converters)
         update = _loop_update(name, idents, fns, converters, keys) if keys else None
         key_delete = _loop_key_delete(name, idents, fns, converters, keys) if keys else None
         full = _loop_full_delete(name, idents, fns, converters, compare_as)
-        return TextRowEncoders(
-            insert, update, key_delete, full, key_update if keys else None, full_update
-        )
+        return TextRowEncoders(insert, update, key_delete, full, key_update, full_update)
     namespace = builder_namespace(head)
     lines = literal_lines(fns, namespace, "x")
-    exprs = []
-    for i, convert in enumerate(converters):
-        namespace[f"C{i}"] = convert
-        exprs.append(f'v{i}.decode("utf-8", "replace")' if decodes_text(convert) else f"C{i}(v{i})")
+    exprs = _convert_exprs(converters, namespace)
     values = ", ".join(f"{{x{i}}}" for i in range(len(fns)))
     functions = [
         ("plain", False, [*lines, f"    return f'{{HEAD}}{values});\\n'.encode('utf-8')"]),
@@ -116,14 +111,6 @@ def text_row_encoders(
             source += [f"    x{i} = None if v{i} is None else {exprs[i]}" for i in keys or ()]
         source += body
     names = [fname for fname, _, _ in functions]
-    namespace.update(
-        SLOW_FULL=full_update, SLOW_KEY=key_update, JOIN=", ".join, TOAST=b"u", USET=" SET "
-    )
-    source += _old_new_update(name, idents, fns, None, compare_as, lines, exprs, namespace)
-    names.append("full_update")
-    if keys:
-        source += _old_new_update(name, idents, fns, keys, compare_as, lines, exprs, namespace)
-        names.append("key_update")
     made = dict(
         zip(
             names,
@@ -136,9 +123,63 @@ def text_row_encoders(
         (made["update_plain"], made["update_with_nulls"]) if keys else None,
         made.get("key_delete"),
         (made["full_delete_plain"], made["full_delete_with_nulls"]),
-        made.get("key_update"),
-        made["full_update"],
+        key_update,
+        full_update,
     )
+
+
+def _convert_exprs(converters: Sequence[Converter], namespace: dict[str, Any]) -> list[str]:
+    """Each value's conversion, ``v<i>``'s: inline where the converter is a plain decode,
+    else a call of ``C<i>`` (bound in ``namespace``)."""
+    exprs = []
+    for i, convert in enumerate(converters):
+        namespace[f"C{i}"] = convert
+        exprs.append(f'v{i}.decode("utf-8", "replace")' if decodes_text(convert) else f"C{i}(v{i})")
+    return exprs
+
+
+def _when_called(
+    name: str,
+    idents: Sequence[str],
+    fns: list[Literal],
+    converters: Sequence[Converter],
+    keys: Sequence[int] | None,
+    compare_as: Sequence[str | None],
+) -> OldNewEncoder:
+    """The UPDATE with an old key (``keys``) or whole old row (None), made at its first
+    call: most tables never see a key change nor a FULL update, and pay no compile."""
+    made: list[OldNewEncoder] = []
+
+    def update(
+        seq: int, old: tuple[bytes | None, ...], new: tuple[bytes | None, ...], kinds: bytes
+    ) -> bytes:
+        if not made:
+            made.append(_old_new_encoder(name, idents, fns, converters, keys, compare_as))
+        return made[0](seq, old, new, kinds)
+
+    return update
+
+
+def _old_new_encoder(
+    name: str,
+    idents: Sequence[str],
+    fns: list[Literal],
+    converters: Sequence[Converter],
+    keys: Sequence[int] | None,
+    compare_as: Sequence[str | None],
+) -> OldNewEncoder:
+    """`_when_called`'s encoder: generated (`_old_new_update`), or the loop's."""
+    slow = _loop_old_new_update(name, idents, fns, converters, keys, compare_as)
+    if not _codegen.enabled():
+        return slow
+    namespace = builder_namespace("")
+    lines = literal_lines(fns, namespace, "x")
+    exprs = _convert_exprs(converters, namespace)
+    namespace.update(SLOW=slow, JOIN=", ".join, TOAST=b"u")
+    source = _old_new_update(name, idents, fns, keys, compare_as, lines, exprs, namespace)
+    fname = "full_update" if keys is None else "key_update"
+    (encode,) = _codegen.define_shared("\n".join(source), [fname], "SQL text update", namespace)
+    return encode
 
 
 def _convert_lines(exprs: Sequence[str], with_nulls: bool) -> list[str]:
@@ -247,15 +288,14 @@ def _old_new_update(
     WHERE's, and what a new one is compared with), a new one only where the text changed
     (a key column, or any column of a FULL row) or must be SET (a column not in the old
     key). An update holding unchanged TOAST, or whose literals all equal the old ones
-    (SET them all), is the loop's (``SLOW_*``), as rare."""
+    (SET them all), is the loop's (``SLOW``), as rare."""
     natts = len(idents)
-    slow = "SLOW_KEY" if keys is not None else "SLOW_FULL"
     olds = "".join(f"o{i}, " for i in range(natts))
     news = "".join(f"v{i}, " for i in range(natts))
     body = [
         f"def {'key_update' if keys is not None else 'full_update'}(seq, old, new, kinds):",
         "    if TOAST in kinds:",
-        f"        return {slow}(seq, old, new, kinds)",
+        "        return SLOW(seq, old, new, kinds)",
         f"    {olds}= old",
         f"    {news}= new",
     ]
@@ -282,7 +322,7 @@ def _old_new_update(
             body += [f"        {line}" for line in [*old_literal, lines[i].strip(), f"y{i} = x{i}"]]
         body += [f"        {line}" for line in new_literal]
         body += [f"        if x{i} != y{i}:", f"            s.append(A{i} + x{i})"]
-    body += ["    if not s:", f"        return {slow}(seq, old, new, kinds)"]
+    body += ["    if not s:", "        return SLOW(seq, old, new, kinds)"]
     namespace["UHEAD"] = f"UPDATE {name} SET "
     if keys is not None:
         where = _key_parts(keys, idents, namespace, " WHERE ", "y")
