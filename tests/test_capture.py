@@ -512,6 +512,17 @@ def test_insert_fast_paths_write_the_same_bytes(
 
             return checked
 
+        def strict_pair(encode: Any) -> Any:
+            def checked(seq: int, old: Any, new: Any, kinds: bytes) -> bytes:
+                try:
+                    line: bytes = encode(seq, old, new, kinds)
+                except Exception as exc:
+                    failures.append(f"{table.qualified_name}: {exc!r}")
+                    raise
+                return line
+
+            return checked if encode is not None else None
+
         full = encoders.full_delete
         key = encoders.key_delete
         update = encoders.update
@@ -522,6 +533,8 @@ def test_insert_fast_paths_write_the_same_bytes(
             update=(strict(update[0], False), strict(update[1], True)) if update else None,
             full_delete=(strict(full[0], False), strict(full[1], True)) if full else None,
             key_delete=strict(key, None) if key else None,
+            key_update=strict_pair(encoders.key_update),
+            full_update=strict_pair(encoders.full_update),
         )
 
     null_rows = [0]
@@ -544,10 +557,13 @@ def test_insert_fast_paths_write_the_same_bytes(
 
             # and took every insert, streamed transactions' too, and for JSON lines every
             # delete and every update that carries no old row (neither with unchanged TOAST);
-            # SQL takes them too where a table's key gives the WHERE clause
+            # SQL takes them too where a table's key gives the WHERE clause, and every
+            # update with an old key or row
             def encodable(change: Change) -> bool:
                 if change.op == "insert":
                     return True
+                if fmt == "sql" and change.op == "update" and change.old is not None:
+                    return True  # with the old key or whole old row: SQL's own UPDATE
                 if fmt != "json" or change.unchanged_toast:
                     return False
                 return change.op == "delete" or change.old is None

@@ -28,7 +28,7 @@ _COLUMNS: list[tuple[str, int, list[bytes | None]]] = [
     ("select", 23, [b"7", b"-2147483648", None]),
     ("f", 701, [b"1.5", b"NaN", b"-Infinity", b"1e-310", None]),
     ("day", 1082, [b"2024-02-29", b"infinity", None]),
-    ("raw", 17, [b"\\x00ff", b"\\x", None]),
+    ("raw", 17, [b"\\x00ff", b"\\x", b"\\xAB", "\\x\u00e9".encode(), b"x'y", b"\\x0'1", None]),
     ("ok", 16, [b"t", b"f", None]),
     ("amount", 1700, [b"12.50", b"NaN", b"-0.001", None]),
     ("doc", 114, [b'{"a": "it\'s"}', b'{"a":\n1}', None]),
@@ -132,3 +132,139 @@ def test_all_key_columns_set_them_all() -> None:
     plain, _ = _encoders(table).update
     assert plain(0, b"1", b"x") == b"UPDATE public.k SET a = 1, b = 'x' WHERE a = 1 AND b = 'x';\n"
     assert plain(0, b"1", b"x") == _expected(change("update", table, {"a": 1, "b": "x"}))
+
+
+def _old_new_pairs() -> list[tuple[list[bytes | None], list[bytes | None], bytes]]:
+    """(old row, new row, new row's kinds): rows that differ in some columns, in none, in
+    all; NULLs on either side; unchanged TOAST in the new row (its value None)."""
+    rows = _rows()
+    pairs = []
+    for n, old in enumerate(rows):
+        for shift in (0, 1, 3):
+            new = rows[(n + shift) % len(rows)]
+            # keep every other column of the old row: some columns differ, some not
+            mixed = [
+                o if i % 2 == n % 2 else v for i, (o, v) in enumerate(zip(old, new, strict=True))
+            ]
+            pairs.append((old, mixed, b"".join(b"n" if v is None else b"t" for v in mixed)))
+    old = rows[0]
+    for toasted in ({1}, {0, 1}, set(range(len(_COLUMNS)))):  # unchanged TOAST in the new row
+        new = [None if i in toasted else v for i, v in enumerate(rows[2])]
+        kinds = b"".join(
+            b"u" if i in toasted else b"n" if v is None else b"t" for i, v in enumerate(new)
+        )
+        pairs += [
+            (old, new, kinds),
+            (old, [None if i in toasted else o for i, o in enumerate(old)], kinds),
+        ]
+    # the same text in json, a line break apart (one literal): not SET
+    doc = [c for c, _, _ in _COLUMNS].index("doc")
+    spaced = list(old)
+    spaced[doc] = b'{"a": 1}'
+    broken = list(old)
+    broken[doc] = b'{"a":\n1}'
+    pairs.append((spaced, broken, b"t" * len(old)))
+    return pairs
+
+
+def _old_new_change(
+    table: Table,
+    keys: set[str] | None,
+    old: list[bytes | None],
+    new: list[bytes | None],
+    kinds: bytes,
+) -> Change:
+    """The Change the assembler makes of an Update with an old key (``keys``) or whole
+    old row (None) and a new row."""
+    toast = tuple(c.name for c, k in zip(table.columns, kinds, strict=True) if k == ord("u"))
+    new_row = {k: v for k, v in _converted(table, new).items() if k not in toast}
+    old_row = _converted(table, old)
+    if keys is not None:
+        old_row = {k: v for k, v in old_row.items() if k in keys}
+    kind = "full" if keys is None else "key"
+    return change("update", table, new_row, old_row, kind, toast)
+
+
+@pytest.mark.parametrize(("identity", "keys"), IDENTITIES, ids=[i for i, _ in IDENTITIES])
+def test_update_with_old_key_or_row(identity: str, keys: set[str]) -> None:
+    """A key change (old key K and new row) under every identity with a key, and FULL's
+    updates (whole old row O): byte for byte the renderer's statement, NULLs, unchanged
+    TOAST (left out of SET), rows that changed in no column (all SET)."""
+    table = _table(identity, keys)
+    encoders = _encoders(table)
+    assert encoders.key_update is not None
+    assert encoders.full_update is not None
+    seen: set[bytes] = set()
+    for old, new, kinds in _old_new_pairs():
+        key_old = [v if c.name in keys else None for c, v in zip(table.columns, old, strict=True)]
+        for encode, old_values, old_keys in (
+            (encoders.key_update, key_old, keys),
+            (encoders.full_update, old, None),
+        ):
+            expected = _expected(_old_new_change(table, old_keys, old_values, new, kinds))
+            assert encode(0, tuple(old_values), tuple(new), kinds) == expected
+            seen.add(expected.partition(b" WHERE ")[0])
+    assert len(seen) > 20  # many SET lists
+
+
+def test_full_update_compares_through_casts_and_skips_unchanged() -> None:
+    table = Table(
+        72, "public", "g", "full", (col("id", 23, True), col("pt", 600, True), col("n", 25, True))
+    )
+    full = _encoders(table).full_update
+    assert full is not None
+    statement = full(0, (b"1", b"(1,2)", b"a"), (b"1", b"(1,2)", b"b"), b"ttt")
+    assert statement == (
+        b"UPDATE public.g SET n = 'b' WHERE (tableoid, ctid) = (SELECT tableoid, ctid FROM public.g"
+        b" WHERE id IS NOT DISTINCT FROM 1 AND pt::text IS NOT DISTINCT FROM '(1,2)'::text"
+        b" AND n IS NOT DISTINCT FROM 'a' LIMIT 1);\n"
+    )
+    # nothing changed: every column SET to what it is
+    same = full(0, (b"1", None, b"a"), (b"1", None, b"a"), b"tnt")
+    assert same.startswith(b"UPDATE public.g SET id = 1, pt = NULL, n = 'a' WHERE ")
+    assert b"pt IS NOT DISTINCT FROM NULL" in same
+
+
+def _sql_of(events: list[Any]) -> bytes:
+    out = io.BytesIO()
+    renderer = SqlRenderer(out)
+    for event in events:
+        renderer.render(event)
+    return out.getvalue()
+
+
+def test_updates_with_an_old_row_take_the_quick_lane() -> None:
+    """Fed to the assembler, an Update with its old key or old row becomes the renderer's
+    statement straight from the payload (an `EncodedRows`); one it cannot take (an old
+    row holding unchanged TOAST, a binary value) the general way; the output is the same."""
+    from pgtail.changes import Assembler, EncodedRows
+    from tests import pgbytes as pb
+
+    columns = [("id", 23, True), ("name", 25, False), ("body", 25, False)]
+    full_columns = [(n, oid, True) for n, oid, _ in columns]
+    payloads = [
+        pb.relation(16384, "public", "items", columns),
+        pb.relation(16385, "public", "full", full_columns, replica_identity="f"),
+        pb.begin(0x100, 0, 7),
+        pb.update(16384, [b"2", b"n", "u"], old=[b"1", None, None], old_kind="K"),  # a key change
+        pb.update(16384, [b"3", None, b"b"], old=[b"2", None, None], old_kind="K"),
+        pb.update(16385, [b"1", b"new", b"b"], old=[b"1", b"old", b"b"], old_kind="O"),  # FULL
+        pb.update(16385, [b"1", b"x", None], old=[b"1", b"x", None], old_kind="O"),  # no change
+        pb.update(16385, [b"1", b"y", b"b"], old=[b"1", b"x", "u"], old_kind="O"),  # general
+        pb.update(16385, [b"1", ("b", b"z"), b"b"], old=[b"1", b"x", b"b"], old_kind="O"),
+        pb.commit(0x100, 0x200, 0),
+    ]
+    events: list[Any] = []
+    general: list[Any] = []
+    fast, slow = Assembler(1, encoder=sql_statement_encoder), Assembler(1)
+    for payload in payloads:
+        events += fast.feed(payload)
+        general += slow.feed(payload)
+    encoded = [e for e in events if type(e) is EncodedRows]
+    assert [(e.table.name, e.op, e.count) for e in encoded] == [
+        ("items", "update", 2),
+        ("full", "update", 2),
+    ]
+    assert sum(type(e) is Change for e in events) == 2
+    assert _sql_of(events) == _sql_of(general)
+    assert b"UPDATE public.items SET id = 2, name = 'n' WHERE id = 1;\n" in _sql_of(events)

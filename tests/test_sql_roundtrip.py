@@ -440,7 +440,8 @@ def test_quick_lane_writes_the_renderers_statements_and_they_replay(
     codegen: Callable[[bool], None],
     generated: bool,
 ) -> None:
-    """Inserts, updates without an old row and deletes by key or by whole row, written by
+    """Inserts, updates (without an old row, with the old key or whole old row) and deletes
+    by key or by whole row, written by
     the renderer's encoders straight from the text values (generated code, or its loops),
     are the statements the renderer writes from the events, and replay the same."""
     codegen(generated)
@@ -461,6 +462,9 @@ def test_quick_lane_writes_the_renderers_statements_and_they_replay(
     assert quick == general
     lanes = {(e.table.name, e.op) for e in events if type(e) is EncodedRows}
     assert {("user", "update"), ("user", "delete"), ("select", "delete")} <= lanes, lanes
+    # and updates with an old row: FULL's (the old row), key changes (the old key; the
+    # one of MixedCase with an unchanged TOAST value in its new row)
+    assert {("select", "update"), ("MixedCase", "update"), ('tab"quote', "update")} <= lanes
     replay(target, quick, tmp_path)
     for table in [*TABLES, ENUM_TABLE]:
         assert table_rows(target, table) == table_rows(db, table), table

@@ -252,6 +252,11 @@ Event = (
 # encode(seq, v0, ..., vN) -> one line of an EncodedRows (see Assembler): the row's
 # values are the text of each column, None for NULL
 InsertEncoder = Callable[..., bytes]
+# encode(seq, old_values, new_values, new_kinds) -> the line of an Update that carries
+# its old row or old key and its new row: each row's values are the text of each column,
+# None for NULL (and, in the new row, for an unchanged TOAST value: ``new_kinds`` holds
+# each column's TupleData kind, ``t``, ``n`` or ``u``); the old row holds no other kind
+OldNewEncoder = Callable[[int, tuple[bytes | None, ...], tuple[bytes | None, ...], bytes], bytes]
 # encode(first_seq, columns) -> the lines of many inserts at once (a snapshot's rows),
 # byte for byte what `InsertEncoders.plain`/`with_nulls` give row by row; ``columns``
 # holds each column's values (text, None for NULL), all of the same length
@@ -279,6 +284,10 @@ class InsertEncoders(NamedTuple):
     # other columns arrive as NULL), if the renderer has them.
     full_delete: tuple[InsertEncoder, InsertEncoder] | None = None
     key_delete: InsertEncoder | None = None
+    # An Update's line from its old key ("K": a key change) or whole old row ("O":
+    # REPLICA IDENTITY FULL) and its new row, if the renderer has them.
+    key_update: OldNewEncoder | None = None
+    full_update: OldNewEncoder | None = None
     # Many inserts at once from their values column by column, if the renderer has it
     rows: RowsEncoder | None = None
     # A snapshot's rows from COPY's text output as it is (whole rows, each ending in a

@@ -187,6 +187,41 @@ def install_encoders(info: TableInfo, encoders: InsertEncoders) -> None:
     if encoders.key_delete is not None:
         old_key = encoders.key_delete
         by_change[_DELETE, _KEY_TUPLE] = (read, old_key, old_key)
+    if encoders.key_update is not None or encoders.full_update is not None:
+        read_both = _old_and_new_reader(len(info.names))
+        if encoders.key_update is not None:  # an Update with its old key (a key change)
+            by_change[_UPDATE, _KEY_TUPLE] = (read_both, encoders.key_update, encoders.key_update)
+        if encoders.full_update is not None:  # ... or its whole old row (FULL)
+            full = encoders.full_update
+            by_change[_UPDATE, _OLD_TUPLE] = (read_both, full, full)
+
+
+def _old_and_new_reader(natts: int) -> Callable[[bytes, int, int], tuple[Any, ...] | None]:
+    """The reader of an Update's line (see `LineEncoder`) when it holds an old tuple at
+    the offset and a new one after it: ``(seq, old_values, new_values, new_kinds)`` for
+    the renderer's `OldNewEncoder` when both have ``natts`` columns, the old one text or
+    NULL, the new one text, NULL or unchanged TOAST; else None (the general path)."""
+
+    def read(buf: bytes, p: int, seq: int) -> tuple[Any, ...] | None:
+        try:
+            old, p = _decode_tuple(buf, p, "Update.old_tuple")
+            if buf[p] != _NEW_TUPLE:
+                return None
+            new, end = _decode_tuple(buf, p + 1, "Update.new_tuple")
+            kinds = new.kinds
+            if (
+                end != len(buf)
+                or len(kinds) != natts
+                or len(old.kinds) != natts
+                or old.kinds.strip(b"tn")
+                or kinds.strip(b"tnu")
+            ):
+                return None
+            return (seq, old.values, new.values, kinds)
+        except Exception:  # noqa: BLE001 - the general path raises it, in its place
+            return None
+
+    return read
 
 
 def encode_line(line: LineEncoder, payload: bytes, offset: int, seq: int) -> bytes | None:

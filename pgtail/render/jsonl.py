@@ -699,7 +699,12 @@ class JsonLinesRenderer:
 
     def render(self, event: Event) -> None:
         cls = type(event)
-        if cls is Change:
+        # (by how often each comes: a small transaction is a begin, a run of encoded
+        # lines and a commit)
+        if (cls is TxBegin or cls is TxCommit) and not self._tx_lines:
+            if cls is TxBegin or not event.tx.prepared:  # type: ignore[union-attr]
+                return  # once per transaction: no line
+        elif cls is Change:
             try:
                 line = self.change_line(event)  # type: ignore[arg-type]
             except UNWRITABLE as exc:
@@ -731,10 +736,6 @@ class JsonLinesRenderer:
             return
         if cls is SnapshotBegin or cls is SnapshotEnd:
             return  # a table's copy is its rows
-        if not self._tx_lines and (  # once per transaction: no line
-            cls is TxBegin or (cls is TxCommit and not event.tx.prepared)  # type: ignore[union-attr]
-        ):
-            return
         record = self.record(event)
         if record is not None:
             line = dumps(record) + b"\n"

@@ -7,8 +7,8 @@ Mapping (one statement per line; the output is UTF-8):
 * INSERT: ``INSERT INTO s.t (cols) VALUES (…);`` with every column the server sent.
 * UPDATE: ``UPDATE s.t SET … WHERE <identity>;``. SET holds only columns that have a
   value (unchanged-TOAST columns are left out, their stored value stays) and, when the
-  old value is known, only columns whose value changed; key columns whose value is
-  known to be unchanged are not SET.
+  old value is known, only columns whose literal differs from the old one's; key
+  columns known to be unchanged are not SET.
 * DELETE: ``DELETE FROM s.t WHERE <identity>;``.
 * The identity: with a key (primary key, REPLICA IDENTITY USING INDEX) ``k = v AND …``
   from the old key the server sent, or from the new row's key columns when it sent none
@@ -68,6 +68,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 
 from pgtail.changes import (
+    LARGE_VALUE,
     Change,
     CommitPrepared,
     EncodedRows,
@@ -184,8 +185,9 @@ def sql_statement_encoder(
     byte for byte (the same literals as the per-table builder, each value converted
     inline, without a row dict or a Change), and `SqlRenderer` writes `EncodedRows` as
     they are; likewise the UPDATE of an Update without an old row (when the table has a
-    key) and the DELETE of a Delete (`pgtail.render.sql_rows`). None for a name with a
-    line break: an encoded statement must be one line.
+    key), the UPDATE of one with its old key or row, and the DELETE of a Delete
+    (`pgtail.render.sql_rows`). None for a name with a line break: an encoded statement
+    must be one line.
     """
     columns = table.columns
     if not columns or len(text_converters) != len(columns):
@@ -213,6 +215,8 @@ def sql_statement_encoder(
         update=encoders.update,
         full_delete=encoders.full_delete,
         key_delete=encoders.key_delete,
+        key_update=encoders.key_update,
+        full_update=encoders.full_update,
         copy_text=_copy_as_is,
     )
 
@@ -299,6 +303,8 @@ class SqlRenderer:
 
     def __init__(self, out: BinaryIO, options: RenderOptions | None = None) -> None:
         self._out = out
+        # a large write, kept whole by an output that can (see the stream's writer)
+        self._write_large: Callable[[bytes], Any] = getattr(out, "write_large", out.write)
         opts = options or RenderOptions()
         warn = opts.extra.get("warn")
         self._warn: Callable[[str], None] | None = warn if callable(warn) else None
@@ -391,11 +397,12 @@ class SqlRenderer:
         for n, value in new.items():
             if n in skip:
                 continue
-            if old is not None and n in old:
-                prev = old[n]
-                if type(prev) is type(value) and prev == value and _same(prev, value):
-                    continue
-            sets.append(f"{plan.ident(n)} = {plan.lit(n, value)}")
+            lit = plan.lit(n, value)
+            # unchanged: the literal the target got before (an equal json value is not
+            # SET again; -0.0 after 0.0 is)
+            if old is not None and n in old and plan.lit(n, old[n]) == lit:
+                continue
+            sets.append(f"{plan.ident(n)} = {lit}")
         if not sets:
             # nothing changed (UPDATE t SET x = x): keep the statement, set the
             # columns to what they are, so triggers and row versions match
@@ -451,25 +458,35 @@ class SqlRenderer:
         )
 
     def render(self, event: Event | TableDdl) -> None:
-        if type(event) is Change:
-            try:
-                statement = self.change_sql(event)
-            except UNWRITABLE as exc:
-                plan = self._plan(event.table)
-                raise unwritable_value(event, exc, plan.lit, "SQL") from None
-            self._out.write(statement.encode("utf-8"))
-        elif type(event) is EncodedRows:  # from sql_statement_encoder: whole statements
-            write = getattr(self._out, "write_large", self._out.write)  # (see the writer)
-            for piece in event.pieces or (event.lines,):  # (pieces: a large value's)
-                write(piece)
-        elif type(event) is TxBegin:
-            self._out.write(tx_begin(event.tx))
-        elif isinstance(event, TxCommit):
-            tx = event.tx
+        # (by how often each comes: a small transaction is a begin, a run of encoded
+        # statements and a commit)
+        cls = type(event)
+        if cls is EncodedRows:  # from sql_statement_encoder: whole statements
+            rows: EncodedRows = event  # type: ignore[assignment]
+            lines = rows.lines
+            if rows.pieces or len(lines) >= LARGE_VALUE:  # (pieces: a large value's)
+                for piece in rows.pieces or (lines,):
+                    self._write_large(piece)
+            else:
+                self._out.write(lines)
+        elif cls is TxBegin:
+            begin: TxBegin = event  # type: ignore[assignment]
+            self._out.write(tx_begin(begin.tx))
+        elif cls is TxCommit:
+            commit: TxCommit = event  # type: ignore[assignment]
+            tx = commit.tx
             if tx.prepared and tx.gid is not None:
                 self._write(f"PREPARE TRANSACTION {quote_literal(tx.gid)};\n")
             else:
                 self._out.write(b"COMMIT;\n")
+        elif cls is Change:
+            change: Change = event  # type: ignore[assignment]
+            try:
+                statement = self.change_sql(change)
+            except UNWRITABLE as exc:
+                plan = self._plan(change.table)
+                raise unwritable_value(change, exc, plan.lit, "SQL") from None
+            self._out.write(statement.encode("utf-8"))
         elif type(event) is SnapshotRows:
             self._write_snapshot_rows(event)
         elif isinstance(event, SnapshotBegin):
@@ -523,10 +540,3 @@ def _one_line(text: str) -> str:
     if "\n" in text or "\r" in text:
         return text.replace("\n", "\\n").replace("\r", "\\r")
     return text
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal for the purpose of leaving a column out of SET (floats: same bits)."""
-    if type(a) is float:
-        return repr(a) == repr(b)
-    return True

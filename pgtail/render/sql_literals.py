@@ -329,6 +329,13 @@ _INLINE_CAST = (
 )
 # a float's repr holds no quote or backslash (the cast literal's own float branch)
 _INLINE_FLOAT = "Q + repr({x}) + Q + S{i} if type({x}) is float else L{i}({x})"
+# bytea's hex text, ``\x`` and letters and digits (none a quote, a backslash or a
+# control character): its escape string, its one backslash doubled (what
+# `quote_literal` makes of it, without its regex and replaces)
+_INLINE_BYTEA = (
+    "EBS + {x}[1:] + Q + S{i} if type({x}) is str and {x}[:2] == BX and {x}[2:].isalnum()"
+    " else L{i}({x})"
+)
 _FLOAT_CASTS = frozenset({"double precision", "real"})
 _INLINE_ARRAY = (
     "Q + t{i}.replace(Q, QQ) + Q + S{i} if type({x}) is list"
@@ -348,6 +355,8 @@ def _literal_lines(fns: list[Literal], namespace: dict[str, Any], target: str = 
             namespace[f"S{i}"] = suffix
             if fn in _ARRAY_FNS:
                 template = _INLINE_ARRAY
+            elif suffix == "::bytea":
+                template = _INLINE_BYTEA
             elif suffix[2:] in _FLOAT_CASTS:
                 template = _INLINE_FLOAT
             else:
@@ -370,6 +379,8 @@ def _builder_namespace(head: str) -> dict[str, Any]:
         "FRAG": _Fragment,
         "DUMPS": _dumps,
         "ARRAY": _array_text,
+        "BX": "\\x",
+        "EBS": "E'\\\\",
     }
 
 
