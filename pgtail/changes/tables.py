@@ -292,7 +292,7 @@ def convert_payload(
     """One Insert / Update / Delete / Truncate / Message payload of a transaction -> its
     event, the general way (the full parser, which raises the precise error of a malformed
     one); ``tables`` is the relation cache as the transaction sees it."""
-    if first == po.MSG_INSERT:  # what fast_row leaves: NULLs and TOAST come by it too
+    if first == po.MSG_INSERT:  # what row_event leaves: NULLs and TOAST come by it too
         ins: po.Insert = po.PARSERS[po.MSG_INSERT](payload, in_stream)  # type: ignore[assignment]
         info = tables.get(ins.relation_id)
         if info is None:

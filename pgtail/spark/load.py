@@ -9,7 +9,7 @@ the snapshot's xmin meanwhile). The tables are split into block ranges by size
 (`pgtail.spark.load_plan`) and read in batches of ranges, one Spark job each, one task
 per range: each task opens its own connection, imports the snapshot (``SET TRANSACTION
 SNAPSHOT``), copies its blocks and converts the rows as the stream's inserts are
-converted (`pgtail.changes.snapshot.TableRows`, the Spark source's encoder), and the
+converted (`pgtail.changes.copy_rows.TableRows`, the Spark source's encoder), and the
 batch is written by the run's writer -- as a micro-batch of changes would be -- to
 ``<schema>.<table>/pgtail_batch=snapshot-<X>-<n>/``. A batch that fails and is run again
 rewrites the same directories.
