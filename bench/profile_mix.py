@@ -62,7 +62,7 @@ _PLACES = [
     ("write", ("stream/writer.py", "feedback.py", "threading.py", "queue.py")),
     ("read", ("stream/reader.py",)),
     ("per transaction", ("change_stream.py", "render/sql.py", "render/jsonl.py", "tx_text")),
-    ("per transaction", ("changes/schema.py", "changes/ddl.py", "stream/session.py")),
+    ("per transaction", ("changes/schema_events.py", "changes/ddl.py", "stream/session.py")),
     ("per transaction", ("stream/policy.py", "stream/ddl.py", "stream/signals.py")),
 ]
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import orjson
 
 from pgtail.changes import Change, Column, SchemaChange, Table, Transaction
-from pgtail.changes.schema import SchemaTracker, describe
+from pgtail.changes.schema_events import SchemaTracker, describe
 from pgtail.render import make_renderer
 from tests.helpers import Database, run_cli, write
 

@@ -5,7 +5,7 @@ One module per job: `connection` (DSN, session settings, opening connections), `
 write them; quoting is `pgtail.sqlnames`), `facts` (the frozen facts the doctor
 reads), `server_info`, `slots`, `publications`, `table_facts`, `identity`,
 `user_types` (user types for the decoder), `decoding` (reading a slot through SQL
-functions), `snapshot_reader` (reading the rows of an exported snapshot), `load` (one
+functions), `snapshot_reader` (reading the rows of an exported snapshot), `block_ranges` (one
 block range of a table under it, for Spark's initial load), `spark` (the columns the
 Spark driver reads typed), `table_shapes` (what SQL replay's DDL needs), `activity`
 (``top``'s and ``slot info``'s look at replication), `waiting` (never waiting in

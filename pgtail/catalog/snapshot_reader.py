@@ -308,6 +308,12 @@ class SnapshotReader:
                 # the server's own text of the publication's filter (pg_get_expr), not input
                 query += sql.SQL(" WHERE ") + sql.SQL(table.row_filter)  # noqa: S608
             query = sql.SQL("COPY ({}) TO STDOUT").format(query)
+        return self.copy_query(query, handle, table.qualified_name)
+
+    def copy_query(self, query: sql.Composable, handle: Callable[[bytes], None], what: str) -> int:
+        """Run ``query`` (a ``COPY ... TO STDOUT``) and hand its rows to ``handle`` in
+        chunks of whole COPY text rows; returns how many rows. ``what`` names the table
+        in an error."""
         chunks = _Chunks(handle)
         buffered = io.BufferedWriter(chunks, buffer_size=CHUNK_BYTES)
         try:
@@ -315,7 +321,7 @@ class SnapshotReader:
                 cur.copy_expert(query, buffered)
             buffered.flush()
         except psycopg2.Error as exc:
-            raise snapshot_error(exc, f"copying {table.qualified_name}") from None
+            raise snapshot_error(exc, f"copying {what}") from None
         finally:
             # a copy stopped midway: what is still buffered goes nowhere when the
             # BufferedWriter is collected

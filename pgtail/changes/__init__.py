@@ -11,7 +11,7 @@
 - `pgtail.changes.assembler`: the `Assembler`, messages in, whole transactions out;
 - `pgtail.changes.ddl`: `DdlTracker`, the `TableDdl` SQL replay writes before a table's
   first change or its changed definition;
-- `pgtail.changes.schema`: `SchemaTracker`, a table's changed definition as a
+- `pgtail.changes.schema_events`: `SchemaTracker`, a table's changed definition as a
   `SchemaChange` event between the assembler's events;
 - `pgtail.changes.copy_rows`: `TableRows`, a snapshot's COPY rows as `SnapshotRows`
   events through the converters streamed rows use.

@@ -209,7 +209,7 @@ class SnapshotEnd:
 class SchemaChange:
     """A table's definition changed (columns added, dropped, renamed, retyped; replica
     identity): ``previous`` is how it was, ``table`` how the next event's rows are. Made
-    by `pgtail.changes.schema.SchemaTracker`, before the first event that uses it."""
+    by `pgtail.changes.schema_events.SchemaTracker`, before the first event that uses it."""
 
     table: Table
     previous: Table

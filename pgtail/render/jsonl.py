@@ -89,7 +89,7 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
-from pgtail.changes.schema import describe
+from pgtail.changes.schema_events import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.escape import c1_escaped
 from pgtail.render.jsonl_code import column_code as _column_code

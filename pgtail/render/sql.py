@@ -88,7 +88,7 @@ from pgtail.changes import (
     TxCommit,
 )
 from pgtail.changes.ddl import TableDdl
-from pgtail.changes.schema import describe
+from pgtail.changes.schema_events import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.render.sql_ddl import ddl_sql

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pgtail.changes.ddl import TableDdl, TableShape
 from pgtail.changes.events import Column, Table
-from pgtail.changes.schema import describe, renamed_in_place
+from pgtail.changes.schema_events import describe, renamed_in_place
 from pgtail.sqlnames import quote_ident, quote_qualified
 from pgtail.values import type_name
 

@@ -59,7 +59,7 @@ from pgtail.changes import (
     TxBegin,
     TxCommit,
 )
-from pgtail.changes.schema import describe
+from pgtail.changes.schema_events import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.cells import (
     ARROW,

@@ -214,7 +214,7 @@ class _Stopped(Exception):
 def read_task(task: LoadTask) -> Iterator[pa.RecordBatch]:
     """The rows of one range as the source's record batches (runs on an executor)."""
     from pgtail import catalog
-    from pgtail.catalog.load import copy_blocks
+    from pgtail.catalog.block_ranges import copy_blocks
     from pgtail.changes import unknown_type_oids
     from pgtail.changes.copy_rows import TableRows
     from pgtail.render.jsonl import json_columns_encoder
@@ -404,7 +404,7 @@ def initial_load(
     says. Call it before the streaming query of the same options starts (or while it is
     stopped); a load left unfinished by a crash is deleted first."""
     from pgtail import catalog
-    from pgtail.catalog.load import TID_RANGE_VERSION, table_blocks
+    from pgtail.catalog.block_ranges import TID_RANGE_VERSION, table_blocks
     from pgtail.spark import load_plan, slot_options
     from pgtail.spark.load_plan import plan_ranges
     from pgtail.spark.source import parse_options

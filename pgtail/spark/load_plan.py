@@ -25,7 +25,7 @@ BATCH_BYTES = 8 << 30  # a batch of the load: 8 GiB of tables
 @dataclass(frozen=True, slots=True)
 class TableSize:
     """What the planner knows of one table: its place in the load, its size in blocks
-    (`pgtail.catalog.load.table_blocks`) and whether it may be read in block ranges."""
+    (`pgtail.catalog.block_ranges.table_blocks`) and whether it may be read in block ranges."""
 
     index: int
     blocks: int

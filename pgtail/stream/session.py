@@ -56,7 +56,7 @@ from pgtail import changes as ch
 from pgtail.catalog import (
     primary_message,
 )
-from pgtail.changes.schema import each, with_schema_events
+from pgtail.changes.schema_events import each, with_schema_events
 from pgtail.errors import (
     ConfigurationError,
     PgtailError,

@@ -9,20 +9,15 @@ WHERE ctid >= '(a,0)' AND ctid < '(b,0)') TO STDOUT`` on a `SnapshotReader`'s co
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Sequence
-from typing import Any
 
-import psycopg2
 from psycopg2 import sql
 from psycopg2.extensions import connection as PgConnection
 
 from pgtail.catalog.connection import fetchall
 from pgtail.catalog.snapshot_reader import (
-    CHUNK_BYTES,
     SnapshotReader,
     SnapshotTable,
-    snapshot_error,
 )
 
 TID_RANGE_VERSION = 140000  # TID range scans: a ctid range reads only its blocks
@@ -43,26 +38,6 @@ def table_blocks(conn: PgConnection, oids: Sequence[int]) -> dict[int, tuple[int
         (list(oids),),
     )
     return {int(oid): (int(blocks), int(size)) for oid, blocks, size in rows}
-
-
-class _Rows(io.RawIOBase):
-    """Where COPY's rows go: whole rows, about CHUNK_BYTES at a time, to ``handle``."""
-
-    def __init__(self, handle: Callable[[bytes], None]) -> None:
-        self.handle = handle
-        self.rest = b""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        size = len(data)
-        chunk = self.rest + bytes(data)
-        end = chunk.rfind(b"\n") + 1
-        self.rest = chunk[end:]
-        if end:
-            self.handle(chunk[:end])
-        return size
 
 
 def range_query(table: SnapshotTable, first: int | None, stop: int | None) -> sql.Composed:
@@ -96,11 +71,4 @@ def copy_blocks(
 ) -> None:
     """The rows of ``table`` in blocks [first, stop) as the reader's snapshot sees them,
     to ``handle`` in chunks of whole COPY text rows."""
-    rows = _Rows(handle)
-    buffered = io.BufferedWriter(rows, buffer_size=CHUNK_BYTES)
-    try:
-        with reader.conn.cursor() as cur:
-            cur.copy_expert(range_query(table, first, stop), buffered)
-        buffered.flush()
-    except psycopg2.Error as exc:
-        raise snapshot_error(exc, f"copying {table.qualified_name}") from None
+    reader.copy_query(range_query(table, first, stop), handle, table.qualified_name)
