@@ -279,6 +279,7 @@ def _fast_payloads(key: str, fast_columns: FastColumns = _FAST_COLUMNS) -> list[
     relation = pb.relation(7, "we ird", "t%d", columns, "d" if key else "n")
     rows = _fast_rows(fast_columns)
     key_positions = [i for i, (name, *_) in enumerate(fast_columns) if name in keys]
+    pairs = list(zip(rows, rows[1:] + rows[:1], strict=True))  # an old row, a new one
     return [
         relation,
         pb.begin(100, T0, 9),
@@ -289,6 +290,17 @@ def _fast_payloads(key: str, fast_columns: FastColumns = _FAST_COLUMNS) -> list[
             pb.delete(7, [v if i in key_positions else None for i, v in enumerate(row)], "K")
             for row in rows
         ),
+        # an update with the whole old row (FULL), and with its old key (a key change)
+        *(pb.update(7, new, old=row, old_kind="O") for row, new in pairs),
+        *(
+            pb.update(
+                7,
+                new,
+                old=[v if i in key_positions else None for i, v in enumerate(row)],
+                old_kind="K",
+            )
+            for row, new in (pairs if key_positions else ())
+        ),  # fmt: skip
         pb.commit(100, 140, T0),
     ]
 
@@ -315,6 +327,49 @@ def test_encoded_rows_render_as_changes_do(key: str) -> None:
         outputs.append(out.getvalue())
     assert outputs[0] == outputs[1]
     assert outputs[0].count(b"\n") == len(payloads) - 3
+
+
+def test_updates_with_an_old_row_or_key_take_the_quick_lane() -> None:
+    """An Update with its old key or whole old row becomes the line straight from the
+    payload (an `EncodedRows` of op update); one with unchanged TOAST in its new row or
+    its old row, or a binary value, goes the general way; the bytes are the same."""
+    from pgtail.changes import Assembler, Change, EncodedRows
+    from pgtail.render.jsonl import json_line_encoder
+    from tests import pgbytes as pb
+
+    columns = [("id", 23, True), ('na"me', 25, False), ("body", 25, False)]
+    full_columns = [(n, oid, True) for n, oid, _ in columns]
+    payloads = [
+        pb.relation(16384, "public", "items", columns),
+        pb.relation(16385, "public", "full", full_columns, replica_identity="f"),
+        pb.begin(0x100, 0, 7),
+        pb.update(16384, [b"2", b"n", "u"], old=[b"1", None, None], old_kind="K"),  # general
+        pb.update(16384, [b"3", None, b"b"], old=[b"2", None, None], old_kind="K"),
+        pb.update(16385, [b"1", b'n"ew \xc3\xa9', b"b"], old=[b"1", b"old", b"b"], old_kind="O"),
+        pb.update(16385, [b"1", b"x", None], old=[b"1", b"x", None], old_kind="O"),
+        pb.update(16385, [b"1", b"y", b"b"], old=[b"1", b"x", "u"], old_kind="O"),  # general
+        pb.update(16385, [b"1", ("b", b"z"), b"b"], old=[b"1", b"x", b"b"], old_kind="O"),
+        pb.update(16385, [b"1", b"x", "u"], old=[b"1", b"x", b"b"], old_kind="O"),  # general
+        pb.commit(0x100, 0x200, 0),
+    ]
+    fast, slow = Assembler(1, encoder=json_line_encoder), Assembler(1)
+    events = [e for p in payloads for e in fast.feed(p)]
+    general = [e for p in payloads for e in slow.feed(p)]
+    outputs = []
+    for each in (events, general):
+        out = io.BytesIO()
+        renderer = JsonLinesRenderer(out)
+        for event in each:
+            renderer.render(event)
+        outputs.append(out.getvalue())
+    encoded = [(e.table.name, e.op, e.count) for e in events if type(e) is EncodedRows]
+    assert encoded == [("items", "update", 1), ("full", "update", 2)]
+    assert sum(type(e) is Change for e in events) == 4
+    assert outputs[0] == outputs[1]
+    lines = [orjson.loads(line) for line in outputs[0].splitlines()]
+    assert lines[1]["key"] == lines[1]["old"] == {"id": 2}
+    assert lines[1]["new"] == {"id": 3, 'na"me': None, "body": "b"}
+    assert lines[2]["old_kind"] == "full" and lines[2]["new"]['na"me'] == 'n"ew é'
 
 
 def test_encoded_rows_keep_their_op_through_filters_and_rendering() -> None:

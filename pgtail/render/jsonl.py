@@ -77,6 +77,7 @@ from pgtail.changes import (
     InsertEncoder,
     InsertEncoders,
     Message,
+    OldNewEncoder,
     RollbackPrepared,
     SchemaChange,
     SnapshotBegin,
@@ -195,12 +196,49 @@ def json_line_encoder(table: Table, text_converters: Sequence[Converter]) -> Ins
     encoders = row_encoders(table, text_converters, line, "JSON lines")
     if encoders is None:
         return None
+    if encoders.key_delete is not None and encoders.full_delete is not None:
+        encoders = encoders._replace(
+            key_update=old_new_update(encoders.key_delete, encoders),
+            full_update=old_new_update(encoders.full_delete[1], encoders),
+        )
     # a large string is written in pieces (`pgtail.render.large`)
     strings = [i for i, convert in enumerate(text_converters) if text_json(convert)[0] == "string"]
     if not strings:
         return encoders
     writers = dict.fromkeys(strings, json_string_pieces)
     return encoders._replace(large=large_encoder(encoders.with_nulls, _json_string, writers))
+
+
+# An insert's line around its new row, and a delete's after its old row or key
+_NEW_AFTER = b',"old":null,"old_kind":null,"new":'
+_TAIL = b',"unchanged_toast":[]}\n'
+_NO_NEW = b',"new":null' + _TAIL
+
+
+def old_new_update(delete: InsertEncoder, encoders: InsertEncoders) -> OldNewEncoder:
+    """An Update's line from its old key (``delete``: the key delete's encoder) or whole
+    old row (the full delete's) and its new row: the delete's line for the old one, up to
+    its ``"new":null``, then the new row's object as the insert's line writes it. Both
+    lines come from the table's encoders, so the bytes are theirs: ``"key"`` and
+    ``"old"`` from the old values, as `JsonLinesRenderer.change_line` takes them. A new
+    row holding unchanged TOAST (which the line leaves out of ``"new"`` and names in
+    ``"unchanged_toast"``) raises: the general path writes it."""
+    plain, with_nulls = encoders.plain, encoders.with_nulls
+    mark, cut = len(_NEW_AFTER), -len(_TAIL)
+
+    def update(
+        seq: int, old: tuple[bytes | None, ...], new: tuple[bytes | None, ...], kinds: bytes
+    ) -> bytes:
+        if b"u" in kinds:
+            raise ValueError("unchanged TOAST: the general path")
+        head = delete(seq, *old)
+        if not head.endswith(_NO_NEW):
+            raise ValueError("not a delete's line")
+        row = (with_nulls if b"n" in kinds else plain)(seq, *new)
+        start = row.index(_NEW_AFTER) + mark
+        return head[: -len(_NO_NEW)] + b',"new":' + row[start:cut] + _TAIL
+
+    return update
 
 
 def _json_string(token: bytes) -> bytes:
