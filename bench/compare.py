@@ -9,6 +9,8 @@ median is the figure to trust.
 
     python bench/compare.py --base ../pgtail-before [--new .] [--rounds 3]
                             [--cases insert,update,delete,streamed] [--formats json,sql]
+
+(cases: those of `bench/feed.py`: also update-full, update-key, small)
 """
 
 from __future__ import annotations

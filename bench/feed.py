@@ -2,7 +2,9 @@
 
 Captures, on a throwaway server, the pgoutput messages of one 200,000-row transaction on
 the drain table of ``bench/drain.py`` (``--case insert``: the INSERT; ``update``: an
-UPDATE of every row, key unchanged; ``delete``: a DELETE of every row; ``streamed``: the
+UPDATE of every row, key unchanged; ``update-full``: the same under REPLICA IDENTITY FULL,
+so each carries its old row; ``update-key``: an UPDATE of every row's key, so each carries
+its old key; ``delete``: a DELETE of every row; ``streamed``: the
 INSERT sent by the server as a streamed transaction, protocol 2 with ``streaming on``;
 ``small``: the same rows as transactions of 3 inserts each, the other shape, where the
 per-transaction work counts), then times in this process, on
@@ -10,7 +12,8 @@ one core, ``Assembler.feed`` with the renderer's encoder and the renderer itself
 ``pgtail stream --format FMT`` runs them. No network, no output pipe: what is left is
 pgtail's own work per row. CPU seconds (time.process_time), best of ``--repeat``.
 
-    /work/venv/bin/python bench/feed.py [--case insert|update|delete|streamed]
+    /work/venv/bin/python bench/feed.py [--case CASE] (insert, update, update-full,
+                                        update-key, delete, streamed, small)
                                         [--format json|sql]
 """
 
@@ -58,11 +61,15 @@ def capture(case: str, rows: int) -> tuple[int, list[bytes]]:
         cur = conn.cursor()
         cur.execute(TABLE)
         cur.execute("CREATE PUBLICATION bench_pub FOR TABLE bench")
-        if case in ("update", "delete"):
+        if case in ("update", "update-full", "update-key", "delete"):
             cur.execute(INSERT, (rows,))
+        if case == "update-full":
+            cur.execute("ALTER TABLE bench REPLICA IDENTITY FULL")
         cur.execute("SELECT pg_create_logical_replication_slot('feed', 'pgoutput')")
-        if case == "update":
+        if case in ("update", "update-full"):
             cur.execute("UPDATE bench SET qty = qty + 1")
+        elif case == "update-key":
+            cur.execute("UPDATE bench SET id = -id")
         elif case == "delete":
             cur.execute("DELETE FROM bench")
         elif case == "small":
@@ -128,7 +135,9 @@ def timed(proto: int, payloads: list[bytes], fmt: str) -> tuple[float, float, in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--case", default="insert", choices=["insert", "update", "delete", "streamed", "small"]
+        "--case",
+        default="insert",
+        choices=["insert", "update", "update-full", "update-key", "delete", "streamed", "small"],
     )
     parser.add_argument("--format", default="json", choices=["json", "sql"])
     parser.add_argument("--rows", type=int, default=200_000)
