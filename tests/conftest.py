@@ -106,22 +106,24 @@ _MAJOR_PARAM = re.compile(r"\[(?:[^\]]*-)?pg(1\d)(?:-[^\]]*)?\]$")
 
 def server_scope(nodeid: str) -> str:
     """The unit of work one parallel worker runs whole (pytest-xdist, ``-n 2 --dist
-    loadscope`` in .ci/run): every test over ``pg`` of one server major, so each worker
-    starts only the servers it needs and a server's tests run one at a time as they do
-    serially; the Spark modules together, so one worker starts Spark; any other test with
-    the rest of its module."""
-    match = _MAJOR_PARAM.search(nodeid)
-    if match:
-        return f"pg{match.group(1)}"
+    loadscope`` in .ci/run): the Spark modules together, whichever servers their tests
+    use, so one worker starts Spark (each worker that runs a Spark test starts its own
+    JVM, with its start-up and warm-up; two at once compete for two cores); every other
+    test over ``pg`` of one
+    server major, so each worker starts only the servers it needs and a server's tests
+    run one at a time as they do serially; any other test with the rest of its module."""
     module = nodeid.split("::", 1)[0]
     if module.rsplit("/", 1)[-1].startswith("test_spark"):
         return "spark"
+    match = _MAJOR_PARAM.search(nodeid)
+    if match:
+        return f"pg{match.group(1)}"
     return module
 
 
-# The units that take longest, longest first (Spark starts a JVM per worker and its tests
-# run whole queries; these majors' units hold the Spark tests parametrized over them)
-_LONG_UNITS = ("spark", "pg15", "pg18", "pg13")
+# The units that take longest, longest first (Spark starts a JVM and its tests run whole
+# queries); the rest by test count
+_LONG_UNITS = ("spark",)
 
 
 def scope_rank(scope: str, sizes: Mapping[str, int]) -> tuple[int, int]:
