@@ -27,12 +27,15 @@ from typing import Any
 import pytest
 
 from pgtail.server import SUPPORTED_MAJORS, LocalServer, bindir_for_major, start_server
-from tests.helpers import Database, fresh_database
+from tests.helpers import SPARK_TEST_JAVA_OPTIONS, Database, fresh_database
 
 PG15_BINDIR = Path("/usr/lib/postgresql/15/bin")
 
 # Small decoding memory so that modest transactions are streamed when streaming is on.
 TEST_SETTINGS = {"logical_decoding_work_mem": "64kB"}
+
+# the Spark tests' JVMs: see tests/helpers.py
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JAVA_OPTIONS)
 
 
 def _installed_majors() -> list[int]:

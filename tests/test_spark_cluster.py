@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import settle
+from tests.helpers import SPARK_TEST_JAVA_OPTIONS, settle
 
 pytestmark = pytest.mark.spark
 
@@ -53,6 +53,9 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(tmp_path / "logs"),
         "PYSPARK_PYTHON": sys.executable,
+        # the master's, the worker's and (inheriting the worker's environment) the
+        # executors' JVMs, as tests/conftest.py sets the drivers' (their logs say "Picked up")
+        "JAVA_TOOL_OPTIONS": SPARK_TEST_JAVA_OPTIONS,
     }
     port, work = free_port(), tmp_path / "work"
     url = f"spark://127.0.0.1:{port}"

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pgtail.doctor.slot_causes import CONFIRM_WINDOW, PIN_SECONDS
+from pgtail.doctor import slot_causes
 from pgtail.lsn import parse_lsn
 from tests.helpers import Database, create_database, drop_database, run_cli, write
 
@@ -68,6 +68,17 @@ def current_lsn(db: Database) -> int:
     return parse_lsn(str(db.execute("SELECT pg_current_wal_lsn()::text")[0][0]))
 
 
+@pytest.fixture
+def short_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdicts decided by time over shorter windows than pgtail's (20 s unconfirmed,
+    a 15 s old transaction): the same rules, each test waits 10 s less. Only for tests
+    whose consumer never confirms or whose pin is held open: a consumer that confirms
+    replies every 10 s (psycopg2's status interval), which a 10 s window could miss.
+    `top`, `doctor` and `slot info` run in this process (run_cli), so they see them."""
+    monkeypatch.setattr(slot_causes, "CONFIRM_WINDOW", 10.0)
+    monkeypatch.setattr(slot_causes, "PIN_SECONDS", 5.0)
+
+
 def wait_unconfirmed_window(db: Database) -> None:
     """Until the test consumer has been connected past the window after which what it was
     sent and has not confirmed makes it "not confirming" (decided by time, not bytes)."""
@@ -75,7 +86,7 @@ def wait_unconfirmed_window(db: Database) -> None:
         db,
         "SELECT clock_timestamp() - backend_start > %s * interval '1 s'"
         " FROM pg_stat_replication WHERE application_name = 'test_consumer'",
-        (CONFIRM_WINDOW + 6,),
+        (slot_causes.CONFIRM_WINDOW + 6,),
     )
 
 
@@ -158,6 +169,7 @@ def test_no_consumer_while_a_writer_runs(db: Database) -> None:
     assert code == 0 and re.search(r"\n  cause +no consumer", out) and "catalog_xmin" in out
 
 
+@pytest.mark.usefixtures("short_windows")
 def test_consumer_that_reads_but_never_confirms(db: Database) -> None:
     setup(db)
     with consumer(db, "s", "p", confirm=False):
@@ -183,6 +195,7 @@ def test_consumer_that_reads_but_never_confirms(db: Database) -> None:
         assert info["consumer"]["sent_lsn"] is not None
 
 
+@pytest.mark.usefixtures("short_windows")
 def test_long_open_transaction_pins_the_restart_position(db: Database) -> None:
     setup(db)
     with consumer(db, "s", "p", confirm=True):
@@ -197,7 +210,7 @@ def test_long_open_transaction_pins_the_restart_position(db: Database) -> None:
                     db,
                     "SELECT clock_timestamp() - xact_start > %s * interval '1 s'"
                     " FROM pg_stat_activity WHERE pid = %s",
-                    (PIN_SECONDS + 1, pid),
+                    (slot_causes.PIN_SECONDS + 1, pid),
                 )
                 write_mb(db, 1)
                 end = current_lsn(db)
@@ -218,6 +231,7 @@ def test_long_open_transaction_pins_the_restart_position(db: Database) -> None:
     assert any(p["kind"] == "transaction" and p["subject"] == f"PID {pid}" for p in doc["pins"])
 
 
+@pytest.mark.usefixtures("short_windows")
 def test_idle_database_beside_a_busy_one(db: Database) -> None:
     setup(db)
     busy = create_database(db.server, "busy_")
