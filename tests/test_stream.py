@@ -495,6 +495,27 @@ def test_raw_format_traces_messages(db: Any) -> None:
     assert "final_lsn=" in lines[0] and "/" in lines[0].split("final_lsn=")[1]
 
 
+def test_end_reached_while_the_output_is_busy_still_confirms_the_end(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--end met while the writer still had the last transaction: once it is written,
+    the WAL end seen at the stop is confirmed (here past WAL of no published change),
+    as an idle stream whose output kept up confirms it."""
+    from pgtail.stream import writer as writer_module
+
+    setup_schema(db)
+    create_slot(db, "s")
+    db.execute("INSERT INTO items (id) VALUES (1)")
+    db.execute("INSERT INTO outside SELECT generate_series(1, 100)")  # no change sent
+    end = insert_lsn(db)
+    # the writer never looks idle at a pull: only the stop can follow the server's WAL end
+    monkeypatch.setattr(writer_module.Writer, "idle", lambda self: False)
+    rows, result = stream_json(db, end_lsn=end)
+    assert result.reason == "end"
+    assert [r["new"]["id"] for r in rows] == [1]
+    assert confirmed(db, "s") >= end
+
+
 def test_idle_stream_advances_confirmed_flush(db: Any) -> None:
     """Writes outside the publication move the slot while pgtail idles."""
     setup_schema(db)

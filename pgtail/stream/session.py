@@ -164,6 +164,8 @@ class Session:
         self.reconnects = 0
         self.received_since_connect = False
         self.last_data = time.monotonic()  # when data last came (for --idle-exit)
+        # --end reached while idle: the server's WAL end then (see `follow_end`)
+        self.ended_at: int | None = None
         self.exported: tuple[str, int] | None = None  # (snapshot name, consistent point)
         # --snapshot: the copy imported at connect, run before the first message is read
         self.snapshot: SnapshotCopy | None = None
@@ -399,6 +401,7 @@ class Session:
         if self.pipe_fd is not None and reader_gone(self.pipe_fd):
             raise _Stop("closed")
         if self.policy.done_at(reader.wal_end, open_tx):
+            self.ended_at = reader.wal_end
             raise _Stop("end")
         idle_exit = self.config.idle_exit
         limit = 1.0
@@ -464,6 +467,17 @@ class Session:
                 f" (pgtail slot drop {self.slot}) before rerunning --snapshot"
             )
             return None
+
+    def follow_end(self) -> None:
+        """``--end`` was reached with nothing to read and no transaction open, so every
+        transaction that committed before the WAL end seen then was received and, as
+        none lay past ``--end``, taken. Once all of it is written (into a pipe, read),
+        confirm that WAL end, as an idle stream would have if its output had kept up."""
+        if self.ended_at is None:
+            return
+        with self.lock:
+            if self.writer.settled():
+                self.feedback.idle(self.ended_at)
 
     def final_feedback(self) -> None:
         if self.reader is None:
@@ -695,6 +709,7 @@ def _run(start: Start, output: _Output) -> StreamResult:
         # whatever happened, what was read is written and what was written is confirmed
         if writer.is_alive():
             stream.wait_for_writer()
+        stream.follow_end()
         stream.final_feedback()
         stream.close_connection()
         dropped = stream.drop_unfinished_snapshot_slot()
