@@ -172,6 +172,7 @@ def test_publication_dropped_and_made_again_what_the_error_advises_works(db: Dat
     # or: the slot moved past the re-creation, then pub is read again
     db.execute("DROP PUBLICATION other")
     write(db, "INSERT INTO t VALUES (4, 'd')")
+    wait_inactive(db)  # the last run's walsender may not have let go of it yet
     db.execute("SELECT pg_drop_replication_slot('s')")
     db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
     db.execute("DROP PUBLICATION pub")
