@@ -266,9 +266,12 @@ class Session:
         writer = self.writer
         if assembler_open or not writer.idle():
             return
-        wal_end = int(self.cursor.wal_end or 0)
+        self._follow(int(self.cursor.wal_end or 0))
+
+    def _follow(self, wal_end: int) -> None:
+        """Confirm ``wal_end`` once everything is written (into a pipe, read)."""
         with self.lock:
-            if writer.settled():
+            if self.writer.settled():
                 self.feedback.idle(wal_end)
 
     # ----------------------------------------------------------------- loop
@@ -473,11 +476,8 @@ class Session:
         transaction that committed before the WAL end seen then was received and, as
         none lay past ``--end``, taken. Once all of it is written (into a pipe, read),
         confirm that WAL end, as an idle stream would have if its output had kept up."""
-        if self.ended_at is None:
-            return
-        with self.lock:
-            if self.writer.settled():
-                self.feedback.idle(self.ended_at)
+        if self.ended_at is not None:
+            self._follow(self.ended_at)
 
     def final_feedback(self) -> None:
         if self.reader is None:
