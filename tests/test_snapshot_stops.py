@@ -4,11 +4,17 @@ stderr says so, and the exit status is the README's."""
 
 from __future__ import annotations
 
+import os
+import pty
+import re
+import select
 import signal
+import sys
 import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.helpers import Database, kill_if_running, pgtail_stream
 
@@ -101,3 +107,39 @@ def test_sigint_during_the_copy_into_a_file(db: Database, tmp_path: Path) -> Non
         assert rows < 100_000
         assert text.count("dropped replication slot 's'") == 1, text
     assert out.read_bytes().endswith(b"\n")  # whole lines
+
+
+@pytest.mark.majors(15)  # the terminal's side: pgtail's alone
+def test_sigint_during_the_copy_on_a_terminal_ends_the_progress_bar_first(db: Database) -> None:
+    """On a terminal the copy shows a progress bar redrawn in place; the stop line that a
+    SIGINT brings starts on a line of its own, not at the end of the bar."""
+    make_table(db, 300_000)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: its terminal (stdout and stderr) is the pty
+        os.execv(sys.executable, [sys.executable, "-m", "pgtail", "stream", db.dsn, *ARGS])
+    raw, signalled = b"", False
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                raw += chunk
+            if not signalled and re.search(rb"\d%", raw):  # the bar is drawn, not done
+                os.kill(pid, signal.SIGINT)
+                signalled = True
+    finally:
+        if not signalled or time.monotonic() >= deadline:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    text = raw.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 130, text
+    assert "100%" not in text, "the copy ended before the signal: a larger table is needed"
+    stop = text.index("pgtail: stopped; nothing was confirmed")
+    assert text[:stop].endswith("\n"), repr(text[stop - 80 : stop + 40])
+    assert not slot_exists(db)

@@ -246,6 +246,9 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     result = run(config, out, log=_log)
     if result.reason == "signal":
         dropped = f"; {result.dropped_slot}" if result.dropped_slot else ""
+        if result.dropped_slot and fmt == "table" and render_options.width is not None:
+            # the copy's progress bar, redrawn in place on the terminal, was cut mid-line
+            _log("")
         if result.confirmed_lsn:
             lsn = format_lsn(result.confirmed_lsn)
             _log(f"pgtail: stopped; confirmed up to {lsn}{dropped}")
