@@ -163,6 +163,14 @@ _ENCODE_MAX_COLUMNS = 200  # wider tables take the general path (no unrolled sou
 LineLayout = Callable[[bytes, bytes, bytes, bytes], bytes]
 
 
+# The pieces of a change's line after its key (`json_line_encoder`'s ``line``), and from
+# them an insert's line around its new row and a delete's after its old row or key
+_OLD, _OLD_KIND, _NEW = b',"old":', b',"old_kind":', b',"new":'
+_TAIL = b',"unchanged_toast":[]}\n'
+_NEW_AFTER = _OLD + b"null" + _OLD_KIND + b"null" + _NEW
+_NO_NEW = _NEW + b"null" + _TAIL
+
+
 def json_line_encoder(table: Table, text_converters: Sequence[Converter]) -> InsertEncoders | None:
     """The JSON lines fast path for changes whose tuple arrived all text (or NULL):
     inserts, updates that carry no old row (the same line after the head), and deletes.
@@ -180,18 +188,7 @@ def json_line_encoder(table: Table, text_converters: Sequence[Converter]) -> Ins
     head = b'"seq":%d,"replica_identity":' + _percent(dumps(table.replica_identity))
 
     def line(key: bytes, old: bytes, old_kind: bytes, new: bytes) -> bytes:
-        return (
-            head
-            + b',"key":'
-            + key
-            + b',"old":'
-            + old
-            + b',"old_kind":'
-            + old_kind
-            + b',"new":'
-            + new
-            + b',"unchanged_toast":[]}\n'
-        )
+        return head + b',"key":' + key + _OLD + old + _OLD_KIND + old_kind + _NEW + new + _TAIL
 
     encoders = row_encoders(table, text_converters, line, "JSON lines")
     if encoders is None:
@@ -207,12 +204,6 @@ def json_line_encoder(table: Table, text_converters: Sequence[Converter]) -> Ins
         return encoders
     writers = dict.fromkeys(strings, json_string_pieces)
     return encoders._replace(large=large_encoder(encoders.with_nulls, _json_string, writers))
-
-
-# An insert's line around its new row, and a delete's after its old row or key
-_NEW_AFTER = b',"old":null,"old_kind":null,"new":'
-_TAIL = b',"unchanged_toast":[]}\n'
-_NO_NEW = b',"new":null' + _TAIL
 
 
 def old_new_update(delete: InsertEncoder, encoders: InsertEncoders) -> OldNewEncoder:
@@ -236,7 +227,7 @@ def old_new_update(delete: InsertEncoder, encoders: InsertEncoders) -> OldNewEnc
             raise ValueError("not a delete's line")
         row = (with_nulls if b"n" in kinds else plain)(seq, *new)
         start = row.index(_NEW_AFTER) + mark
-        return head[: -len(_NO_NEW)] + b',"new":' + row[start:cut] + _TAIL
+        return head[: -len(_NO_NEW)] + _NEW + row[start:cut] + _TAIL
 
     return update
 
