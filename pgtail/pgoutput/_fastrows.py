@@ -326,8 +326,9 @@ def _tuple_error(buf: bytes, offset: int, where: str) -> DecodeError:
 BEGIN_LENGTH = 1 + _BEGIN.size
 COMMIT_LENGTH = 1 + _COMMIT.size
 # (final_lsn, commit_time, xid) of a Begin and (flags, commit_lsn, end_lsn, commit_time)
-# of a Commit, from offset 1: for a reader that makes no message of them (the
-# assembler's quick lane); commit_time is microseconds (see `pg_timestamp`)
+# of a Commit, from offset 1: for a reader that makes no message of them (the small-
+# transaction lane, `pgtail.changes.fastpath.QuickLane`); commit_time is microseconds
+# (see `pg_timestamp`)
 unpack_begin = _BEGIN.unpack_from
 unpack_commit = _COMMIT.unpack_from
 
