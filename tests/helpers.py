@@ -415,6 +415,34 @@ class JsonLines(_Lines):
         return [r["new"]["id"] for r in self.lines]
 
 
+class Stderr:
+    """A process's stderr lines, read on a thread."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        self.stream = proc.stderr
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for line in self.stream:
+            self.lines.append(line.decode(errors="replace"))
+
+    def wait_for(self, text: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if text in line:
+                    return line
+            time.sleep(0.05)
+        raise AssertionError(f"no line with {text!r} in: {self.lines}")
+
+    def text(self) -> str:
+        self.thread.join(10)
+        return "".join(self.lines)
+
+
 def settle(db: Any) -> None:
     """Wait until WAL written so far is flushed (the test servers commit asynchronously).
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +14,7 @@ from typing import Any
 import psycopg2
 import psycopg2.errors
 
-from tests.helpers import Database, kill_if_running, stream_command
+from tests.helpers import Database, Stderr, kill_if_running, stream_command
 
 
 @contextmanager
@@ -33,34 +32,6 @@ def session(db: Database, application_name: str, statement: str) -> Iterator[tup
         yield conn, int(row[0])
     finally:
         conn.close()
-
-
-class Stderr:
-    """A process's stderr lines, read on a thread."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stderr is not None
-        self.stream = proc.stderr
-        self.lines: list[str] = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        for line in self.stream:
-            self.lines.append(line.decode(errors="replace"))
-
-    def wait_for(self, text: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if text in line:
-                    return line
-            time.sleep(0.05)
-        raise AssertionError(f"no line with {text!r} in: {self.lines}")
-
-    def text(self) -> str:
-        self.thread.join(10)
-        return "".join(self.lines)
 
 
 def slots_left(db: Database, kept: tuple[str, ...] = (), timeout: float = 30) -> list[str]:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tests.helpers import Database, kill_if_running, stream_command
+from tests.helpers import Database, Stderr, kill_if_running, stream_command
 
 
 @contextmanager
@@ -30,30 +29,6 @@ def open_transaction(db: Database) -> Iterator[int]:
         yield int(row[0])
     finally:
         conn.close()
-
-
-class Stderr:
-    """A process's stderr lines, read on a thread."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stderr is not None
-        self.stream = proc.stderr
-        self.lines: list[str] = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        for line in self.stream:
-            self.lines.append(line.decode(errors="replace"))
-
-    def wait_for(self, text: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in self.lines:
-                if text in line:
-                    return line
-            time.sleep(0.05)
-        raise AssertionError(f"no line with {text!r} in: {self.lines}")
 
 
 def slot_names(db: Database) -> list[str]:
