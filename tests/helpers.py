@@ -295,6 +295,17 @@ def confirmed(db: Database, slot: str = "s") -> int:
     return parse_lsn(str(rows[0][0]))
 
 
+def wait_for(db: Database, query: str, params: Any = None, timeout: float = 90) -> None:
+    """Until ``query`` returns a true first value (polled every 0.1 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = db.execute(query, params)
+        if rows and rows[0][0]:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"never true: {query}")
+
+
 def wait_active(db: Database, slot: str = "s", timeout: float = 30) -> None:
     """Wait until a walsender holds ``slot``; errors while the server restarts are retried."""
     deadline = time.time() + timeout

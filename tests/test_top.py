@@ -19,7 +19,7 @@ import pytest
 
 from pgtail.doctor import slot_causes
 from pgtail.lsn import parse_lsn
-from tests.helpers import Database, create_database, drop_database, run_cli, write
+from tests.helpers import Database, create_database, drop_database, run_cli, wait_for, write
 
 MB = 1024 * 1024
 
@@ -51,17 +51,6 @@ def consumer(db: Database, slot: str, publication: str, confirm: bool) -> Iterat
     finally:
         proc.kill()
         proc.wait()
-
-
-def wait_for(db: Database, query: str, params: Any = None, timeout: float = 60) -> None:
-    """Until ``query`` returns a true first value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rows = db.execute(query, params)
-        if rows and rows[0][0]:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"never true: {query}")
 
 
 def current_lsn(db: Database) -> int:

@@ -27,7 +27,7 @@ import psycopg2.extras
 import pytest
 
 from pgtail.doctor import slot_causes
-from tests.helpers import Database, run_cli, write
+from tests.helpers import Database, run_cli, wait_for, write
 
 MB = 1024 * 1024
 
@@ -43,16 +43,6 @@ cur.start_replication(slot_name=slot, decode=False,
                       options={"proto_version": "1", "publication_names": publication})
 cur.consume_stream(lambda msg: None)
 """
-
-
-def wait_for(db: Database, query: str, params: Any = None, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rows = db.execute(query, params)
-        if rows and rows[0][0]:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"never true: {query}")
 
 
 def setup(db: Database, slot: str = "s") -> None:
