@@ -25,9 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from pgtail.server import SUPPORTED_MAJORS, LocalServer, bindir_for_major, start_server
 from tests.helpers import SPARK_TEST_JAVA_OPTIONS, Database, fresh_database
+
+# no test is timed: Hypothesis's 200 ms deadline per example would fail a property test
+# on a loaded machine (a generated function compiled for a new table shape), not a bug
+settings.register_profile("pgtail", deadline=None)
+settings.load_profile("pgtail")
 
 PG15_BINDIR = Path("/usr/lib/postgresql/15/bin")
 
