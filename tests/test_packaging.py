@@ -231,13 +231,13 @@ def test_layers_of_the_catalog() -> None:
     stream, spark or the CLI; the pure layers import no catalog (nor psycopg2)."""
     graph = _import_graph()
     doctor = [m for m in graph if m == "pgtail.doctor" or m.startswith("pgtail.doctor.")]
-    assert {"pgtail.doctor", "pgtail.doctor.findings", "pgtail.doctor.table_checks"} <= set(doctor)
+    assert {"pgtail.doctor", "pgtail.doctor.findings", "pgtail.doctor.tables"} <= set(doctor)
     for module in doctor:
         assert {m for m in graph[module] if m.startswith("pgtail.catalog")} <= {
             "pgtail.catalog.facts"
         }, module
     assert "pgtail.catalog.facts" in set().union(*(graph[m] for m in doctor))
-    pure = {"pgtail.catalog.facts", "pgtail.errors", "pgtail.sqlnames", *doctor}
+    pure = {"pgtail.catalog.facts", "pgtail.errors", "pgtail.sqlnames", "pgtail._lazy", *doctor}
     assert {m: graph[m] - pure for m in doctor if graph[m] - pure} == {}
     for module, edges in graph.items():
         if module.startswith("pgtail.catalog"):
@@ -272,3 +272,32 @@ def test_setup_puts_the_man_pages_where_man_finds_them(tmp_path: Path) -> None:
     found = subprocess.run([man, "-w", "pgtail-stream"], env=env, capture_output=True, text=True)
     assert found.returncode == 0, found.stderr
     assert Path(found.stdout.strip()).resolve() == (ROOT / "man" / "pgtail-stream.1").resolve()
+
+
+def _lazy_packages() -> list[Path]:
+    root = ROOT / "pgtail"
+    return [
+        init
+        for init in sorted(root.glob("*/__init__.py"))
+        if "lazy_names(__name__)" in init.read_text(encoding="utf-8")
+    ]
+
+
+def test_lazy_packages_name_no_module_and_give_every_name() -> None:
+    """A package whose names are imported when first used (`pgtail._lazy`) gives each
+    name in its ``__all__``, and none is also one of its modules: importing that module
+    would bind the module to the name in the package, in place of the function."""
+    import importlib
+
+    from pgtail._lazy import type_checking_imports
+
+    packages = _lazy_packages()
+    assert {p.parent.name for p in packages} >= {"catalog", "changes", "doctor"}
+    for init in packages:
+        names = type_checking_imports(init.read_text(encoding="utf-8"))
+        modules = {p.stem for p in init.parent.glob("*.py")}
+        assert not set(names) & modules, init
+        package = importlib.import_module(f"pgtail.{init.parent.name}")
+        for name in package.__all__:
+            assert getattr(package, name) is not None, (init, name)
+        assert set(dir(package)) >= set(package.__all__)

@@ -3,171 +3,178 @@
 One module per job: `connection` (DSN, session settings, opening connections), `errors`
 (the one translation of psycopg2 errors, by SQLSTATE first), `names` (names as users
 write them; quoting is `pgtail.sqlnames`), `facts` (the frozen facts the doctor
-reads), `server_info`, `slots`, `publications`, `table_facts`, `identity`,
-`user_types` (user types for the decoder), `decoding` (reading a slot through SQL
+reads), `server` (`server_info`), `slots`, `publications`, `tables` (`table_facts`),
+`identity`, `type_lookup` (user types for the decoder), `decoding` (reading a slot through SQL
 functions), `snapshot_reader` (reading the rows of an exported snapshot), `block_ranges` (one
 block range of a table under it, for Spark's initial load), `spark` (the columns the
-Spark driver reads typed), `table_shapes` (what SQL replay's DDL needs), `activity`
+Spark driver reads typed), `shapes` (what SQL replay's DDL needs), `activity`
 (``top``'s and ``slot info``'s look at replication), `waiting` (never waiting in
 silence), `completion` (names for shell completion) and `survey` (the doctor's facts
 in one go). Each server-version difference is decided in one of them,
 once. Names are passed through ``psycopg2.sql.Identifier`` / ``Literal`` or as
 parameters, never formatted into SQL.
 
-Callers use the package: ``from pgtail import catalog; catalog.list_slots(dsn)``.
+Callers use the package: ``from pgtail import catalog; catalog.list_slots(dsn)``. Its
+names are imported when first used (`pgtail._lazy`); no module is named as one of them.
 """
 
 from __future__ import annotations
 
-from pgtail.catalog.activity import (
-    TOP_SLOT_PREFIX,
-    ChangeSampler,
-    Watcher,
-    read_replication,
-    replication_facts,
-    transaction_waits,
-)
-from pgtail.catalog.connection import (
-    APPLICATION_NAME,
-    CLIENT_ENCODING,
-    DECODING_SETTINGS,
-    connect,
-    connect_interruptibly,
-    connection_string,
-    decoding_options,
-    decoding_set_statement,
-    fetchall,
-    fetchone,
-    is_connection_string,
-    open_connection,
-    resolve_dsn,
-    set_stop_check,
-)
-from pgtail.catalog.decoding import (
-    BUSY_RETRY_SECONDS,
-    DEFAULT_BUSY_TIMEOUT,
-    FETCH_ROWS,
-    PeekedChange,
-    advance_to,
-    copy_slot_for_reading,
-    last_emitted_lsn,
-    peek_changes,
-    peek_options,
-)
-from pgtail.catalog.errors import (
-    check_slot_name,
-    classify,
-    describe_disconnect,
-    describe_target,
-    is_transient,
-    primary_message,
-    publication_missing_error,
-    slot_busy,
-    slot_busy_error,
-    slot_dropped,
-    slot_missing_error,
-    translate_connect_error,
-    translate_create_slot_error,
-    translate_error,
-    translate_replication_error,
-    translate_slot_error,
-)
-from pgtail.catalog.facts import (
-    MANAGED_REPLICATION_ROLES,
-    OPERATIONS,
-    PLUGIN,
-    ColumnFacts,
-    DoctorFacts,
-    IdentityReport,
-    IndexFacts,
-    OpenTransaction,
-    PublicationInfo,
-    PublicationTableRow,
-    PublishedTable,
-    ReplicationFacts,
-    RoleFacts,
-    RunPublication,
-    SenderFacts,
-    ServerFacts,
-    ServerInfo,
-    SlotInfo,
-    SlotListing,
-    SlotStats,
-    TableFacts,
-    TransactionWait,
-    WalsenderFacts,
-)
-from pgtail.catalog.identity import (
-    IDENTITY_MODES,
-    IdentityGuard,
-    identity_report,
-    set_replica_identity,
-    table_identity,
-)
-from pgtail.catalog.names import (
-    TableSpec,
-    check_row_filter,
-    parse_ident,
-    parse_name,
-    parse_table_spec,
-    split_names,
-)
-from pgtail.catalog.publications import (
-    RUN_PUBLICATION_MARK,
-    RUN_PUBLICATION_PREFIX,
-    PublicationChange,
-    PublicationGuard,
-    TableTarget,
-    alter_publication,
-    create_publication,
-    create_run_publication,
-    drop_abandoned_run_publication,
-    drop_publication,
-    get_publication,
-    list_publications,
-    lock_run_publication,
-    publication_columns,
-    publication_names,
-    publication_table_rows,
-    published_columns,
-    read_publications,
-    require_publications,
-    run_publication_comment,
-    run_publications,
-)
-from pgtail.catalog.server_info import (
-    current_database,
-    require_streaming,
-    server_info,
-    server_version_num,
-    settings,
-    wait_flushed,
-    wal_position,
-)
-from pgtail.catalog.slots import (
-    SLOT_OPTIONAL_COLUMNS,
-    SlotAdvanced,
-    SlotCreated,
-    SlotDropped,
-    advance_slot,
-    check_slot_usable,
-    create_slot,
-    drop_slot,
-    get_slot,
-    list_slots,
-    require_slot,
-    slot_columns,
-    slot_info,
-    slot_listing,
-)
-from pgtail.catalog.snapshot_reader import SnapshotReader, SnapshotTable, snapshot_tables
-from pgtail.catalog.spark import ColumnType, table_columns
-from pgtail.catalog.survey import doctor_facts
-from pgtail.catalog.table_facts import TableRef, resolve_table, table_facts
-from pgtail.catalog.table_shapes import table_shapes
-from pgtail.catalog.user_types import lookup_user_types, user_types
-from pgtail.catalog.waiting import Blocker, WaitFacts, blockers, describe_wait, wait_for_server
-from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualified
+from typing import TYPE_CHECKING
+
+from pgtail._lazy import lazy_names
+
+# the package's names, imported when first used (`pgtail._lazy`)
+if TYPE_CHECKING:
+    from pgtail.catalog.activity import (
+        TOP_SLOT_PREFIX,
+        ChangeSampler,
+        Watcher,
+        read_replication,
+        replication_facts,
+        transaction_waits,
+    )
+    from pgtail.catalog.connection import (
+        APPLICATION_NAME,
+        CLIENT_ENCODING,
+        DECODING_SETTINGS,
+        connect,
+        connect_interruptibly,
+        connection_string,
+        decoding_options,
+        decoding_set_statement,
+        fetchall,
+        fetchone,
+        is_connection_string,
+        open_connection,
+        resolve_dsn,
+        set_stop_check,
+    )
+    from pgtail.catalog.decoding import (
+        BUSY_RETRY_SECONDS,
+        DEFAULT_BUSY_TIMEOUT,
+        FETCH_ROWS,
+        PeekedChange,
+        advance_to,
+        copy_slot_for_reading,
+        last_emitted_lsn,
+        peek_changes,
+        peek_options,
+    )
+    from pgtail.catalog.errors import (
+        check_slot_name,
+        classify,
+        describe_disconnect,
+        describe_target,
+        is_transient,
+        primary_message,
+        publication_missing_error,
+        slot_busy,
+        slot_busy_error,
+        slot_dropped,
+        slot_missing_error,
+        translate_connect_error,
+        translate_create_slot_error,
+        translate_error,
+        translate_replication_error,
+        translate_slot_error,
+    )
+    from pgtail.catalog.facts import (
+        MANAGED_REPLICATION_ROLES,
+        PLUGIN,
+        ColumnFacts,
+        DoctorFacts,
+        IdentityReport,
+        IndexFacts,
+        OpenTransaction,
+        PublicationInfo,
+        PublicationTableRow,
+        PublishedTable,
+        ReplicationFacts,
+        RoleFacts,
+        RunPublication,
+        SenderFacts,
+        ServerFacts,
+        ServerInfo,
+        SlotInfo,
+        SlotListing,
+        SlotStats,
+        TableFacts,
+        TransactionWait,
+        WalsenderFacts,
+    )
+    from pgtail.catalog.identity import (
+        IDENTITY_MODES,
+        IdentityGuard,
+        identity_report,
+        set_replica_identity,
+        table_identity,
+    )
+    from pgtail.catalog.names import (
+        OPERATIONS,
+        TableSpec,
+        check_row_filter,
+        parse_ident,
+        parse_name,
+        parse_table_spec,
+        split_names,
+    )
+    from pgtail.catalog.publications import (
+        RUN_PUBLICATION_MARK,
+        RUN_PUBLICATION_PREFIX,
+        PublicationChange,
+        PublicationGuard,
+        TableTarget,
+        alter_publication,
+        create_publication,
+        create_run_publication,
+        drop_abandoned_run_publication,
+        drop_publication,
+        get_publication,
+        list_publications,
+        lock_run_publication,
+        publication_columns,
+        publication_names,
+        publication_table_rows,
+        published_columns,
+        read_publications,
+        require_publications,
+        run_publication_comment,
+        run_publications,
+    )
+    from pgtail.catalog.server import (
+        current_database,
+        require_streaming,
+        server_info,
+        server_version_num,
+        settings,
+        wait_flushed,
+        wal_position,
+    )
+    from pgtail.catalog.shapes import table_shapes
+    from pgtail.catalog.slots import (
+        SLOT_OPTIONAL_COLUMNS,
+        SlotAdvanced,
+        SlotCreated,
+        SlotDropped,
+        advance_slot,
+        check_slot_usable,
+        create_slot,
+        drop_slot,
+        get_slot,
+        list_slots,
+        require_slot,
+        slot_columns,
+        slot_info,
+        slot_listing,
+    )
+    from pgtail.catalog.snapshot_reader import SnapshotReader, SnapshotTable, snapshot_tables
+    from pgtail.catalog.spark import ColumnType, table_columns
+    from pgtail.catalog.survey import doctor_facts
+    from pgtail.catalog.tables import TableRef, resolve_table, table_facts
+    from pgtail.catalog.type_lookup import lookup_user_types, user_types
+    from pgtail.catalog.waiting import Blocker, WaitFacts, blockers, describe_wait, wait_for_server
+    from pgtail.sqlnames import publication_names_option, quote_ident, quote_qualified
 
 __all__ = [
     "Blocker",
@@ -312,3 +319,5 @@ __all__ = [
     "wait_flushed",
     "wal_position",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__)

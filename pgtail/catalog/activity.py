@@ -23,7 +23,7 @@ from pgtail.catalog.facts import (
     SlotStats,
     TransactionWait,
 )
-from pgtail.catalog.server_info import CURRENT_LSN, lsn_or_none, server_version_num, settings
+from pgtail.catalog.server import CURRENT_LSN, lsn_or_none, server_version_num, settings
 from pgtail.catalog.slots import slot_listing
 from pgtail.catalog.waiting import Blocker, WaitFacts, describe_blocker, wait_for_server
 from pgtail.sqlnames import publication_names_option

@@ -27,7 +27,7 @@ from pgtail.catalog.connection import (
 )
 from pgtail.catalog.errors import slot_busy, translate_slot_error
 from pgtail.catalog.publications import publication_names, require_publications
-from pgtail.catalog.server_info import server_version_num
+from pgtail.catalog.server import server_version_num
 from pgtail.catalog.slots import require_slot
 from pgtail.errors import PublicationError, ServerCapabilityError, SlotError
 from pgtail.lsn import format_lsn, parse_lsn

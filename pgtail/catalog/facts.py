@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pgtail.catalog.names import OPERATIONS
 from pgtail.lsn import format_lsn
 from pgtail.sqlnames import quote_ident
 
 PLUGIN = "pgoutput"
-OPERATIONS = ("insert", "update", "delete", "truncate")
 
 # Roles that grant replication on managed services (AWS RDS/Aurora, Azure, Cloud SQL, AlloyDB).
 MANAGED_REPLICATION_ROLES = (

@@ -14,7 +14,7 @@ from pgtail.catalog.connection import connect, fetchall
 from pgtail.catalog.facts import IdentityReport
 from pgtail.catalog.names import parse_name, parse_table_spec
 from pgtail.catalog.publications import read_publications
-from pgtail.catalog.table_facts import TableRef, resolve_table, table_facts
+from pgtail.catalog.tables import TableRef, resolve_table, table_facts
 from pgtail.errors import ConfigurationError
 
 # the publications whose UPDATE/DELETE the table's new identity would break

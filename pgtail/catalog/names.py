@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from pgtail.errors import ConfigurationError
 from pgtail.sqlnames import quote_ident
 
+# the operations a publication publishes, in PostgreSQL's order
+OPERATIONS = ("insert", "update", "delete", "truncate")
+
 _UNQUOTED_STOP = set(' \t\n."(),')
 
 

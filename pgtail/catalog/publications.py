@@ -27,16 +27,15 @@ from psycopg2.extensions import connection as PgConnection
 from pgtail.catalog.connection import connect, fetchall, fetchone
 from pgtail.catalog.errors import primary_message, publication_missing_error
 from pgtail.catalog.facts import (
-    OPERATIONS,
     PublicationInfo,
     PublicationTableRow,
     PublishedTable,
     RunPublication,
     TableFacts,
 )
-from pgtail.catalog.names import TableSpec, check_row_filter
-from pgtail.catalog.server_info import current_database, server_version_num
-from pgtail.catalog.table_facts import leaf_oids, resolve_table, table_facts
+from pgtail.catalog.names import OPERATIONS, TableSpec, check_row_filter
+from pgtail.catalog.server import current_database, server_version_num
+from pgtail.catalog.tables import leaf_oids, resolve_table, table_facts
 from pgtail.errors import ConfigurationError, PublicationError, ServerCapabilityError
 from pgtail.sqlnames import quote_ident
 

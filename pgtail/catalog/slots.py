@@ -19,7 +19,7 @@ from psycopg2.extensions import connection as PgConnection
 from pgtail.catalog.connection import connect, fetchall, fetchone
 from pgtail.catalog.errors import check_slot_name, slot_busy_error, slot_missing_error
 from pgtail.catalog.facts import PLUGIN, SlotInfo, SlotListing
-from pgtail.catalog.server_info import (
+from pgtail.catalog.server import (
     CURRENT_LSN,
     current_database,
     lsn_or_none,

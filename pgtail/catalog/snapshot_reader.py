@@ -30,7 +30,7 @@ from pgtail.catalog.publications import (
     publication_table_rows,
     published_columns,
 )
-from pgtail.catalog.server_info import server_version_num
+from pgtail.catalog.server import server_version_num
 from pgtail.errors import PgtailError, ReplicationError, ServerCapabilityError
 
 # bytes of rows handed on per chunk: large enough that per-chunk work vanishes, small

@@ -27,9 +27,9 @@ from pgtail.catalog.publications import (
     read_publications,
     run_publications,
 )
-from pgtail.catalog.server_info import server_version_num, settings
+from pgtail.catalog.server import server_version_num, settings
 from pgtail.catalog.slots import slot_listing
-from pgtail.catalog.table_facts import leaf_oids, table_facts
+from pgtail.catalog.tables import leaf_oids, table_facts
 from pgtail.sqlnames import quote_ident
 
 # user tables (not partitions: their root is what gets published); the current role may

@@ -20,37 +20,45 @@ Pure: no psycopg2, no I/O. Types that are not built in are looked up by the call
 handed down as data (`Assembler.user_types_wanted`, `Assembler.add_user_types`).
 """
 
-from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, Assembler
-from pgtail.changes.events import (
-    LARGE_VALUE,
-    Change,
-    Column,
-    CommitPrepared,
-    EncodedRows,
-    Event,
-    InsertEncoder,
-    InsertEncoders,
-    LargeEncoder,
-    Message,
-    OldKind,
-    OldNewEncoder,
-    Op,
-    ReplicaIdentity,
-    RollbackPrepared,
-    RowsEncoder,
-    SchemaChange,
-    SnapshotBegin,
-    SnapshotEnd,
-    SnapshotRows,
-    Table,
-    TableCopy,
-    Transaction,
-    Truncate,
-    TxBegin,
-    TxCommit,
-)
-from pgtail.changes.fastpath import NO_EVENTS, EncoderFactory
-from pgtail.changes.tables import Converter, unknown_type_oids
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pgtail._lazy import lazy_names
+
+# the package's names, imported when first used (`pgtail._lazy`)
+if TYPE_CHECKING:
+    from pgtail.changes.assembler import DEFAULT_SPILL_BYTES, Assembler
+    from pgtail.changes.events import (
+        LARGE_VALUE,
+        Change,
+        Column,
+        CommitPrepared,
+        EncodedRows,
+        Event,
+        InsertEncoder,
+        InsertEncoders,
+        LargeEncoder,
+        Message,
+        OldKind,
+        OldNewEncoder,
+        Op,
+        ReplicaIdentity,
+        RollbackPrepared,
+        RowsEncoder,
+        SchemaChange,
+        SnapshotBegin,
+        SnapshotEnd,
+        SnapshotRows,
+        Table,
+        TableCopy,
+        Transaction,
+        Truncate,
+        TxBegin,
+        TxCommit,
+    )
+    from pgtail.changes.fastpath import NO_EVENTS, EncoderFactory
+    from pgtail.changes.tables import Converter, unknown_type_oids
 
 __all__ = [
     "DEFAULT_SPILL_BYTES",
@@ -86,3 +94,5 @@ __all__ = [
     "TxCommit",
     "unknown_type_oids",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__)

@@ -6,7 +6,7 @@
 definition (for ``ALTER TABLE``). The catalog facts those statements need and a
 Relation message does not carry (defaults, NOT NULL, the primary key, column numbers)
 come as `TableShape` data: the tracker says which tables it needs them for
-(`DdlTracker.wanted`), the stream looks them up (`pgtail.catalog.table_shapes`) and
+(`DdlTracker.wanted`), the stream looks them up (`pgtail.catalog.shapes`) and
 hands them back with the events (`DdlTracker.render_all`). Pure: no I/O here.
 """
 
@@ -43,7 +43,7 @@ class ShapeColumn:
 
 @dataclass(frozen=True, slots=True)
 class TableShape:
-    """A table's catalog facts for DDL (`pgtail.catalog.table_shapes`)."""
+    """A table's catalog facts for DDL (`pgtail.catalog.shapes`)."""
 
     relation_id: int
     schema: str

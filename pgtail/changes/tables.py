@@ -60,7 +60,7 @@ new_change: Callable[..., Change] = _codegen.fast_constructor(Change)
 
 def unknown_type_oids(relation: po.Relation, known: Collection[int]) -> list[int]:
     """The OIDs of ``relation``'s column types that are neither built in nor in ``known``,
-    sorted: what to look up (`pgtail.catalog.user_types`) before the Relation is fed."""
+    sorted: what to look up (`pgtail.catalog.type_lookup`) before the Relation is fed."""
     return sorted(
         {c.type_oid for c in relation.columns if not values.is_built_in(c.type_oid)} - set(known)
     )

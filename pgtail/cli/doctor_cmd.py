@@ -6,11 +6,10 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from pgtail.catalog import IdentityReport
 from pgtail.cli import ExitCode, cli, report_error
 from pgtail.cli.completers import complete_slot
 from pgtail.cli.printing import print_fields, print_json, stdout_is_terminal
@@ -23,9 +22,13 @@ from pgtail.cli.shared_options import (
     publication_option,
     usage_error,
 )
-from pgtail.doctor import Check, parse_size
+from pgtail.doctor.findings import parse_size
 from pgtail.errors import PgtailError
 from pgtail.render.escape import escape_text
+
+if TYPE_CHECKING:
+    from pgtail.catalog import IdentityReport
+    from pgtail.doctor import Check
 
 _SECTION_TITLES = {
     "server": "Server",

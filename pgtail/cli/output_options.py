@@ -10,20 +10,29 @@ what the library takes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from pgtail.cli.shared_options import Checked, split_commas
-from pgtail.filters import EventFilter, parse_ops
 from pgtail.render import RenderOptions, terminal_style
+
+if TYPE_CHECKING:
+    from pgtail.filters import EventFilter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 FORMATS = ("json", "table", "sql", "raw")
 
+
 # one type object, so both commands declare --ops alike
-OPS = Checked("operations", parse_ops)
+def _parse_ops(text: str) -> Any:
+    from pgtail.filters import parse_ops  # the filters import the change events
+
+    return parse_ops(text)
+
+
+OPS = Checked("operations", _parse_ops)
 
 # one help for both commands; `stream --create-publication` says what --table means there
 TABLE_HELP = "Only these tables (schema.table glob, repeatable)."
@@ -136,6 +145,8 @@ def render_settings(opts: Mapping[str, Any], is_tty: bool) -> tuple[str, RenderO
 
 def event_filter(opts: Mapping[str, Any]) -> EventFilter:
     """The `EventFilter` the `filter_options` ask for."""
+    from pgtail.filters import EventFilter
+
     return EventFilter(
         tables=tuple(opts["tables"]),
         exclude=tuple(opts["exclude"]),

@@ -8,16 +8,20 @@ replica identity is checked (in the same transaction, by `pgtail.doctor`'s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
-from pgtail.catalog import OPERATIONS, PublicationChange, PublicationInfo, TableTarget
+from pgtail.catalog.names import OPERATIONS
 from pgtail.cli import cli
 from pgtail.cli.completers import complete_publication
 from pgtail.cli.printing import print_fields, print_json, print_table
 from pgtail.cli.shared_options import Checked, connection_options, json_option, usage_error
 from pgtail.errors import ConfigurationError
 from pgtail.render.escape import escape_text
+
+if TYPE_CHECKING:
+    from pgtail.catalog import PublicationChange, PublicationInfo, TableTarget
 
 
 @cli.group("publication")
@@ -129,7 +133,7 @@ def _print_publication(pub: PublicationInfo) -> None:
 
 
 def _targets(tables: Sequence[str], wheres: Sequence[str]) -> list[TableTarget]:
-    from pgtail.catalog import parse_table_spec
+    from pgtail.catalog import TableTarget, parse_table_spec
 
     if len(wheres) > len(tables):
         raise usage_error(

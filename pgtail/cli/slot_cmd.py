@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
-from pgtail.catalog import PeekedChange, SlotInfo
 from pgtail.cli import cli
 from pgtail.cli.completers import complete_logical_slot, complete_slot
 from pgtail.cli.output_options import (
@@ -32,12 +31,13 @@ from pgtail.cli.shared_options import (
     json_option,
     publication_option,
 )
-from pgtail.doctor import human_bytes
-from pgtail.filters import EventFilter
+from pgtail.doctor.findings import human_bytes
 from pgtail.lsn import format_lsn
 
 if TYPE_CHECKING:
+    from pgtail.catalog import PeekedChange, SlotInfo
     from pgtail.changes import Event
+    from pgtail.filters import EventFilter
     from pgtail.top.model import SlotRow, TopView
 
 

@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -36,7 +36,9 @@ from pgtail.cli.shared_options import (
 )
 from pgtail.errors import ConfigurationError
 from pgtail.lsn import format_lsn
-from pgtail.stream import FIRST_CONTACT_WAIT, ReconnectPolicy, StreamConfig, StreamResult, run
+
+if TYPE_CHECKING:
+    from pgtail.stream import StreamResult
 
 
 def _log(message: str) -> None:
@@ -208,6 +210,8 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     # --ops message asks for messages: without them decoded, it would show nothing and
     # confirm past them (gone from the slot), so it implies --messages
     messages = opts["messages"] or "message" in (opts["ops"] or ())
+    from pgtail.stream import FIRST_CONTACT_WAIT, ReconnectPolicy, StreamConfig, run
+
     config = StreamConfig(
         dsn=opts["dsn"],
         slot=opts["slot"],
@@ -245,30 +249,36 @@ def stream_command(ctx: click.Context, /, **opts: Any) -> None:
     out = sys.stdout.buffer
     result = run(config, out, log=_log)
     if result.reason == "signal":
-        dropped = f"; {result.dropped_slot}" if result.dropped_slot else ""
-        if result.dropped_slot and fmt == "table" and render_options.width is not None:
-            # the copy's progress bar, redrawn in place on the terminal, was cut mid-line
-            _log("")
-        if result.confirmed_lsn:
-            lsn = format_lsn(result.confirmed_lsn)
-            _log(f"pgtail: stopped; confirmed up to {lsn}{dropped}")
-        else:
-            _log(f"pgtail: stopped; nothing was confirmed{dropped}")
-        code = int(
-            {signal.SIGTERM: ExitCode.SIGTERM, signal.SIGHUP: ExitCode.SIGHUP}.get(
-                signal.Signals(result.signal or signal.SIGINT), ExitCode.SIGINT
-            )
-        )
-        if result.abandoned:
-            # output is stuck in a blocked write: leave without the interpreter's final
-            # flush of stdout, which would block too
-            sys.stderr.flush()
-            os._exit(code)
-        # sys.exit, not ctx.exit: click returns (rather than raises) Exit outside standalone mode
-        sys.exit(code)
+        # on a terminal, a copy's progress bar (redrawn in place) may be left mid-line
+        _stopped_by_signal(result, bar=fmt == "table" and render_options.width is not None)
     if result.reason == "closed":
         _log(_reader_gone_message(result, temporary=config.slot is None, snapshot=snapshot))
         _quiet_stdout()
+
+
+def _stopped_by_signal(result: StreamResult, *, bar: bool) -> None:
+    """Say where a run a signal stopped left the slot, and exit with the signal's status
+    (``bar``: the output is a terminal that may show a copy's progress bar)."""
+    dropped = f"; {result.dropped_slot}" if result.dropped_slot else ""
+    if result.dropped_slot and bar:  # the copy's progress bar was cut mid-line
+        _log("")
+    if result.confirmed_lsn:
+        lsn = format_lsn(result.confirmed_lsn)
+        _log(f"pgtail: stopped; confirmed up to {lsn}{dropped}")
+    else:
+        _log(f"pgtail: stopped; nothing was confirmed{dropped}")
+    code = int(
+        {signal.SIGTERM: ExitCode.SIGTERM, signal.SIGHUP: ExitCode.SIGHUP}.get(
+            signal.Signals(result.signal or signal.SIGINT), ExitCode.SIGINT
+        )
+    )
+    if result.abandoned:
+        # output is stuck in a blocked write: leave without the interpreter's final
+        # flush of stdout, which would block too
+        sys.stderr.flush()
+        os._exit(code)
+    # sys.exit, not ctx.exit: click returns (rather than raises) Exit outside standalone mode
+    sys.exit(code)
 
 
 def _reader_gone_message(result: StreamResult, *, temporary: bool, snapshot: bool) -> str:

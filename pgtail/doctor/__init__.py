@@ -14,50 +14,54 @@ A healthy setup has neither fail nor warn. Also answers "what will the stream ca
 for this table" for `pgtail identity`.
 
 One module per room of the report: `findings` (the Check, the verdict, sizes),
-`server_checks` (settings and slots), `slots` (why a slot holds WAL), `role`
-(privileges), `table_checks` (replica identity, TOAST, row filters, column lists,
-partitioning) and `publication_checks`; `evaluate` here puts them in report order.
+`server` (settings and slots), `slot_causes` (why a slot holds WAL), `role`
+(privileges), `tables` (replica identity, TOAST, row filters, column lists,
+partitioning) and `publications`; `report.evaluate` puts them in report order. The
+package's names are imported when first used (`pgtail._lazy`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pgtail.doctor.findings import (
-    STATUS_ORDER,
-    STATUSES,
-    Check,
-    Status,
-    counts,
-    failed,
-    human_bytes,
-    overall,
-    parse_size,
-    report_dict,
-)
-from pgtail.doctor.publication_checks import (
-    publication_checks,
-    publication_problems,
-    run_publication_checks,
-)
-from pgtail.doctor.role import role_checks
-from pgtail.doctor.server_checks import server_checks, slot_checks
-from pgtail.doctor.table_checks import (
-    Identity,
-    UnchangedToast,
-    identity_breaks,
-    identity_fix,
-    identity_of,
-    identity_remedy,
-    stream_carries,
-    table_checks,
-    table_publication_checks,
-    unchanged_toast,
-    usable_index,
-)
+from pgtail._lazy import lazy_names
 
+# the package's names, imported when first used (`pgtail._lazy`)
 if TYPE_CHECKING:
-    from pgtail.catalog.facts import DoctorFacts
+    from pgtail.doctor.findings import (
+        STATUS_ORDER,
+        STATUSES,
+        Check,
+        Status,
+        counts,
+        failed,
+        human_bytes,
+        overall,
+        parse_size,
+        report_dict,
+    )
+    from pgtail.doctor.publications import (
+        publication_checks,
+        publication_problems,
+        run_publication_checks,
+    )
+    from pgtail.doctor.report import evaluate
+    from pgtail.doctor.role import role_checks
+    from pgtail.doctor.server import server_checks, slot_checks
+    from pgtail.doctor.tables import (
+        Identity,
+        UnchangedToast,
+        identity_breaks,
+        identity_fix,
+        identity_of,
+        identity_remedy,
+        stream_carries,
+        table_checks,
+        table_publication_checks,
+        unchanged_toast,
+        usable_index,
+    )
+
 
 __all__ = [
     "STATUSES",
@@ -90,16 +94,4 @@ __all__ = [
     "usable_index",
 ]
 
-
-def evaluate(facts: DoctorFacts, *, wal_warn_bytes: int | None = None) -> list[Check]:
-    """Every check, in report order: server, role, publications and tables, slots.
-
-    An inactive slot warns once it holds WAL past max_wal_size (the server would
-    otherwise have recycled it), or past ``wal_warn_bytes`` when given."""
-    return [
-        *server_checks(facts),
-        *role_checks(facts),
-        *publication_checks(facts),
-        *slot_checks(facts, wal_warn_bytes),
-        *run_publication_checks(facts),
-    ]
+__getattr__, __dir__ = lazy_names(__name__)

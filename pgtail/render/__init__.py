@@ -9,10 +9,12 @@ it has handed a whole transaction to the renderer. They import no psycopg2.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from pgtail.changes.fastpath import EncoderFactory
 from pgtail.render.options import Renderer, RenderOptions, terminal_style
+
+if TYPE_CHECKING:
+    from pgtail.changes.fastpath import EncoderFactory
 
 RendererFactory = Callable[[BinaryIO, RenderOptions], Renderer]
 

@@ -11,10 +11,12 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pgtail.changes import Change, Event
 from pgtail.errors import DecodeError
+
+if TYPE_CHECKING:
+    from pgtail.changes import Change, Event
 
 
 @dataclass(frozen=True)

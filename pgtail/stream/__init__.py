@@ -28,19 +28,25 @@ the demo call it). The package's rooms:
 
 from __future__ import annotations
 
-from pgtail.stream.config import (
-    FIRST_CONTACT_WAIT,
-    Logger,
-    ReconnectPolicy,
-    StopReason,
-    StreamConfig,
-    Streaming,
-    StreamResult,
-)
-from pgtail.stream.policy import StreamPolicy
-from pgtail.stream.protocol_options import max_proto_version
-from pgtail.stream.session import run
-from pgtail.stream.writer import OutputState
+from typing import TYPE_CHECKING
+
+from pgtail._lazy import lazy_names
+
+# the package's names, imported when first used (`pgtail._lazy`)
+if TYPE_CHECKING:
+    from pgtail.stream.config import (
+        FIRST_CONTACT_WAIT,
+        Logger,
+        ReconnectPolicy,
+        StopReason,
+        StreamConfig,
+        Streaming,
+        StreamResult,
+    )
+    from pgtail.stream.policy import StreamPolicy
+    from pgtail.stream.protocol_options import max_proto_version
+    from pgtail.stream.session import run
+    from pgtail.stream.writer import OutputState
 
 __all__ = [
     "FIRST_CONTACT_WAIT",
@@ -55,3 +61,5 @@ __all__ = [
     "max_proto_version",
     "run",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__)

@@ -1,5 +1,5 @@
 """SQL replay's DDL, the stream's side: before a batch is rendered, the catalog facts
-its `TableDdl` events need are looked up (`pgtail.catalog.table_shapes`, on a plain
+its `TableDdl` events need are looked up (`pgtail.catalog.shapes`, on a plain
 connection kept for the next ones) and handed to the pure `DdlTracker` as data.
 """
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     )
 
 # the toaster moves values out of line once a row passes about 2 kB (8 kB pages), and
-# never one too small to gain from its TOAST pointer (as `pgtail.catalog.table_facts`)
+# never one too small to gain from its TOAST pointer (as `pgtail.catalog.tables`)
 TOAST_THRESHOLD_TEXT = "about 2 kB"
 TOAST_POINTER_BYTES = 24
 OPERATION_ORDER = {op: rank for rank, op in enumerate(("insert", "update", "delete", "truncate"))}

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pgtail.doctor.findings import Check, ident
-from pgtail.doctor.table_checks import (
+from pgtail.doctor.tables import (
     identity_fix,
     identity_of,
     table_checks,
