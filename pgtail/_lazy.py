@@ -3,7 +3,8 @@ modules does not import them all: ``pgtail slot list`` or a shell completion the
 loads the catalog's slot queries, not the doctor's facts nor the decoder.
 
 The package lists its names once, as imports under ``if TYPE_CHECKING:`` (what mypy and
-an editor read), and ends with ``__getattr__, __dir__ = lazy_names(__name__)``. On the
+an editor read), and ends with ``__getattr__, __dir__ = lazy_names(__name__)`` under
+``if not TYPE_CHECKING:`` (so that mypy still flags a name it does not have). On the
 first use of a name, `lazy_names` reads those imports from the package's source and
 imports that one module; the value is then kept in the package like any import's.
 """

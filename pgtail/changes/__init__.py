@@ -95,4 +95,5 @@ __all__ = [
     "unknown_type_oids",
 ]
 
-__getattr__, __dir__ = lazy_names(__name__)
+if not TYPE_CHECKING:  # mypy reads the imports above, and flags a name not there
+    __getattr__, __dir__ = lazy_names(__name__)

@@ -62,4 +62,5 @@ __all__ = [
     "run",
 ]
 
-__getattr__, __dir__ = lazy_names(__name__)
+if not TYPE_CHECKING:  # mypy reads the imports above, and flags a name not there
+    __getattr__, __dir__ = lazy_names(__name__)
