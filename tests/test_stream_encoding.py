@@ -15,7 +15,7 @@ import pytest
 
 from pgtail.lsn import parse_lsn
 from pgtail.server import LocalServer
-from tests.helpers import Database, confirmed, drop_database, run_cli, settle
+from tests.helpers import Database, confirmed, drop_database, run_cli, settle, wait_inactive
 
 VALUE = "crème brûlée"
 
@@ -71,7 +71,9 @@ def test_stream_json_and_sql_of_a_latin1_table(latin1: Database) -> None:
         record = orjson.loads(out)
         assert record["table"] == "café"
         assert record["new"] == {"id": 1, "crème": VALUE}
-        assert confirmed(latin1, slot) >= end  # the slot moves on
+        # the slot moves on (once its walsender, gone when it exits, read the last reply)
+        wait_inactive(latin1, slot)
+        assert confirmed(latin1, slot) >= end
     code, out, err = run_cli([*base, "--slot", "q", "--format", "sql"], LATIN1_CLIENT)
     assert code == 0, err
     assert """INSERT INTO public."café" (id, "crème") VALUES (1, 'crème brûlée');""" in out

@@ -26,6 +26,7 @@ from tests.helpers import (
     Database,
     JsonLines,
     RawLines,
+    Stderr,
     allow_password_role,
     confirmed,
     create_database,
@@ -237,14 +238,16 @@ def test_started_before_the_server_retries_then_streams(own_server: LocalServer)
     # asked to wait for a server that was never reached (else: a few seconds only)
     proc = stream(db.dsn, "--idle-exit", "20", "--reconnect-attempts", "30")
     try:
-        lines = JsonLines(proc)
-        time.sleep(2.5)  # a few attempts against a server that is not there
+        lines, stderr = JsonLines(proc), Stderr(proc)
+        stderr.wait_for("retrying in")  # an attempt against a server that is not there
+        time.sleep(1)  # and another
         assert proc.poll() is None, "pgtail gave up on a server that is starting"
         own_server.start()
         db.execute("INSERT INTO t VALUES (1, 'a')")
         lines.wait_for(1)
         proc.send_signal(2)
-        code, err = ended(proc, within=30)
+        code = proc.wait(timeout=30)
+        err = stderr.text().strip().splitlines()
     finally:
         kill_if_running(proc)
     assert code == 130, err
