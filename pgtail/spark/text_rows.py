@@ -48,7 +48,7 @@ NATIVE = frozenset({16, 19, 20, 21, 23, 25, 114, 700, 701, 1042, 1043, 1082, 111
 
 
 def _escape(value: bytes) -> bytes:
-    return _ESCAPED.sub(rb"\x1b\1", value)
+    return _ESCAPED.sub(b"\x1b\\1", value)
 
 
 def text_columns_encoder(
