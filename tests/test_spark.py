@@ -1069,7 +1069,7 @@ def test_a_typed_read_takes_encoded_runs_and_single_changes_alike(
     db15: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In process: the typed read converts the runs of inserts the assembler encodes
-    (`TypedRowBuffer.add_encoded`, Arrow's JSON reader) and the changes it does not (an
+    (`TypedRowBuffer.add_encoded`, Arrow's CSV reader) and the changes it does not (an
     update with its old row, a delete) to the same values, in the stream's order."""
     from pgtail.spark import schema
     from pgtail.spark.source import PgoutputBatchReader

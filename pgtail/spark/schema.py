@@ -430,7 +430,7 @@ class TypedRowBuffer:
     def __init__(self, schema_name: str, table_name: str, columns: Sequence[ColumnType]):
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from pgtail.spark.arrow_rows import arrow_columns_reader
+        from pgtail.spark.text_rows import text_columns_reader
         from pgtail.spark.types import spark_field
 
         self.schema_name = schema_name
@@ -440,7 +440,7 @@ class TypedRowBuffer:
         self._converters = tuple(spark_field(c)[1] for c in columns)
         self._arrow = to_arrow_schema(table_schema(columns), timezone="UTC")
         self._width = len(self._arrow)
-        self._read_json = arrow_columns_reader(
+        self._read_text = text_columns_reader(
             columns, [self._arrow.field(i).type for i in range(len(columns))]
         )
         self._columns: list[list[Any]] = [[] for _ in range(self._width)]
@@ -489,11 +489,10 @@ class TypedRowBuffer:
 
     def add_encoded(self, rows: EncodedRows) -> None:
         """A run of changes to the table in one transaction, as the lines
-        `pgtail.render.jsonl.json_columns_encoder` wrote. The runs are kept until the
-        next row added one by one or `take`, then split (`encoded_columns`) and
-        converted to the typed columns at once, by the rule of `add_change`
-        (`pgtail.spark.arrow_rows.arrow_columns_reader`): the new row's JSON, or the old
-        one's (a delete, or no new row)."""
+        `pgtail.spark.text_rows.text_columns_encoder` wrote (a change's new row, or its
+        old one: a delete). The runs are kept until the next row added one by one or
+        `take`, then converted to the typed columns at once, with the values of
+        `add_change` (`pgtail.spark.text_rows.text_columns_reader`)."""
         self._check(rows.table)
         self._flush()
         self._encoded.append(rows)
@@ -502,7 +501,6 @@ class TypedRowBuffer:
     def _flush_encoded(self) -> None:
         """The encoded rows kept so far become a record batch of their own."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         runs = self._encoded
         if not runs:
@@ -511,7 +509,8 @@ class TypedRowBuffer:
         arrow = self._arrow
         n = len(self._names)
         count = sum(run.count for run in runs)
-        seq, old, new = encoded_columns(runs, ("seq", "old", "new"))
+        lines = runs[0].lines if len(runs) == 1 else b"".join(run.lines for run in runs)
+        seq, typed = self._read_text(lines)
         op, commit_lsn, commit_time, xid = run_values(
             runs,
             [
@@ -522,7 +521,7 @@ class TypedRowBuffer:
             ],
         )
         arrays = [
-            *self._read_json(pc.coalesce(new, old)),
+            *typed,
             op,
             commit_lsn,
             commit_time,

@@ -239,6 +239,7 @@ def partition_events(partition: SlotPartition) -> Iterator[Any]:
     """The events of one slot between two offsets (`read_range`; runs on an executor)."""
     from pgtail.render.jsonl import json_columns_encoder
     from pgtail.spark import slot_options
+    from pgtail.spark.text_rows import text_columns_encoder
     from pgtail.stream.bounded import RangeRead, read_range
 
     start = partition.start
@@ -254,8 +255,9 @@ def partition_events(partition: SlotPartition) -> Iterator[Any]:
         application_name=slot_options.APPLICATION_NAME,
         busy_timeout=partition.busy_timeout,
         missing_hint=slot_options.missing_slot_hint(partition.slot),
-        # the JSON of the rows straight from the server's text, as `pgtail stream` does
-        encoder=json_columns_encoder,
+        # the rows straight from the server's text: the typed read's (`text_rows`), or
+        # their JSON, as `pgtail stream` writes it
+        encoder=json_columns_encoder if partition.table is None else text_columns_encoder,
     )
     return read_range(partition.dsn, partition.slot, start, partition.end, read, on_position=check)
 
