@@ -15,7 +15,6 @@ import ast
 import importlib
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 
@@ -41,9 +40,11 @@ def lazy_names(package: str) -> tuple[Callable[[str], Any], Callable[[], list[st
     table: dict[str, tuple[str, str]] = {}
 
     def names() -> dict[str, tuple[str, str]]:
-        if not table:
-            path = Path(str(module.__file__))
-            table.update(type_checking_imports(path.read_text(encoding="utf-8")))
+        if not table:  # through its loader: from a file, or a zip (Spark's --py-files)
+            source = module.__spec__.loader.get_source(package)  # type: ignore[union-attr]
+            if source is None:
+                raise ImportError(f"{package} is installed without its source", name=package)
+            table.update(type_checking_imports(source))
         return table
 
     def __getattr__(name: str) -> Any:  # noqa: N807 - the module hook's name

@@ -301,3 +301,25 @@ def test_lazy_packages_name_no_module_and_give_every_name() -> None:
         for name in package.__all__:
             assert getattr(package, name) is not None, (init, name)
         assert set(dir(package)) >= set(package.__all__)
+
+
+def test_lazy_names_load_from_a_zip(tmp_path: Path) -> None:
+    """Shipped as a zip (Spark's ``--py-files``), the packages still give their names:
+    `pgtail._lazy` reads their source through the loader, not from a file path."""
+    import zipfile
+
+    archive = tmp_path / "pgtail.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted((ROOT / "pgtail").rglob("*.py")):
+            zf.write(path, path.relative_to(ROOT).as_posix())
+    code = (
+        "import pgtail, pgtail.changes as ch, pgtail.catalog as c, pgtail.stream as s\n"
+        "assert '.zip' in pgtail.__file__, pgtail.__file__\n"
+        "print(ch.Change.__name__, c.list_slots.__name__, s.StreamConfig.__name__)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(archive)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["Change", "list_slots", "StreamConfig"]
