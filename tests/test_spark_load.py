@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,9 @@ class _Writer:
                         "DELETE FROM bag WHERE ctid = (SELECT ctid FROM bag WHERE a = 2 LIMIT 1)"
                     )
                     self.rounds += 1
+                    # paced: a few hundred rounds overlap a load as well as thousands, and
+                    # each round is changes the next runs stream and materialize
+                    time.sleep(0.02)
         finally:
             conn.close()
 

@@ -23,7 +23,14 @@ from pgtail.filters import EventFilter
 from pgtail.lsn import parse_lsn
 from pgtail.render import RenderOptions
 from pgtail.stream import ReconnectPolicy, StreamConfig, StreamResult, max_proto_version, run
-from tests.helpers import confirmed, create_database, drop_database, insert_lsn, wait_inactive
+from tests.helpers import (
+    confirmed,
+    create_database,
+    drop_database,
+    insert_lsn,
+    wait_for,
+    wait_inactive,
+)
 from tests.helpers import streaming as hold_slot  # "streaming" names a loop variable here
 
 SCHEMA = """
@@ -453,7 +460,10 @@ def test_idle_exit_and_two_phase(db: Any) -> None:
 def test_temporary_slot_is_used_without_slot(db: Any) -> None:
     setup_schema(db)
     out = io.BytesIO()
-    config = StreamConfig(dsn=db.dsn, publications=("pub",), idle_exit=3.0, status_interval=1.0)
+    # the one insert ends the run (an idle exit would wait seconds past it)
+    config = StreamConfig(
+        dsn=db.dsn, publications=("pub",), max_changes=1, idle_exit=60.0, status_interval=1.0
+    )
     seen: dict[str, Any] = {}
 
     def writer() -> None:
@@ -475,7 +485,8 @@ def test_temporary_slot_is_used_without_slot(db: Any) -> None:
     assert seen["slots"][0][1] is True
     assert result.slot == seen["slots"][0][0]
     assert [orjson.loads(x)["op"] for x in out.getvalue().splitlines()] == ["insert"]
-    assert db.execute("SELECT count(*) FROM pg_replication_slots")[0][0] == 0
+    # the server drops a temporary slot as its walsender exits, just after pgtail's close
+    wait_for(db, "SELECT count(*) = 0 FROM pg_replication_slots", timeout=30)
 
 
 def test_raw_format_traces_messages(db: Any) -> None:
@@ -621,8 +632,9 @@ def test_create_publication_for_the_run(db: Any) -> None:
 
         for _ in range(200):
             if db.execute("SELECT count(*) FROM pg_publication")[0][0]:
-                db.execute("INSERT INTO t VALUES (1)")
+                # u first: had it entered the publication, it would be the first change
                 db.execute("INSERT INTO u VALUES (1)")
+                db.execute("INSERT INTO t VALUES (1)")
                 done["ok"] = True
                 return
             time.sleep(0.05)
@@ -635,7 +647,8 @@ def test_create_publication_for_the_run(db: Any) -> None:
             slot="s",
             create_publication=True,
             publication_tables=("t",),
-            idle_exit=3.0,
+            max_changes=1,  # t's insert ends the run
+            idle_exit=60.0,
             status_interval=1.0,
         ),
         out,
