@@ -4,6 +4,7 @@ with and without streaming; commit order, exactly once, rollbacks absent; errors
 from __future__ import annotations
 
 import io
+import subprocess
 import threading
 from typing import Any
 
@@ -28,6 +29,8 @@ from tests.helpers import (
     create_database,
     drop_database,
     insert_lsn,
+    kill_if_running,
+    pgtail_stream,
     wait_for,
     wait_inactive,
 )
@@ -531,39 +534,33 @@ def test_end_reached_while_the_output_is_busy_still_confirms_the_end(
 
 def test_idle_stream_advances_confirmed_flush(db: Any) -> None:
     """Writes outside the publication move the slot while pgtail idles."""
+    import signal
+    import time
+
     setup_schema(db)
     create_slot(db, "s")
     before = confirmed(db, "s")
-    done = threading.Event()
-    box: dict[str, Any] = {}
-
-    def stream() -> None:
-        box["result"] = run(
-            StreamConfig(
-                dsn=db.dsn, slot="s", publications=("pub",), idle_exit=8.0, status_interval=1.0
-            ),
-            io.BytesIO(),
-            install_signal_handlers=False,
-        )
-        done.set()
-
-    thread = threading.Thread(target=stream)
-    thread.start()
-    import time
-
-    advanced = False
-    deadline = time.monotonic() + 60
-    # until the stream's idle exit (or a minute), however slow the machine
-    while not done.is_set() and time.monotonic() < deadline:
-        db.execute("INSERT INTO outside SELECT generate_series(1, 100)")
-        time.sleep(0.1)
-        target = insert_lsn(db)
-        if confirmed(db, "s") > before and confirmed(db, "s") >= target - 4096:
-            advanced = True
-            break
-    after = confirmed(db, "s")
-    thread.join()
-    assert advanced, (before, after, insert_lsn(db))
+    proc = pgtail_stream(
+        db.dsn, "--slot", "s", "--publication", "pub", "--status-interval", "1",
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        advanced = False
+        deadline = time.monotonic() + 60  # however slow the machine
+        while proc.poll() is None and time.monotonic() < deadline:
+            db.execute("INSERT INTO outside SELECT generate_series(1, 100)")
+            time.sleep(0.1)
+            target = insert_lsn(db)
+            if confirmed(db, "s") > before and confirmed(db, "s") >= target - 4096:
+                advanced = True
+                break
+        after = confirmed(db, "s")
+        proc.send_signal(signal.SIGINT)  # it idles on: stop it (no idle exit to wait out)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        kill_if_running(proc)
+    assert advanced, (before, after, insert_lsn(db), err)
+    assert proc.returncode == 130, err
 
 
 # --------------------------------------------------------------------------- errors
