@@ -15,14 +15,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from pgtail.cli.shared_options import Checked, split_commas
-from pgtail.render import RenderOptions, terminal_style
+from pgtail.render import FORMATS, RenderOptions, terminal_style
 
 if TYPE_CHECKING:
     from pgtail.filters import EventFilter
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-FORMATS = ("json", "table", "sql", "raw")
 
 
 # one type object, so both commands declare --ops alike
