@@ -125,6 +125,30 @@ def test_python_dash_m_version() -> None:
     assert proc.stdout.strip() == f"pgtail, version {__version__}"
 
 
+PROBE = """
+import runpy, sys
+import pgtail.cli  # before: code run from a string afterwards would clear the flag
+try:  # a Ctrl-C caught after it escaped code run from a string (as in a dataclass's making)
+    exec("raise KeyboardInterrupt")
+except KeyboardInterrupt:
+    pass
+sys.argv = ["pgtail", "--version"]
+runpy.run_module("pgtail", run_name="__main__")
+"""
+
+
+def test_python_dash_m_exits_with_main_s_code_after_a_caught_interrupt(tmp_path: Path) -> None:
+    """CPython would end this ``-m`` run by SIGINT (-2), not with main's exit code."""
+    (tmp_path / "pgtail_probe.py").write_text(PROBE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pgtail_probe"], capture_output=True, text=True, timeout=60,
+        env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"pgtail, version {__version__}"
+
+
 def test_python_dash_m_help_lists_commands() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pgtail", "--help"], capture_output=True, text=True, timeout=60
