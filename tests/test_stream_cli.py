@@ -32,6 +32,7 @@ from tests.helpers import (
     run_stream,
     wait_active,
     wait_any_active,
+    wait_for,
     wait_inactive,
 )
 
@@ -270,13 +271,26 @@ def test_cli_bad_lsn_is_usage_error(db: Any) -> None:
     assert b"invalid LSN 'nonsense'" in proc.stderr
 
 
+def wait_made(db: Any, slot: str) -> None:
+    """Until pgtail's --create-slot has made ``slot``. It is active while being made, but
+    holds only what commits after its consistent point, which sets its confirmed_flush_lsn
+    (a row written before that is not in the slot: a CI run met that race)."""
+    wait_for(
+        db,
+        "SELECT active AND confirmed_flush_lsn IS NOT NULL FROM pg_replication_slots"
+        " WHERE slot_name = %s",
+        (slot,),
+        timeout=30,
+    )
+
+
 def test_create_slot_flag(db: Any) -> None:
     setup(db, slot=None)
     db.execute("INSERT INTO t VALUES (1, 'before the slot')")
     proc = pgtail(
         db.dsn, "--slot", "made", "--create-slot", "--publication", "pub", "--idle-exit", "2"
     )
-    wait_active(db, "made")
+    wait_made(db, "made")
     db.execute("INSERT INTO t VALUES (2, 'after')")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -379,7 +393,7 @@ def test_cli_options_env_publication_ops_table_redact(db: Any) -> None:
         "--tx",
         env=env,
     )
-    wait_active(db, "made")
+    wait_made(db, "made")
     db.execute("INSERT INTO t VALUES (1, 'not selected')")
     db.execute("INSERT INTO other VALUES (1, 'hidden')")
     db.execute("UPDATE other SET secret = 'still hidden'")
