@@ -31,7 +31,6 @@ from tests.helpers import (
     read_json_lines,
     run_stream,
     wait_active,
-    wait_any_active,
     wait_for,
     wait_inactive,
 )
@@ -245,16 +244,31 @@ def test_slow_consumer_survives_wal_sender_timeout(db: Any) -> None:
     assert b"reconnect" not in err, err  # feedback kept flowing: no timeout, no reconnect
 
 
+def wait_made(db: Any, slot: str | None = None) -> None:
+    """Until pgtail has made ``slot`` (--create-slot; None: the temporary slot it makes
+    without --slot). A slot is active while being made, but holds only what commits after
+    its consistent point, which sets its confirmed_flush_lsn (a row written before that is
+    not in the slot: a CI run met that race)."""
+    wait_for(
+        db,
+        "SELECT bool_or(active AND confirmed_flush_lsn IS NOT NULL) FROM pg_replication_slots"
+        " WHERE slot_name = coalesce(%s, slot_name)",
+        (slot,),
+        timeout=30,
+    )
+
+
 def test_temporary_slot_by_default_and_gone_after_exit(db: Any) -> None:
     setup(db, slot=None)
     proc = pgtail(db.dsn, "--publication", "pub", "--format", "json", "--max-changes", "2")
-    wait_any_active(db)
+    wait_made(db)
     db.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert [orjson.loads(x)["new"]["id"] for x in out.splitlines()] == [1, 2]
     assert b"temporary slot" in err
-    assert db.execute("SELECT count(*) FROM pg_replication_slots")[0][0] == 0
+    # the server drops a temporary slot as its walsender exits, just after pgtail's close
+    wait_for(db, "SELECT count(*) = 0 FROM pg_replication_slots", timeout=30)
 
 
 def test_cli_error_is_one_line(db: Any) -> None:
@@ -269,19 +283,6 @@ def test_cli_bad_lsn_is_usage_error(db: Any) -> None:
     proc = run_stream(db.dsn, "--end", "nonsense", timeout=60)
     assert proc.returncode == 2
     assert b"invalid LSN 'nonsense'" in proc.stderr
-
-
-def wait_made(db: Any, slot: str) -> None:
-    """Until pgtail's --create-slot has made ``slot``. It is active while being made, but
-    holds only what commits after its consistent point, which sets its confirmed_flush_lsn
-    (a row written before that is not in the slot: a CI run met that race)."""
-    wait_for(
-        db,
-        "SELECT active AND confirmed_flush_lsn IS NOT NULL FROM pg_replication_slots"
-        " WHERE slot_name = %s",
-        (slot,),
-        timeout=30,
-    )
 
 
 def test_create_slot_flag(db: Any) -> None:
