@@ -187,10 +187,16 @@ class Demo:
         self.server.destroy()
 
 
-def start_demo(bindir: Path | None = None, *, log: Callable[[str], None] | None = None) -> Demo:
+def start_demo(
+    bindir: Path | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
+    check: Callable[[], None] = lambda: None,
+) -> Demo:
     """Start a throwaway server and create the demo schema, publication and slot.
 
-    The caller owns the result and must `Demo.destroy` it (also on errors).
+    ``check`` runs between the steps and may raise to stop them (a signal came). The
+    caller owns the result and must `Demo.destroy` it (also on errors).
     """
     say = log or (lambda _text: None)
     try:
@@ -216,22 +222,26 @@ def start_demo(bindir: Path | None = None, *, log: Callable[[str], None] | None 
             f"started PostgreSQL {server.major} (wal_level=logical) in {server.basedir} "
             f"on 127.0.0.1:{server.port}"
         )
+        check()
         admin = catalog.open_connection(server.dsn("postgres"), application_name=None)
         try:
             with admin.cursor() as cur:
                 cur.execute(f"CREATE DATABASE {DEMO_DATABASE}")
         finally:
             admin.close()
+        check()
         conn = catalog.open_connection(demo.dsn, application_name=None)
         try:
             with conn.cursor() as cur:
                 cur.execute(SCHEMA)
+                check()
                 cur.execute(
                     "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (demo.slot,)
                 )
         finally:
             conn.close()
         say(f"created database {demo.dbname}, publication {demo.publication} and slot {demo.slot}")
+        check()
     except BaseException:
         demo.destroy()
         say(f"stopped the server and removed {demo.directory}")
@@ -492,15 +502,49 @@ class _Steps:
 
 
 class DemoInterrupted(Exception):
-    """A signal (SIGTERM, SIGHUP) ended the demo; ``signum`` says which."""
+    """A signal (SIGINT, SIGTERM, SIGHUP) ended the demo; ``signum`` says which."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
 
 
-def _raise_interrupted(signum: int, _frame: object) -> None:
-    raise DemoInterrupted(signum)
+class _DemoSignals:
+    """SIGINT, SIGTERM and SIGHUP for the demo's whole life: the handler only notes the
+    first signal, and the demo acts on it between its steps (`check`). A handler that
+    raised KeyboardInterrupt could land in a finalizer, where Python drops the exception,
+    and the demo would then stream on; a flag cannot be lost that way. The note is also
+    `pgtail.catalog`'s pending stop, so a connect in progress gives up on it, and the
+    stream's own handlers take it over when the stream starts (`pgtail.stream.signals`).
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous = {
+            signum: signal.signal(signum, self._handle)
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        }
+        self._previous_check = catalog.set_stop_check(lambda: self.received)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+
+    def check(self) -> None:
+        """Raise `DemoInterrupted` if a signal came."""
+        if self.received is not None:
+            raise DemoInterrupted(self.received)
+
+    def ignore(self) -> None:
+        """Ignore them from now on (cleanup runs; ignored signals stay ignored in
+        pg_ctl, which cleanup runs)."""
+        for signum in self._previous:
+            signal.signal(signum, signal.SIG_IGN)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        catalog.set_stop_check(self._previous_check)
 
 
 def run_demo(
@@ -521,41 +565,43 @@ def run_demo(
     def log(text: str) -> None:
         print(f"pgtail demo: {text}", file=sys.stderr, flush=True)
 
-    previous = {
-        signum: signal.signal(signum, _raise_interrupted)
-        for signum in (signal.SIGTERM, signal.SIGHUP)
-    }
+    signals = _DemoSignals()
     demo: Demo | None = None
     failed = True
     code = 0
     try:
-        demo = start_demo(bindir, log=log)
+        demo = start_demo(bindir, log=log, check=signals.check)
         until = f"for {duration:g} seconds" if duration else "until Ctrl-C"
         log(f"streaming slot {demo.slot} as {fmt} {until}")
         with Workload(demo.dsn, interval=interval) as workload:
+            signals.check()
+            # the stream's handlers take over a signal that comes from here on
             code = stream_demo(demo, fmt=fmt, duration=duration)
         if workload.error is not None:
             log(f"the workload stopped early: {workload.error}".strip())
         failed = False
         return code
-    except KeyboardInterrupt:
-        failed = False
-        return 130
     except DemoInterrupted as exc:
         failed = False
         return 128 + exc.signum
+    except KeyboardInterrupt:
+        failed = False
+        return 130
+    except Exception:
+        if signals.received is None:
+            raise
+        # the signal broke the step it came in (Ctrl-C in a terminal reaches initdb and
+        # pg_ctl too): an interruption, not an error
+        failed = False
+        return 128 + signals.received
     finally:
-        # a second Ctrl-C must not leave a half-removed server behind; ignored signals
-        # stay ignored in pg_ctl, which cleanup runs
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_IGN)
+        # a second Ctrl-C must not leave a half-removed server behind
+        signals.ignore()
         try:
             if demo is not None:
                 _finish(demo, keep=keep and not failed, log=log)
         finally:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            signals.restore()
 
 
 def _finish(demo: Demo, *, keep: bool, log: Callable[[str], None]) -> None:

@@ -63,3 +63,30 @@ def test_ctrl_c_while_a_command_connects(silent_server: str, command: list[str])
     code, err = _interrupted([*command, "--dsn", silent_server])
     assert code == 130
     assert err.strip().splitlines() == ["pgtail: stopped (interrupted)"]
+
+
+_PENDING_STOP = """
+import io, signal, sys
+from pgtail import catalog
+from pgtail.stream import StreamConfig, run
+catalog.set_stop_check(lambda: signal.SIGINT)  # a caller's flag handler saw a Ctrl-C
+try:
+    result = run(StreamConfig(dsn=sys.argv[1], slot="x"), io.BytesIO())
+    print("result", result.reason, int(result.signal or 0))
+except Exception as exc:
+    print(type(exc).__name__, int(exc.args[0]), exc.args[1], sep="|")
+"""
+
+
+def test_a_stop_pending_when_the_stream_starts_stops_it(silent_server: str) -> None:
+    """A signal that came before the stream took the signals over (`pgtail demo` notes it
+    with a flag until then) is the stream's first signal: the stream gives up its connect
+    at once instead of streaming on as if nothing had come."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PENDING_STOP, silent_server],
+        capture_output=True,
+        timeout=20,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().strip() == f"Interrupted|{signal.SIGINT}|connect to the server"

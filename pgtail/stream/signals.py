@@ -36,6 +36,12 @@ class Signals:
                 self._previous[signum] = signal.signal(signum, self._handle)
             # a connect in progress (blocked in libpq) gives up on a stop, too
             self._previous_check = set_stop_check(lambda: self.received)
+            # a stop already pending (a caller that handled the signals with a flag
+            # until now: `pgtail demo`) is this run's first signal
+            pending = self._previous_check() if self._previous_check is not None else None
+            if pending is not None:
+                self.received = pending
+                self.wake()
 
     @property
     def fd(self) -> int:
