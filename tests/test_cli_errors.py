@@ -45,6 +45,12 @@ def _usage(args: list[str], command: str) -> str:
         (["identity", "t", "i", "dbname=x"], "pgtail identity", "goes with --set index"),
         (["stream", "-h"], "pgtail stream", "-h is --host"),
         (
+            # Spark's own rule, before Spark starts (after, a Java stack trace)
+            ["spark", "materialize", "--changes", "c", "--output", "o", "--master", "bogus"],
+            "pgtail spark materialize",
+            "invalid value for '--master': 'bogus': Spark takes local, local[N]",
+        ),
+        (
             ["publication", "add", "p"],
             "pgtail publication add",
             "nothing to change (give --table and/or --schema)",

@@ -1112,11 +1112,11 @@ def test_cli_run_error_is_one_line_and_materialize_prints_counts(
     db15.execute("INSERT INTO t VALUES (5, 6)")
     settle(db15)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    spark_args = ["--master", "local[1]", "--conf", "spark.ui.enabled=false"]
+    spark_args = ["--conf", "spark.ui.enabled=false"]
 
-    def pgtail(*args: str) -> subprocess.CompletedProcess[str]:
+    def pgtail(*args: str, master: str = "local[1]") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "pgtail", "spark", *args, *spark_args],
+            [sys.executable, "-m", "pgtail", "spark", *args, *spark_args, "--master", master],
             env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
 
@@ -1146,10 +1146,12 @@ def test_cli_run_error_is_one_line_and_materialize_prints_counts(
         "pgtail: error: Spark failed: NotADirectoryError: [Errno 20] Not a directory: "
     ), failed.stderr[-3000:]
     assert "Traceback" not in failed.stderr
-    # a new checkpoint on this output would replace its batches: refused in one line
+    # a new checkpoint on this output would replace its batches: refused in one line,
+    # before Spark starts (a Spark started first would refuse this --master instead)
     refused = pgtail(
         "run", "--dsn", db15.dsn, "--slot", "s", "--publication", "p", "--output", str(out),
         "--checkpoint", str(tmp_path / "c3"), "--trigger", "available-now",
+        master="local[no-such-cores]",
     )  # fmt: skip
     assert refused.returncode == 1
     errors = [line for line in refused.stderr.splitlines() if "error" in line.lower()]

@@ -66,11 +66,23 @@ def _session(master: str, conf: dict[str, str], app_name: str) -> Any:
     return spark
 
 
+def _master(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """Spark's own rule for a master (SparkSubmit's), checked before Spark starts: a
+    master it refuses would otherwise end in a Java stack trace after ~10 s."""
+    if value == "yarn" or value.startswith(("local", "spark", "k8s")):
+        return value
+    raise click.BadParameter(
+        f"{value!r}: Spark takes local, local[N], local[*], spark://HOST:PORT, "
+        "k8s://https://HOST:PORT or yarn"
+    )
+
+
 master_option = click.option(
     "--master",
     default="local[*]",
     show_default=True,
     metavar="URL",
+    callback=_master,
     help="Spark master: local[*], local[N], spark://host:7077, yarn, ...",
 )
 conf_option = click.option(
@@ -244,7 +256,8 @@ def spark_run(
     from pgtail.spark import require_pyspark
 
     require_pyspark()
-    from pgtail.spark.pipeline import Interrupted, chosen_writer, run, validate_source
+    from pgtail.spark.changelog import is_local
+    from pgtail.spark.pipeline import Interrupted, check_output, chosen_writer, run, validate_source
 
     options = _run_options(
         dsn, slot, publications, fail_on_data_loss, binary, max_bytes_per_trigger
@@ -252,6 +265,8 @@ def spark_run(
     spark_conf = _pairs(conf, "--conf")
     chosen_writer(writer, output)  # a bad --writer for --output: before Spark starts
     validate_source(options)  # missing slot/publication: one clear line, no Spark start-up
+    if is_local(output) and is_local(checkpoint):
+        check_output(None, output, checkpoint)  # another query's output: no Spark start-up
     with _spark_errors():
         spark = _session(master, spark_conf, f"pgtail spark run {slot}")
 

@@ -180,7 +180,15 @@ def typed_columns(columns: Sequence[ColumnType], schema: Any, json: Any) -> list
 
 
 def list_dirs(spark: Any, path: str) -> list[str]:
-    """The names of the directories in ``path`` (any Hadoop file system), sorted."""
+    """The names of the directories in ``path`` (any Hadoop file system), sorted; a
+    local path's need no Spark (``spark`` may be None)."""
+    if is_local(path):
+        local = Path(path.removeprefix("file://"))
+        return (
+            sorted(entry.name for entry in local.iterdir() if entry.is_dir())
+            if local.is_dir()
+            else []
+        )
     context = spark.sparkContext
     hadoop_path = context._jvm.org.apache.hadoop.fs.Path(path)
     fs = hadoop_path.getFileSystem(context._jsc.hadoopConfiguration())

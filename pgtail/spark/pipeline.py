@@ -262,6 +262,19 @@ def validate_source(options: Mapping[str, str]) -> None:
         driver.close()
 
 
+def check_output(
+    spark: Any, output: str | Path, checkpoint: str | Path
+) -> tuple[list[str], str | None]:
+    """Refuse an ``output`` that `run` must not write with ``checkpoint``: an earlier
+    pgtail's untyped log, or logs another query wrote (`refuse_other_checkpoint`).
+    Returns the output's directory names and the query id it records. ``spark`` may be
+    None for local paths: `pgtail spark run` checks them so before Spark starts."""
+    log_root = str(output).rstrip("/")
+    names = list_dirs(spark, log_root)
+    refuse_untyped_log(log_root, names)
+    return names, refuse_other_checkpoint(spark, log_root, names, checkpoint)
+
+
 def committed_offset(checkpoint: str | Path) -> dict[str, int] | None:
     """The slot positions of the last batch a checkpoint has committed to its sink, or None.
 
@@ -358,9 +371,7 @@ def run(
     chosen = chosen_writer(writer, output)
     validate_source(options)
     log_root = str(output).rstrip("/")
-    names = list_dirs(spark, log_root)
-    refuse_untyped_log(log_root, names)
-    owner = refuse_other_checkpoint(spark, log_root, names, checkpoint)
+    names, owner = check_output(spark, output, checkpoint)
     # an earlier version's hidden batch directories, renamed before any new one is written
     rename_old_batches(spark, log_root, names)
     unfinished = read_record(spark, log_root)
