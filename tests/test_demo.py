@@ -176,7 +176,15 @@ class _Running:
         raise AssertionError(f"no {pattern!r} on stderr:\n{''.join(self.stderr)}")
 
     def finish(self, timeout: float = 120) -> int:
-        code = self.proc.wait(timeout)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # what it said (an "Exception ignored" names where a signal was lost)
+            self.proc.kill()
+            self._err.join(10)
+            raise AssertionError(
+                f"pgtail demo did not exit within {timeout} s; its stderr:\n{''.join(self.stderr)}"
+            ) from None
         self._err.join(10)
         self._out.join(10)
         return code

@@ -83,7 +83,7 @@ def wait_unconfirmed_window(db: Database) -> None:
         db,
         "SELECT clock_timestamp() - backend_start > %s * interval '1 s'"
         " FROM pg_stat_replication WHERE application_name = 'test_consumer'",
-        (slot_causes.CONFIRM_WINDOW + 6,),
+        (slot_causes.CONFIRM_WINDOW + 1,),
     )
 
 

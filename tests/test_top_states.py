@@ -224,7 +224,7 @@ def test_consumer_that_never_confirms_at_a_low_write_rate(
             db,
             "SELECT clock_timestamp() - backend_start > %s * interval '1 s'"
             " FROM pg_stat_replication WHERE application_name = 'lazy_consumer'",
-            (slot_causes.CONFIRM_WINDOW + 6,),
+            (slot_causes.CONFIRM_WINDOW + 1,),
         )
         doc = top_json(db.dsn)
         info = cli_json("slot", "info", "s", "--json", db.dsn)
