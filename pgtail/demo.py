@@ -30,6 +30,7 @@ import psycopg2.extensions
 from pgtail import catalog
 from pgtail.errors import ConfigurationError, PgtailError
 from pgtail.server import LocalServer, find_bindir, start_server
+from pgtail.stream.signals import Signals
 
 DEMO_DATABASE = "shop"
 DEMO_SLOT = "pgtail_demo"
@@ -509,42 +510,10 @@ class DemoInterrupted(Exception):
         self.signum = signum
 
 
-class _DemoSignals:
-    """SIGINT, SIGTERM and SIGHUP for the demo's whole life: the handler only notes the
-    first signal, and the demo acts on it between its steps (`check`). A handler that
-    raised KeyboardInterrupt could land in a finalizer, where Python drops the exception,
-    and the demo would then stream on; a flag cannot be lost that way. The note is also
-    `pgtail.catalog`'s pending stop, so a connect in progress gives up on it, and the
-    stream's own handlers take it over when the stream starts (`pgtail.stream.signals`).
-    """
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._previous = {
-            signum: signal.signal(signum, self._handle)
-            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        }
-        self._previous_check = catalog.set_stop_check(lambda: self.received)
-
-    def _handle(self, signum: int, _frame: object) -> None:
-        if self.received is None:
-            self.received = signum
-
-    def check(self) -> None:
-        """Raise `DemoInterrupted` if a signal came."""
-        if self.received is not None:
-            raise DemoInterrupted(self.received)
-
-    def ignore(self) -> None:
-        """Ignore them from now on (cleanup runs; ignored signals stay ignored in
-        pg_ctl, which cleanup runs)."""
-        for signum in self._previous:
-            signal.signal(signum, signal.SIG_IGN)
-
-    def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        catalog.set_stop_check(self._previous_check)
+def _check(signals: Signals) -> None:
+    """Raise `DemoInterrupted` if a signal came (the demo acts on it between its steps)."""
+    if signals.received is not None:
+        raise DemoInterrupted(signals.received)
 
 
 def run_demo(
@@ -565,16 +534,21 @@ def run_demo(
     def log(text: str) -> None:
         print(f"pgtail demo: {text}", file=sys.stderr, flush=True)
 
-    signals = _DemoSignals()
+    # SIGINT, SIGTERM and SIGHUP for the demo's whole life, as a stream takes them: a
+    # handler that only notes the signal (one that raised KeyboardInterrupt could land in
+    # a finalizer, where Python drops it, and the demo would stream on). The note is
+    # `pgtail.catalog`'s pending stop too, so a connect gives up on it, and the stream's
+    # own `Signals` take it over when the stream starts.
+    signals = Signals(install=True)
     demo: Demo | None = None
     failed = True
     code = 0
     try:
-        demo = start_demo(bindir, log=log, check=signals.check)
+        demo = start_demo(bindir, log=log, check=lambda: _check(signals))
         until = f"for {duration:g} seconds" if duration else "until Ctrl-C"
         log(f"streaming slot {demo.slot} as {fmt} {until}")
         with Workload(demo.dsn, interval=interval) as workload:
-            signals.check()
+            _check(signals)
             # the stream's handlers take over a signal that comes from here on
             code = stream_demo(demo, fmt=fmt, duration=duration)
         if workload.error is not None:
@@ -595,13 +569,15 @@ def run_demo(
         failed = False
         return 128 + signals.received
     finally:
-        # a second Ctrl-C must not leave a half-removed server behind
-        signals.ignore()
+        # a second Ctrl-C must not leave a half-removed server behind; ignored signals
+        # stay ignored in pg_ctl, which cleanup runs
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         try:
             if demo is not None:
                 _finish(demo, keep=keep and not failed, log=log)
         finally:
-            signals.restore()
+            signals.close()  # the handlers from before
 
 
 def _finish(demo: Demo, *, keep: bool, log: Callable[[str], None]) -> None:
