@@ -380,7 +380,7 @@ def test_the_pyarrow_writer_stages_in_the_task_and_moves_the_files_on_commit(
 
 
 def test_the_writer_follows_the_output_unless_chosen() -> None:
-    from pgtail.spark.pipeline import chosen_writer
+    from pgtail.spark.writers import chosen_writer
 
     assert chosen_writer("auto", "/data/changes") == "pyarrow"
     assert chosen_writer("auto", "file:///data/changes") == "pyarrow"
@@ -390,6 +390,55 @@ def test_the_writer_follows_the_output_unless_chosen() -> None:
         chosen_writer("pyarrow", "s3a://lake/changes")
     with pytest.raises(ConfigurationError, match="unknown writer 'arrow'"):
         chosen_writer("arrow", "/data")
+
+
+class _Reads:
+    """A stand-in for Spark's readers: what a writer asked of them."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def format(self, name: str) -> _Reads:
+        self.calls.append(("format", name))
+        return self
+
+    def option(self, key: str, value: str) -> _Reads:
+        self.calls.append(("option", key, value))
+        return self
+
+
+def test_one_writer_interface_for_the_query_and_the_load(tmp_path: Path) -> None:
+    """`pipeline.run` and the load ask a `LogWriter` for their reads and sinks, and
+    never which writer it is."""
+    from types import SimpleNamespace
+
+    from pgtail.spark import direct
+    from pgtail.spark.changelog import ChangeLogWriter
+    from pgtail.spark.writers import PyarrowWriter, SparkWriter, log_writer
+
+    local = log_writer("auto", f"{tmp_path}/out/", "dbname=app")
+    assert isinstance(local, PyarrowWriter) and local.root == str(tmp_path / "out")
+    reads = _Reads()
+    local.stream_reader(SimpleNamespace(readStream=reads))
+    local.load_reader(reads)
+    assert reads.calls == [
+        ("format", "pgtail_changelog"),
+        ("option", "path", str(tmp_path / "out")),
+        ("option", "output", str(tmp_path / "out")),
+    ]
+    assert isinstance(local.sink(), direct.ChangeLogCommitter)
+
+    remote = log_writer("auto", "s3a://lake/changes/", "dbname=app", concurrent_writes=2)
+    assert isinstance(remote, SparkWriter) and remote.output == "s3a://lake/changes"
+    reads = _Reads()
+    remote.stream_reader(SimpleNamespace(readStream=reads))
+    assert remote.load_reader(reads) is reads
+    assert reads.calls == [("format", "pgoutput")]
+    sink = remote.sink()
+    assert isinstance(sink, ChangeLogWriter)
+    assert (sink.output, sink.dsn) == ("s3a://lake/changes", "dbname=app")
+    assert sink.concurrent_writes == 2
+    assert log_writer("spark", tmp_path, "dbname=app").name == "spark"
 
 
 def test_a_column_added_mid_stream_appears_from_then_on(

@@ -257,7 +257,8 @@ def spark_run(
 
     require_pyspark()
     from pgtail.spark.changelog import is_local
-    from pgtail.spark.pipeline import Interrupted, check_output, chosen_writer, run, validate_source
+    from pgtail.spark.pipeline import Interrupted, check_output, run, validate_source
+    from pgtail.spark.writers import chosen_writer
 
     options = _run_options(
         dsn, slot, publications, fail_on_data_loss, binary, max_bytes_per_trigger

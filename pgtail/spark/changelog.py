@@ -4,8 +4,9 @@
 its columns with Spark types (`pgtail.spark.types`; each field records its PostgreSQL
 type), then the `LOG_METADATA` columns, prefixed ``_pg_``; ``<output>/_messages/`` the
 logical decoding messages, untyped. Two writers write a batch (`ChangeLogSink`, the
-``foreachBatch`` function of `pgtail.spark.pipeline.run`): `ChangeLogWriter` here, with
-Spark's Parquet writer, and `pgtail.spark.direct.ChangeLogCommitter`, with pyarrow. The
+``foreachBatch`` function of `pgtail.spark.pipeline.run`, chosen through
+`pgtail.spark.writers`): `ChangeLogWriter` here, with Spark's Parquet writer, and
+`pgtail.spark.direct.ChangeLogCommitter`, with pyarrow. The
 layout they share is written here once: where a batch goes (`batch_path`,
 `messages_path`), what a row holds (a table's columns from the first of `ROW_JSON` that
 is not null, then `LOG_METADATA`), the columns each log was last written with and the

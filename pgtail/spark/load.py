@@ -50,6 +50,7 @@ from pyspark.sql.types import StructType
 from pgtail.errors import ConfigurationError
 from pgtail.lsn import format_lsn
 from pgtail.spark.load_plan import BlockRange, TableSize, admit
+from pgtail.spark.writers import LogWriter, log_writer
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -393,16 +394,17 @@ def initial_load(
     *,
     options: Mapping[str, str],
     output: str | Path,
-    writer: str,
+    writer: str = "auto",
     tables: Sequence[str] = (),
     range_bytes: int | None = None,
     batch_bytes: int | None = None,
     on_progress: Callable[[str], None] | None = None,
 ) -> LoadResult:
     """Load the published tables (``tables``: globs; none: all) into the change logs
-    under ``output`` with ``writer`` (``pyarrow`` or ``spark``), as the module docstring
-    says. Call it before the streaming query of the same options starts (or while it is
-    stopped); a load left unfinished by a crash is deleted first."""
+    under ``output`` with ``writer`` (``auto``, ``pyarrow`` or ``spark``:
+    `pgtail.spark.writers`), as the module docstring says. Call it before the streaming
+    query of the same options starts (or while it is stopped); a load left unfinished by
+    a crash is deleted first."""
     from pgtail import catalog
     from pgtail.catalog.block_ranges import TID_RANGE_VERSION, table_blocks
     from pgtail.spark import load_plan, slot_options
@@ -414,6 +416,7 @@ def initial_load(
     range_bytes = range_bytes or load_plan.RANGE_BYTES
     batch_bytes = batch_bytes or load_plan.BATCH_BYTES
     settings = parse_options(options)
+    logs = log_writer(writer, output, settings.dsn)
     publications = sorted({p for spec in settings.slots for p in spec.publications})
     root = str(output).rstrip("/")
     previous = read_record(spark, root)
@@ -473,7 +476,7 @@ def initial_load(
         )
         for number, batch in enumerate(batches):
             tasks = [_task(settings.dsn, snapshot_name, lsn, found, r) for r in batch]
-            _write_batch(spark, root, writer, tasks, batch_name(lsn, number))
+            _write_batch(spark, logs, tasks, batch_name(lsn, number))
             say(f"[{number + 1}/{len(batches)}] {len(tasks)} ranges loaded")
         _write_record(
             spark,
@@ -500,7 +503,7 @@ def _task(
     )
 
 
-def _write_batch(spark: Any, root: str, writer: str, tasks: Sequence[LoadTask], name: str) -> None:
+def _write_batch(spark: Any, logs: LogWriter, tasks: Sequence[LoadTask], name: str) -> None:
     """One batch of the load, one task per range, written as a micro-batch ``name``.
     The tasks' DSN goes without its password, which goes as option ``password``
     (`pgtail.spark.secrets`)."""
@@ -513,17 +516,8 @@ def _write_batch(spark: Any, root: str, writer: str, tasks: Sequence[LoadTask], 
     )
     for key, value in secrets.items():
         reader = reader.option(key, value)
-    from pgtail.spark.changelog import ChangeLogSink, ChangeLogWriter
-
-    sink: ChangeLogSink
-    if writer == "pyarrow":
-        from pgtail.spark.direct import ChangeLogCommitter, local_path
-
-        path = str(local_path(root).resolve())
-        sink = ChangeLogCommitter(path)
-        reader = reader.option("output", path)
-    else:
-        sink = ChangeLogWriter(root, tasks[0].dsn)
+    reader = logs.load_reader(reader)
+    sink = logs.sink()
     try:
         sink(reader.load(), name)
     finally:

@@ -1,6 +1,7 @@
 """The standard pipeline behind ``pgtail spark``: slot -> Spark -> typed Parquet change
-log per table (`run`, `ChangeLogWriter`), and change logs -> typed current state of every
-table (`materialize`, in `pgtail.spark.materialize`, no database needed).
+log per table (`run`, written by a `pgtail.spark.writers.LogWriter`), and change logs ->
+typed current state of every table (`materialize`, in `pgtail.spark.materialize`, no
+database needed).
 
 Both take a SparkSession (`session()` builds a local one); errors raised inside Spark's
 Python workers come back as the pgtail error they were (`translate_spark_error`).
@@ -21,19 +22,17 @@ from pgtail.errors import ConfigurationError, PgtailError
 from pgtail.spark import register, require_pyspark
 from pgtail.spark.changelog import (
     CONCURRENT_WRITES,
-    ChangeLogSink,
-    ChangeLogWriter,
     is_local,
     list_dirs,
     record_run,
     refuse_other_checkpoint,
     refuse_untyped_log,
     rename_old_batches,
-    require_local,
 )
 from pgtail.spark.changelog import read_changes as read_changes
 from pgtail.spark.materialize import follow_parallelism
 from pgtail.spark.materialize import materialize as materialize
+from pgtail.spark.writers import log_writer
 
 _ERROR_LINE = re.compile(r"pgtail\.errors\.(\w+): (.+)")
 # "SomeError: message" / "org.apache.spark.SparkException: message" lines of a Spark error
@@ -319,21 +318,6 @@ def commit_checkpoint(options: Mapping[str, str], checkpoint: str | Path) -> dic
     return positions
 
 
-WRITERS = ("auto", "pyarrow", "spark")
-
-
-def chosen_writer(writer: str, output: str | Path) -> str:
-    """``pyarrow`` or ``spark``: who writes the change logs (``auto``: pyarrow for a
-    local output, where the driver can move what the executors staged)."""
-    if writer not in WRITERS:
-        raise ConfigurationError(f"unknown writer {writer!r}", hint="use " + ", ".join(WRITERS))
-    if writer == "auto":
-        return "pyarrow" if is_local(output) else "spark"
-    if writer == "pyarrow":
-        require_local(output)
-    return writer
-
-
 def run(
     spark: Any,
     *,
@@ -351,10 +335,10 @@ def run(
     """Stream the slot into typed per-table change logs under ``output``: one streaming
     query, one read of the slot per micro-batch.
 
-    ``writer`` says who writes them (`chosen_writer`): ``pyarrow``, the task that reads
-    a batch (`pgtail.spark.direct`); ``spark``, Spark's Parquet writer
-    (`ChangeLogWriter`, up to ``concurrent_writes`` tables of a batch at once). The logs
-    are the same either way. Returns when the query ends (``once`` / ``available-now``);
+    ``writer`` says who writes them (`pgtail.spark.writers`): ``pyarrow``, the task that
+    reads a batch; ``spark``, Spark's Parquet writer (up to ``concurrent_writes`` tables
+    of a batch at once); ``auto``, pyarrow for a local output. The logs are the same
+    either way. Returns when the query ends (``once`` / ``available-now``);
     with an interval trigger it runs until interrupted (KeyboardInterrupt stops the query
     cleanly).
 
@@ -368,8 +352,8 @@ def run(
     from pgtail.spark.source import parse_options
 
     trigger_args = parse_trigger(trigger)
-    chosen = chosen_writer(writer, output)
     validate_source(options)
+    logs = log_writer(writer, output, parse_options(options).dsn, concurrent_writes)
     log_root = str(output).rstrip("/")
     names, owner = check_output(spark, output, checkpoint)
     # an earlier version's hidden batch directories, renamed before any new one is written
@@ -385,21 +369,12 @@ def run(
             spark,
             options=options,
             output=log_root,
-            writer=chosen,
+            writer=logs.name,
             tables=snapshot_tables,
             on_progress=on_load,
         )
-    sink: ChangeLogSink
-    if chosen == "pyarrow":
-        from pgtail.spark.direct import NAME, ChangeLogCommitter, local_path
-
-        # absolute: Python workers need not run in this process's directory
-        root = local_path(output).resolve()
-        sink = ChangeLogCommitter(root)
-        reader = spark.readStream.format(NAME).option("path", str(root))
-    else:
-        sink = ChangeLogWriter(output, parse_options(options).dsn, concurrent_writes)
-        reader = spark.readStream.format("pgoutput")
+    sink = logs.sink()
+    reader = logs.stream_reader(spark)
     for key, value in hide_secrets(options).items():  # no password in option dsn
         reader = reader.option(key, value)
     stream = (
