@@ -139,6 +139,20 @@ def _run_options(
     return source_options(dsn=dsn, slot=slot, publication=",".join(publications), extra=extra)
 
 
+def _check_before_spark(options: dict[str, str], writer: str, output: str, checkpoint: str) -> None:
+    """What `spark run` can refuse in one clear line before Spark's start-up (10-20 s): a
+    bad --writer for --output, a missing slot or publication, and (local paths) an
+    output another query wrote."""
+    from pgtail.spark.changelog import is_local
+    from pgtail.spark.pipeline import check_output, validate_source
+    from pgtail.spark.writers import chosen_writer
+
+    chosen_writer(writer, output)
+    validate_source(options)
+    if is_local(output) and is_local(checkpoint):
+        check_output(None, output, checkpoint)
+
+
 @spark_group.command("run")
 @connection_options
 @click.option(
@@ -256,18 +270,13 @@ def spark_run(
     from pgtail.spark import require_pyspark
 
     require_pyspark()
-    from pgtail.spark.changelog import is_local
-    from pgtail.spark.pipeline import Interrupted, check_output, run, validate_source
-    from pgtail.spark.writers import chosen_writer
+    from pgtail.spark.pipeline import Interrupted, run
 
     options = _run_options(
         dsn, slot, publications, fail_on_data_loss, binary, max_bytes_per_trigger
     )
     spark_conf = _pairs(conf, "--conf")
-    chosen_writer(writer, output)  # a bad --writer for --output: before Spark starts
-    validate_source(options)  # missing slot/publication: one clear line, no Spark start-up
-    if is_local(output) and is_local(checkpoint):
-        check_output(None, output, checkpoint)  # another query's output: no Spark start-up
+    _check_before_spark(options, writer, output, checkpoint)
     with _spark_errors():
         spark = _session(master, spark_conf, f"pgtail spark run {slot}")
 
