@@ -143,3 +143,135 @@ def test_the_typed_columns_from_the_servers_text_equal_the_decoded_values_and_th
         pairs = zip(mine.to_pylist(), expected.to_pylist(), strict=True)
         assert mine.type == expected.type
         assert all(x == y or (x, y) == ("null", None) or x != x for x, y in pairs), (mine, expected)
+
+
+def _stage_workload(db: Any) -> tuple[int, int]:
+    """``every`` under REPLICA IDENTITY FULL (inserts, whole-row deletes, NULLs), then
+    DEFAULT (inserts, an update without an old row whose values need escaping, key
+    deletes), then with a column added: (start, end) LSNs."""
+    db.execute("CREATE DOMAIN positive AS int CHECK (VALUE > 0)")
+    db.execute(TABLE)
+    db.execute("ALTER TABLE every REPLICA IDENTITY FULL")
+    db.execute("CREATE PUBLICATION p FOR TABLE every")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    start = confirmed(db)
+    db.execute("INSERT INTO every VALUES " + ", ".join(ROWS))
+    db.execute("DELETE FROM every WHERE id IN (1, 2, 3, 4)")
+    db.execute("INSERT INTO every (id) VALUES (5)")
+    db.execute("ALTER TABLE every REPLICA IDENTITY DEFAULT")
+    db.execute("INSERT INTO every VALUES " + ", ".join(ROWS))
+    db.execute("UPDATE every SET j = E'{\"a\":\\n 1}', t = E'a\\x1bb\\x1fc\\rd' WHERE id = 4")
+    db.execute("DELETE FROM every WHERE id IN (1, 5)")
+    db.execute(
+        "INSERT INTO every (id, t, vc, j, jb) VALUES"
+        " (7, E'x\\x1fy\\x1bz\\nw\\r', E'\\x1b', E'{\"a\":\\n 1}', 'null')"
+    )
+    db.execute("ALTER TABLE every ADD COLUMN extra int")
+    db.execute("INSERT INTO every (id, t, extra) VALUES (6, E'\\x1b[1mbold', 7)")
+    settle(db)
+    end = parse_lsn(str(db.execute("SELECT pg_current_wal_flush_lsn()::text")[0][0]))
+    return start, end
+
+
+@pytest.mark.parametrize("generated", [True, False], ids=["generated", "plain"])
+def test_stage_lines_hold_the_json_lines_and_type_the_columns_as_the_json_route(
+    db15: Any, codegen: Any, generated: bool
+) -> None:
+    """The stage lines (`stage_columns_encoder`, generated and plain alike) hold the key,
+    old and new rows byte for byte as `json_columns_encoder`'s lines, and the columns
+    `stage_columns_reader` types from their values equal those the JSON route
+    (`arrow_columns_reader` of the new row, else the old one) reads from that JSON:
+    inserts, whole-row and key deletes, an update, NULLs, values holding the line's
+    separator, escape, newline and carriage return, json with a line break, jsonb null."""
+    import pyarrow.compute as pc
+
+    from pgtail import catalog
+    from pgtail.changes import EncodedRows
+    from pgtail.render.jsonl import json_columns_encoder
+    from pgtail.spark.arrow_rows import arrow_columns_reader
+    from pgtail.spark.changelog import log_schema
+    from pgtail.spark.direct import file_schema
+    from pgtail.spark.schema import encoded_columns
+    from pgtail.spark.slot_options import replication_options
+    from pgtail.spark.text_rows import stage_columns_encoder, stage_columns_reader
+    from pgtail.stream.bounded import RangeRead, read_range
+
+    codegen(generated)
+    start, end = _stage_workload(db15)
+    with catalog.connect(db15.dsn) as conn:
+        server = catalog.server_info(conn)
+        columns = catalog.table_columns(conn, "public", "every")[:-1]  # before "extra"
+    version, opts = replication_options(
+        server, ("p",), binary=False, messages=False, streaming=True
+    )
+    schema = file_schema(log_schema("public.every", columns))
+    targets = [schema.field(i).type for i in range(len(columns))]
+
+    def runs(encoder: Any) -> list[Any]:
+        found = [
+            e
+            for e in read_range(
+                db15.dsn, "s", start, end, RangeRead(version, opts, encoder=encoder)
+            )
+            if type(e) is EncodedRows and len(e.table.columns) == len(columns)
+        ]
+        return found
+
+    staged = runs(stage_columns_encoder)
+    json_runs = runs(json_columns_encoder)
+    # the same changes encoded (the JSON decides which: the others go the general way)
+    assert [(r.op, r.count) for r in staged] == [(r.op, r.count) for r in json_runs]
+    assert sum(r.count for r in staged) >= 10
+    lines = b"".join(run.lines for run in staged)
+    assert b"\x1b\n" in lines and b"\x1b\x1f" in lines and b"\x1b\x1b" in lines  # escaped
+    seq, head, typed = stage_columns_reader(columns, targets)(lines)
+    json_seq, key, old, new = encoded_columns(json_runs)
+    assert seq.equals(json_seq)
+    for mine, expected in zip(head, (key, old, new), strict=True):
+        assert mine.to_pylist() == expected.to_pylist()
+    by_json = arrow_columns_reader(columns, targets)(pc.coalesce(new, old))
+    for column, mine, expected in zip(columns, typed, by_json, strict=True):
+        assert same(mine, expected), (column.name, mine, expected)
+
+
+def test_a_task_stages_the_same_files_from_the_values_text_as_from_the_json(
+    db15: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`stage_partition` types a table's stage lines from their text, and rows written
+    before the table changed (a column added since) from their JSON: the staged file
+    equals the one staged from the JSON alone."""
+    import pyarrow.parquet as pq
+
+    from pgtail.spark import direct
+    from pgtail.spark.source import SourceDriver, parse_options
+
+    _stage_workload(db15)
+    driver = SourceDriver(parse_options({"dsn": db15.dsn, "slot": "s", "publication": "p"}))
+    try:
+        first = driver.initial()
+        [partition] = driver.partitions(first, driver.latest(first, None, None, wait=True))
+    finally:
+        driver.close()
+    took: list[bool] = []
+    real = direct._TableFile.takes_lines
+
+    def watched(self: Any, table: Any) -> bool:
+        took.append(real(self, table))
+        return took[-1]
+
+    def staged(output: Any) -> Any:
+        [manifest] = direct.stage_partition(partition, str(output))
+        [file] = [r["file"] for r in manifest.to_pylist() if r["table"] == "every"]
+        return pq.read_table(file)
+
+    monkeypatch.setattr(direct._TableFile, "takes_lines", watched)
+    from_text = staged(tmp_path / "text")
+    assert True in took and False in took  # both routes: the rows before "extra" by JSON
+    monkeypatch.setattr(direct._TableFile, "takes_lines", lambda self, table: False)
+    from_json = staged(tmp_path / "json")
+    assert from_text.schema == from_json.schema
+    assert from_text.num_rows == from_json.num_rows == 18
+    for name in from_text.column_names:
+        assert same(
+            from_text.column(name).combine_chunks(), from_json.column(name).combine_chunks()
+        ), name

@@ -353,16 +353,20 @@ def test_the_pyarrow_writer_stages_in_the_task_and_moves_the_files_on_commit(
         list(direct.stage_partition(partition, str(out)))
     assert list((out / "_pg_staging").iterdir()) == []
     monkeypatch.undo()
-    # so does one whose conversion fails (in the task's background thread)
+    # so does one whose conversion fails (in the task's background thread), from the
+    # values' text (stage lines) or from the rows' JSON
 
     def broken(self: Any, rows: Any) -> Any:
         raise ValueError("cannot convert")
 
-    monkeypatch.setattr(direct._TableFile, "arrays", broken)
-    with pytest.raises(ValueError, match="cannot convert"):
-        list(direct.stage_partition(partition, str(out)))
-    assert list((out / "_pg_staging").iterdir()) == []
-    monkeypatch.undo()
+    for route in ("add_lines", "arrays"):
+        monkeypatch.setattr(direct._TableFile, route, broken)
+        if route == "arrays":  # every row from its JSON
+            monkeypatch.setattr(direct._TableFile, "takes_lines", lambda self, table: False)
+        with pytest.raises(ValueError, match="cannot convert"):
+            list(direct.stage_partition(partition, str(out)))
+        assert list((out / "_pg_staging").iterdir()) == []
+        monkeypatch.undo()
 
     stale = stage()  # an attempt whose batch is never committed
     assert {r["kind"] for r in stale.collect()} == {"table", "messages"}

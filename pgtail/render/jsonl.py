@@ -96,6 +96,7 @@ from pgtail.render.escape import c1_escaped
 from pgtail.render.jsonl_code import column_code as _column_code
 from pgtail.render.jsonl_code import string_checks as _string_checks
 from pgtail.render.jsonl_rows import int64, one_json_each, rows_encoder
+from pgtail.render.jsonl_tail import TAIL_SEPARATOR, LoopTail, tailed_source, with_tail
 from pgtail.render.large import json_string_pieces, large_encoder
 from pgtail.render.options import UNWRITABLE, RenderOptions, unwritable_value
 from pgtail.render.tx_text import usual_tx
@@ -252,12 +253,19 @@ def json_columns_encoder(
 
 
 def row_encoders(
-    table: Table, text_converters: Sequence[Converter], layout: LineLayout, title: str
+    table: Table,
+    text_converters: Sequence[Converter],
+    layout: LineLayout,
+    title: str,
+    text_tail: Sequence[bool] | None = None,
 ) -> InsertEncoders | None:
     """The encoders of `json_line_encoder`, with lines laid out by ``layout``: the one
     generator of the JSON of a row straight from the server's text. The source holds
     the shape only (each column's kind, the key's positions); names live in the line
-    templates in the namespace, so tables of one shape share the compiled code."""
+    templates in the namespace, so tables of one shape share the compiled code.
+
+    ``text_tail`` (a flag per column: its text, else its JSON): the row's values after
+    ``layout``'s line, whose fields `TAIL_SEPARATOR` separates (`pgtail.render.jsonl_tail`)."""
     columns = table.columns
     if not columns or len(columns) > _ENCODE_MAX_COLUMNS or len(text_converters) != len(columns):
         return None
@@ -318,16 +326,17 @@ def row_encoders(
     # a delete with the old key (the other columns sent as NULL)
     old_key = line(nullable_pieces, obj(nullable_pieces, keys), b'"key"', b"null")
     functions.append(("key_delete", nullable, old_key, key_values))
+    if text_tail is not None:
+        functions = with_tail(functions, kinds, text_tail, namespace)
     # a snapshot's rows, column by column: plain code, the same with or without codegen
-    many = rows_encoder(
-        kinds,
-        names,
-        [position[k] for k in keys],
-        lambda pieces: line(pieces, b"null", b"null", obj(pieces, names)),
-    )
+    many = None
+    if text_tail is None:  # (a snapshot's rows have no tail: one by one)
+        lay = lambda pieces: line(pieces, b"null", b"null", obj(pieces, names))  # noqa: E731
+        many = rows_encoder(kinds, names, [position[k] for k in keys], lay)
     if not _codegen.enabled():
         templates = {fname: template for fname, _, template, _ in functions}
-        return _loop_encoders(kinds, templates, [position[k] for k in keys])._replace(rows=many)
+        loop = _loop_encoders(kinds, templates, [position[k] for k in keys], text_tail)
+        return loop._replace(rows=many)
     plain_encode, with_nulls, full_plain, full_with_nulls, key_delete = _define(
         functions, key_values, len(columns), title, namespace
     )
@@ -358,6 +367,10 @@ def _define(
         # a large string to escape: the nullable variant writes it with its quotes, not copied
         fallback = f"return {fname.replace('plain', 'with_nulls')}(seq{args})"
         code = [text.replace("return LARGE", fallback) for text in body]
+        if TAIL_SEPARATOR in template:  # a line with a tail (`row_encoders`' text_tail)
+            source += [f"def {fname}(seq{args}):"]
+            source += tailed_source(fname, code, template, arguments, namespace)
+            continue
         source += [f"def {fname}(seq{args}):", *code, f"    return {fname}_line % ({arguments})"]
     defined = _codegen.define_shared(
         "\n".join(source),
@@ -373,6 +386,7 @@ def _loop_encoders(
     kinds: list[tuple[JsonKind, Callable[[bytes], Any]]],
     templates: dict[str, bytes],
     key_positions: list[int],
+    text_tail: Sequence[bool] | None = None,
 ) -> InsertEncoders:
     """`json_line_encoder`'s functions without generated code: the same templates, each value
     made by a loop that does what the generated source does for its column, in the same
@@ -444,11 +458,13 @@ def _loop_encoders(
     def encoder(name: str, nullable: bool, key_only: bool = False) -> InsertEncoder:
         template = templates[name]
         make = nullable_values if nullable else plain_values
+        tail = None if text_tail is None else LoopTail(template, text_tail, nullable)
 
         def encode(seq: int, *values: Any) -> bytes:
             row = make(values)
             key = [row[i] for i in key_positions]
-            return template % (seq, *key, *(key if key_only else row))
+            arguments = (seq, *key, *(key if key_only else row))
+            return template % arguments if tail is None else tail.line(arguments, values, row)
 
         return encode
 

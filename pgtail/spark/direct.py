@@ -71,6 +71,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyarrow import parquet as pq
 
+    from pgtail.changes import EncodedRows, Table
+    from pgtail.spark.schema import PendingRows
+
 NAME = "pgtail_changelog"
 STAGING_DIR = "_pg_staging"  # hidden from Spark's readers (a leading _)
 CONVERT_ROWS = 32_768  # rows of one table converted at once (so little is left at the end)
@@ -265,7 +268,10 @@ class _StagedFile:
 
 
 class _TableFile(_StagedFile):
-    """A table's changes: its columns typed (`arrow_columns_reader`), then `LOG_METADATA`."""
+    """A table's changes: its columns typed, then `LOG_METADATA`. Typed from the values'
+    text (`add_lines`: the stage lines of `stage_columns_encoder`) when the lines have
+    the file's columns; otherwise (rows decoded one by one, or written before the table
+    changed) from the row's JSON (`arrow_columns_reader`): the same values either way."""
 
     def __init__(self, path: Path, qualified: str, columns: Sequence[ColumnType]) -> None:
         from pgtail.spark.arrow_rows import arrow_columns_reader
@@ -273,9 +279,11 @@ class _TableFile(_StagedFile):
         self.columns = tuple(columns)
         super().__init__(path, file_schema(log_schema(qualified, self.columns)))
         count = len(self.columns)
-        self.read = arrow_columns_reader(
-            self.columns, [self.schema.field(i).type for i in range(count)]
-        )
+        targets = [self.schema.field(i).type for i in range(count)]
+        self.read = arrow_columns_reader(self.columns, targets)
+        self._read_lines: Callable[[bytes], tuple[Any, list[Any], list[Any]]] | None = None
+        self._shape = [(c.name, c.type_oid, c.typmod) for c in self.columns]
+        self._matches: dict[int, tuple[Table, bool]] = {}
 
     def arrays(self, rows: pa.Table) -> list[Any]:
         import pyarrow.compute as pc
@@ -283,6 +291,56 @@ class _TableFile(_StagedFile):
         texts = pc.coalesce(*(rows.column(name) for name in ROW_JSON))
         typed = self.read(texts) if self.columns else []
         return [*typed, *(rows.column(source).combine_chunks() for _, source in LOG_METADATA)]
+
+    def takes_lines(self, table: Table) -> bool:
+        """Whether stage lines of ``table`` (as its Relation message had it) hold the
+        file's columns, in order, of the same types."""
+        found = self._matches.get(id(table))
+        if found is None or found[0] is not table:
+            shape = [(c.name, c.type_oid, c.type_modifier) for c in table.columns]
+            found = (table, bool(self.columns) and shape == self._shape)
+            self._matches[id(table)] = found
+        return found[1]
+
+    def add_lines(self, runs: Sequence[EncodedRows]) -> None:
+        """Runs of stage lines (of a table `takes_lines` holds), typed from their text."""
+        import pyarrow as pa
+
+        from pgtail.spark.schema import RUN_COLUMNS, empty_lists, run_values
+        from pgtail.spark.text_rows import stage_columns_reader
+
+        if self._read_lines is None:
+            targets = [self.schema.field(i).type for i in range(len(self.columns))]
+            self._read_lines = stage_columns_reader(self.columns, targets)
+        lines = runs[0].lines if len(runs) == 1 else b"".join(run.lines for run in runs)
+        count = sum(run.count for run in runs)
+        seq, (key, old, new), typed = self._read_lines(lines)
+        if len(seq) != count:
+            names = ", ".join(sorted({run.table.qualified_name for run in runs}))
+            raise ValueError(f"{count} stage lines of {names} do not split")
+        schema = self.schema
+        log_name = {source: name for name, source in LOG_METADATA}
+        shared = run_values(
+            runs, [(attr, schema.field(log_name[name]).type) for name, attr in RUN_COLUMNS]
+        )
+        found = dict(zip((name for name, _ in RUN_COLUMNS), shared, strict=True))
+        found.update(seq=seq, key=key, before=old, after=new)
+        found["unchanged_toast"] = empty_lists(count, schema.field("_pg_unchanged_toast").type)
+        width = len(self.columns)
+        metadata = [
+            _conform(found[source], schema.field(width + i).type)
+            for i, (_, source) in enumerate(LOG_METADATA)
+        ]
+        arrays = [_conform(a, schema.field(i).type) for i, a in enumerate(typed)]
+        self.add_typed(pa.RecordBatch.from_arrays([*arrays, *metadata], schema=schema))
+
+    def add_typed(self, batch: pa.RecordBatch) -> None:
+        """Rows already typed, after those added before (converted first)."""
+        self._convert()
+        self.typed.append(batch)
+        self.typed_rows += batch.num_rows
+        if self.typed_rows >= FLUSH_ROWS:
+            self._write()
 
 
 class Stager:
@@ -360,6 +418,28 @@ class Stager:
             mask = pc.and_(pc.equal(schemas, schema_name), pc.equal(tables, table_name))
             self._file(schema_name, table_name).add(batch.filter(mask))
 
+    def add_pending(self, pending: PendingRows) -> None:
+        """Rows a task read (`read_partition` with ``stage``), in order: those decoded
+        one by one as their record batch (`add`), runs of stage lines table by table
+        (`_TableFile.add_lines`; their JSON through `add` when the table changed since)."""
+        import itertools
+
+        from pgtail.spark.schema import encoded_batch
+        from pgtail.spark.text_rows import stage_head
+
+        for part in pending.parts:
+            if isinstance(part, dict):
+                self.add(pending.build(part))
+                continue
+            for _, grouped in itertools.groupby(part, key=lambda run: id(run.table)):
+                runs = list(grouped)
+                table = runs[0].table
+                file = self._file(table.schema, table.name)
+                if file.takes_lines(table):
+                    file.add_lines(runs)
+                else:
+                    self.add(encoded_batch(runs, pending.schema, stage_head(runs)))
+
     def finish(self) -> pa.RecordBatch:
         """Close every file; the manifest of what was staged (`MANIFEST`'s rows)."""
         import pyarrow as pa
@@ -426,8 +506,8 @@ def stage_partition(partition: SlotPartition, output: str) -> Iterator[pa.Record
     sys.setswitchinterval(SWITCH_INTERVAL)
     background = _Background(STAGE_QUEUE)
     try:
-        for pending in read_partition(partition, later=True):
-            background.submit(functools.partial(_stage, stager, pending))
+        for pending in read_partition(partition, later=True, stage=True):
+            background.submit(functools.partial(stager.add_pending, pending))
         background.join()
         manifest = stager.finish()
     except BaseException:
@@ -437,10 +517,6 @@ def stage_partition(partition: SlotPartition, output: str) -> Iterator[pa.Record
     finally:
         sys.setswitchinterval(switch)
     yield manifest
-
-
-def _stage(stager: Stager, pending: Callable[[], pa.RecordBatch]) -> None:
-    stager.add(pending())
 
 
 def _replace_dir(target: Path, files: Sequence[Path]) -> None:

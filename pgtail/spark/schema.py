@@ -322,9 +322,10 @@ class PendingRows:
         self.parts = parts
 
     def __call__(self) -> pa.RecordBatch:
-        return join_batches([self._build(part) for part in self.parts], self.schema)
+        return join_batches([self.build(part) for part in self.parts], self.schema)
 
-    def _build(self, part: Any) -> pa.RecordBatch:
+    def build(self, part: Any) -> pa.RecordBatch:
+        """One of `parts` as a record batch."""
         import pyarrow as pa
 
         schema = self.schema
@@ -334,7 +335,7 @@ class PendingRows:
         return encoded_batch(part, schema)
 
 
-_RUN_COLUMNS: tuple[tuple[str, str], ...] = (  # (column, the attribute of a run it holds)
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (  # (column, the attribute of a run it holds)
     ("op", "op"),
     ("schema", "table.schema"),
     ("table", "table.name"),
@@ -371,17 +372,20 @@ def run_values(runs: Sequence[EncodedRows], columns: Sequence[tuple[str, Any]]) 
     return arrays
 
 
-def encoded_batch(runs: Sequence[EncodedRows], schema: pa.Schema) -> pa.RecordBatch:
+def encoded_batch(
+    runs: Sequence[EncodedRows], schema: pa.Schema, fields: Sequence[pa.Array] | None = None
+) -> pa.RecordBatch:
     """The source's rows of consecutive runs of encoded rows, as one record batch: the
-    JSON columns split out of the lines (`encoded_columns`), the columns every change
-    of a run shares repeated (`run_values`)."""
+    JSON columns split out of the lines (``fields``: seq, key, old and new, split
+    already; else by `encoded_columns`), the columns every change of a run shares
+    repeated (`run_values`)."""
     import pyarrow as pa
 
     count = sum(run.count for run in runs)
-    seq, key, old, new = encoded_columns(runs)
-    shared = run_values(runs, [(value, schema.field(name).type) for name, value in _RUN_COLUMNS])
+    seq, key, old, new = encoded_columns(runs) if fields is None else fields
+    shared = run_values(runs, [(value, schema.field(name).type) for name, value in RUN_COLUMNS])
     arrays = {
-        **dict(zip((name for name, _ in _RUN_COLUMNS), shared, strict=True)),
+        **dict(zip((name for name, _ in RUN_COLUMNS), shared, strict=True)),
         "seq": seq,
         "key": key,
         "before": old,

@@ -235,11 +235,12 @@ def check_data_loss(slot: str, confirmed: int, start: int, fail: bool) -> None:
         log.warning("%s (failOnDataLoss=false: going on)", data_loss_error(slot, confirmed, start))
 
 
-def partition_events(partition: SlotPartition) -> Iterator[Any]:
-    """The events of one slot between two offsets (`read_range`; runs on an executor)."""
+def partition_events(partition: SlotPartition, *, stage: bool = False) -> Iterator[Any]:
+    """The events of one slot between two offsets (`read_range`; runs on an executor).
+    ``stage``: rows as `pgtail.spark.direct` stages them (`stage_columns_encoder`)."""
     from pgtail.render.jsonl import json_columns_encoder
     from pgtail.spark import slot_options
-    from pgtail.spark.text_rows import text_columns_encoder
+    from pgtail.spark.text_rows import stage_columns_encoder, text_columns_encoder
     from pgtail.stream.bounded import RangeRead, read_range
 
     start = partition.start
@@ -255,20 +256,33 @@ def partition_events(partition: SlotPartition) -> Iterator[Any]:
         application_name=slot_options.APPLICATION_NAME,
         busy_timeout=partition.busy_timeout,
         missing_hint=slot_options.missing_slot_hint(partition.slot),
-        # the rows straight from the server's text: the typed read's (`text_rows`), or
-        # their JSON, as `pgtail stream` writes it
-        encoder=json_columns_encoder if partition.table is None else text_columns_encoder,
+        # the rows straight from the server's text: the typed read's (`text_rows`), the
+        # staged log's (their JSON and text, `stage_columns_encoder`), or their JSON, as
+        # `pgtail stream` writes it
+        encoder=(
+            text_columns_encoder
+            if partition.table is not None
+            else stage_columns_encoder
+            if stage
+            else json_columns_encoder
+        ),
     )
     return read_range(partition.dsn, partition.slot, start, partition.end, read, on_position=check)
 
 
-def read_partition(partition: SlotPartition, *, later: bool = False) -> Iterator[Any]:
+def read_partition(
+    partition: SlotPartition, *, later: bool = False, stage: bool = False
+) -> Iterator[Any]:
     """Replay one slot between two offsets as Arrow batches (runs on an executor).
     ``later``: the untyped rows as `pgtail.spark.schema.PendingRows`, each built into its
-    batch by calling it (in another thread: the reading thread only decodes)."""
+    batch by calling it (in another thread: the reading thread only decodes). ``stage``
+    (with ``later``): their runs of encoded rows are stage lines, for
+    `pgtail.spark.direct.Stager.add_pending` (not to be called)."""
     from pgtail.spark.schema import TypedRowBuffer
 
-    events = partition_events(partition)
+    if stage and not later:
+        raise ValueError("stage lines are for the stager (later)")
+    events = partition_events(partition, stage=stage)
     if partition.table is not None:
         if later:
             raise ValueError("the typed per-table read builds its batches as it reads")
