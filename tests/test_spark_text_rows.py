@@ -275,3 +275,53 @@ def test_a_task_stages_the_same_files_from_the_values_text_as_from_the_json(
         assert same(
             from_text.column(name).combine_chunks(), from_json.column(name).combine_chunks()
         ), name
+
+
+def test_stage_lines_are_the_same_bytes_generated_and_plain(codegen: Any) -> None:
+    """`row_encoders`' text tail: the generated encoders and the hand-written twin write
+    the same bytes for every function, with and without NULLs, for values that need
+    escaping in the line (separator, escape, newline, carriage return: in text, in json
+    whitespace, in a float's surrounding space) and values that do not (unicode too)."""
+    from pgtail.changes.events import Column, Table
+    from pgtail.spark.text_rows import stage_columns_encoder
+    from pgtail.values.registry import converters
+
+    oids = [20, 25, 23, 1700, 1184, 1009, 3802, 114, 16, 701, 1082, 17, 1186, 2950, 1114]
+    table = Table(
+        relation_id=1,
+        schema="public",
+        name="t",
+        replica_identity="default",
+        columns=tuple(Column(f"c{i}", oid, -1, i == 0, None) for i, oid in enumerate(oids)),
+    )
+    conv = [converters(oid, -1)[0] for oid in oids]
+    usual = [b"1", b"cafe", b"2", b"3.50", b"2024-01-01 00:00:00+00", b"{a,\"b c\"}",
+             b'{"k": [1, 2]}', b'{"a": 1}', b"t", b"1.5", b"2024-02-29", b"\\x00ff",
+             b"1 day", b"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", b"2024-01-01 00:00:00"]  # fmt: skip
+    rows = [tuple(usual)]
+    for i, special in [(1, b"a\x1fb\x1bc\nd\re"), (1, b"\x1b[1m"), (1, b"caf\xc3\xa9"),
+                       (6, b'{"a":\n 1}'), (7, b'{"a":\n\r 1}'),
+                       (9, b"\n1.5"), (3, b"NaN"), (4, b"2024-01-01 00:00:00+02")]:  # fmt: skip
+        row = list(usual)
+        row[i] = special
+        rows.append(tuple(row))
+    rows += [tuple(None if i % 3 else v for i, v in enumerate(row)) for row in rows]
+
+    def lines() -> list[bytes]:
+        encoders = stage_columns_encoder(table, conv)
+        assert encoders is not None and encoders.full_delete and encoders.key_delete
+        out = []
+        for row in rows:
+            for function in (encoders.plain, encoders.full_delete[0]):
+                if None not in row:
+                    out.append(function(3, *row))
+            for function in (encoders.with_nulls, encoders.full_delete[1], encoders.key_delete):
+                out.append(function(3, *row))
+        return out
+
+    codegen(True)
+    generated = lines()
+    codegen(False)
+    assert lines() == generated
+    assert any(b"\x1b\x1f" in line for line in generated)
+    assert all(line.count(b"\n") - line.count(b"\x1b\n") == 1 for line in generated)

@@ -93,6 +93,7 @@ from pgtail.changes import (
 from pgtail.changes.schema_events import describe
 from pgtail.lsn import format_lsn
 from pgtail.render.escape import c1_escaped
+from pgtail.render.jsonl_code import checked_values
 from pgtail.render.jsonl_code import column_code as _column_code
 from pgtail.render.jsonl_code import string_checks as _string_checks
 from pgtail.render.jsonl_rows import int64, one_json_each, rows_encoder
@@ -298,7 +299,7 @@ def row_encoders(
         nullable += [f"    j{i} = v{i}", f"    if j{i} is None:", f"        j{i} = b'null'"]
         nullable += nullable_lines
         plain_pieces[column.name] = _percent(dumps(column.name)) + template
-    plain += _string_checks(strings, checked)
+    plain += _string_checks(strings, checked, "u" if text_tail is not None else None)
     keys = table.key_columns
     position = {c.name: i for i, c in enumerate(columns)}
     key_values = [f"j{position[k]}" for k in keys]
@@ -327,7 +328,9 @@ def row_encoders(
     old_key = line(nullable_pieces, obj(nullable_pieces, keys), b'"key"', b"null")
     functions.append(("key_delete", nullable, old_key, key_values))
     if text_tail is not None:
-        functions = with_tail(functions, kinds, text_tail, namespace)
+        functions = with_tail(
+            functions, kinds, text_tail, checked_values(strings, checked), namespace
+        )
     # a snapshot's rows, column by column: plain code, the same with or without codegen
     many = None
     if text_tail is None:  # (a snapshot's rows have no tail: one by one)

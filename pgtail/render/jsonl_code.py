@@ -81,13 +81,14 @@ def column_code(i: int, kind: JsonKind) -> tuple[list[str], list[str], bytes]:
     return [f"    j{i} = w{i}({value})"], ["    else:", f"        j{i} = w{i}(j{i})"], b":%b"
 
 
-def string_checks(strings: list[int], checked: list[int]) -> list[str]:
+def string_checks(strings: list[int], checked: list[int], flag: str | None = None) -> list[str]:
     """The plain encoder's one check of all string (and shortcut timestamp) values at
     once; per value only when it finds something JSON escapes (or non-ASCII, whose
-    escaping orjson decides)."""
+    escaping orjson decides). ``flag``: a variable set to 1 when a value it checks
+    holds something JSON escapes or non-ASCII (0 otherwise; see `checked_values`)."""
     if not strings and not checked:
         return []
-    lines = []
+    lines = [f"    {flag} = 0"] if flag and checked_values(strings, checked) else []
     indent = "    "
     if len(strings) + len(checked) > 1:
         lines += [
@@ -95,9 +96,11 @@ def string_checks(strings: list[int], checked: list[int]) -> list[str]:
             "    if not s.isascii() or escapes(s) is not None:",
         ]
         indent += "    "
+        lines += [f"{indent}{flag} = 1"] if flag else []
     for i in strings:
         lines += [
             f"{indent}if not v{i}.isascii() or escapes(v{i}) is not None:",
+            *([f"{indent}    {flag} = 1"] if flag and indent == "    " else []),
             f"{indent}    if len(v{i}) > {LARGE_STRING}:",
             f"{indent}        return LARGE",
             f"{indent}    j{i} = w{i}(v{i})[1:-1]",
@@ -105,3 +108,9 @@ def string_checks(strings: list[int], checked: list[int]) -> list[str]:
     for i in checked:  # the converter decides
         lines.append(f"{indent}j{i} = _dumps(c{i}(v{i}), default=_default)")
     return lines
+
+
+def checked_values(strings: list[int], checked: list[int]) -> set[int]:
+    """The columns `string_checks` looks at for what JSON escapes (every control
+    character among it): the strings, and the timestamps checked with them."""
+    return {*strings, *checked} if len(strings) + len(checked) > 1 else set(strings)

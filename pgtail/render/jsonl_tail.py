@@ -50,11 +50,16 @@ def with_tail(
     functions: list[Function],
     kinds: list[tuple[JsonKind, Callable[[bytes], Any]]],
     text_tail: Sequence[bool],
+    checked: set[int],
     namespace: dict[str, Any],
 ) -> list[Function]:
     """``functions`` with the row's tail: the plain ones' template gets a field per column
     (the server's text ``v{i}``, or ``j{i}`` in the column's JSON format), the nullable
-    ones' a ``%b`` per column and the lines that make their arguments ``t{i}``."""
+    ones' a ``%b`` per column and the lines that make their arguments ``t{i}``.
+
+    The plain ones look for what needs escaping only where it can be (`tailed_source`):
+    in the values ``checked`` (whose check for what JSON escapes set ``u``) and in the
+    other values written as their text. (A value written as its JSON never holds one.)"""
     if len(text_tail) != len(kinds):
         raise ValueError(f"text_tail: {len(text_tail)} flags for {len(kinds)} columns")
     namespace.update(_NUL=TAIL_NULL, _SPECIALS=SPECIALS, _escaped_line=escaped_line)
@@ -72,10 +77,15 @@ def with_tail(
     piece = b"".join(TAIL_SEPARATOR + p for p in plain) + b"\n"
     nullable_piece = b"".join(TAIL_SEPARATOR + b"%b" for _ in kinds) + b"\n"
     nullable_args = [f"t{i}" for i in range(len(kinds))]
+    unchecked = [f"v{i}" for i, text in enumerate(text_tail) if text and i not in checked]
+    looks = ["    x = " + " + ".join(unchecked)] if unchecked else []
+    looks += ["    u = 0"] if not checked else []
+    needs = "u or len(x.translate(None, _SPECIALS)) != len(x)" if unchecked else "u"
     tailed = []
     for fname, body, template, values in functions:
         if "plain" in fname:
-            tailed.append((fname, body, template + piece, [*values, *plain_args]))
+            code = [*body, *looks, f"    if {needs}:"]
+            tailed.append((fname, code, template + piece, [*values, *plain_args]))
         else:
             tailed.append(
                 (fname, [*body, *lines], template + nullable_piece, [*values, *nullable_args])
@@ -88,15 +98,22 @@ def tailed_source(
 ) -> list[str]:
     """The source of a function whose line has a tail: ``body``, the line, and the check
     that no value needs escaping (one ``bytes.translate``, a C pass that costs a third of
-    a regular expression search), else the escaped line."""
+    a regular expression search), else the escaped line. A plain function's body ends
+    in ``if <a value may need it>:`` (`with_tail`): the check is made only then."""
     namespace[f"{fname}_specials"] = specials(template)
-    return [
-        *body,
+    check = [
         f"    line = {fname}_line % ({arguments})",
         f"    if len(line) - len(line.translate(None, _SPECIALS)) == {fname}_specials:",
         "        return line",
         f"    return _escaped_line({fname}_line, ({arguments}))",
     ]
+    if body and body[-1].startswith("    if "):
+        return [
+            *body,
+            *("    " + line for line in check),
+            f"    return {fname}_line % ({arguments})",
+        ]
+    return [*body, *check]
 
 
 class LoopTail:

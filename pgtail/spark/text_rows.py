@@ -48,6 +48,7 @@ _ESCAPED = re.compile(rb"([\n\r\x1b\x1f])")
 NATIVE = frozenset({16, 19, 20, 21, 23, 25, 114, 700, 701, 1042, 1043, 1082, 1114, 1184,
                     1700, 2950, 3802})  # fmt: skip
 JSON = 114
+INTEGERS = (20, 21, 23)  # int8, int2, int4
 
 
 def _escape(value: bytes) -> bytes:
@@ -110,9 +111,10 @@ def stage_columns_encoder(
     `text_columns_encoder`'s fields: a `NATIVE` column's server text, another's JSON
     (`pgtail.render.jsonl.row_encoders`' text tail). `stage_columns_reader` types the
     columns from the fields, with no JSON parsed (but the non-`NATIVE` values')."""
-    # a json column's field is its JSON (its text as the row's JSON embeds it, line
-    # breaks made spaces), read as the string it is
-    text = [c.type_oid in NATIVE and c.type_oid != JSON for c in table.columns]
+    # A json column's field is its JSON (its text as the row's JSON embeds it, line
+    # breaks made spaces), read as the string it is; an integer's, its JSON (the digits
+    # of its text, checked).
+    text = [c.type_oid in NATIVE and c.type_oid not in (JSON, *INTEGERS) for c in table.columns]
     return row_encoders(table, text_converters, _stage_layout, "stage lines", text_tail=text)
 
 
