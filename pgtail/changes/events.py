@@ -153,7 +153,8 @@ class EncodedRows:
     pieces: Iterable[bytes] = ()
 
     def head(self, count: int) -> EncodedRows:
-        """The first ``count`` of these changes."""
+        """The first ``count`` of these changes (of lines that hold no other newline, as
+        JSON and SQL lines: a Spark range read's lines, which may, are never cut)."""
         if count >= self.count:
             return self
         end = -1

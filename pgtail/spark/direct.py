@@ -8,11 +8,13 @@ that reads a slot's share of a micro-batch also writes it, with no row crossing 
 JVM:
 
 - on the executor (`stage_partition`, the ``read`` of the ``pgtail_changelog`` source):
-  each table's changes are converted as the typed read converts them
-  (`pgtail.spark.arrow_rows.arrow_columns_reader`) and written with pyarrow to a staged file
-  under ``<output>/_pg_staging/`` (the columns looked up in the catalog when the table
-  first appears; a staged file records them as Spark would, so Spark reads it back the
-  same). The task's thread only decodes; a second thread builds what it decoded into
+  each table's changes are typed from their values' text (the stage lines of
+  `pgtail.spark.text_rows.stage_columns_encoder`, which also hold the JSON the log keeps;
+  a row decoded one by one, or written before its table changed, from its JSON:
+  `pgtail.spark.arrow_rows.arrow_columns_reader`) and written with pyarrow to a staged
+  file under ``<output>/_pg_staging/`` (the columns looked up in the catalog when the
+  table first appears; a staged file records them as Spark would, so Spark reads it
+  back the same). The task's thread only decodes; a second thread builds what it decoded into
   record batches, converts and writes them (`_Background`). The task's rows are one
   manifest row per file (`MANIFEST`).
 - on the driver (`ChangeLogCommitter`, the ``foreachBatch`` function): once every task
