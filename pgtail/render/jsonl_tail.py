@@ -37,12 +37,16 @@ def specials(template: bytes) -> int:
     return len(template) - len(template.translate(None, SPECIALS))
 
 
+def escape_field(value: bytes) -> bytes:
+    """``value`` with `TAIL_ESCAPE` before each separator, newline, carriage return and
+    escape it holds (Arrow's CSV escaping: the next character as it is)."""
+    return _SPECIAL.sub(b"\x1b\\1", value)
+
+
 def escaped_line(template: bytes, arguments: tuple[Any, ...]) -> bytes:
-    """``template % arguments`` with `TAIL_ESCAPE` before each separator, newline,
-    carriage return and escape in a value."""
-    sub = _SPECIAL.sub
+    """``template % arguments`` with each value that is bytes escaped (`escape_field`)."""
     return template % tuple(
-        sub(b"\x1b\\1", value) if type(value) is bytes else value for value in arguments
+        escape_field(value) if type(value) is bytes else value for value in arguments
     )
 
 

@@ -34,6 +34,7 @@ from pgtail.render.jsonl import row_encoders
 from pgtail.render.jsonl_tail import TAIL_ESCAPE as ESCAPE
 from pgtail.render.jsonl_tail import TAIL_NULL as NULL
 from pgtail.render.jsonl_tail import TAIL_SEPARATOR as SEPARATOR
+from pgtail.render.jsonl_tail import escape_field
 from pgtail.spark.json_rows import JSON_TYPES
 from pgtail.values.tojson import json_default
 
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from pgtail.values import Converter
 
 _SPECIAL = re.compile(rb"[\n\r\x1b]").search
-_ESCAPED = re.compile(rb"([\n\r\x1b\x1f])")
 
 # bool, name, int8, int2, int4, text, json, float4, float8, bpchar, varchar, date,
 # timestamp, timestamptz, numeric, uuid, jsonb: Arrow parses their text as Spark holds them
@@ -49,10 +49,6 @@ NATIVE = frozenset({16, 19, 20, 21, 23, 25, 114, 700, 701, 1042, 1043, 1082, 111
                     1700, 2950, 3802})  # fmt: skip
 JSON = 114
 INTEGERS = (20, 21, 23)  # int8, int2, int4
-
-
-def _escape(value: bytes) -> bytes:
-    return _ESCAPED.sub(b"\x1b\\1", value)
 
 
 def text_columns_encoder(
@@ -74,7 +70,7 @@ def text_columns_encoder(
                 values[i] = dumps(convert(value), default=json_default)
         body = SEPARATOR.join(values)
         if body.count(SEPARATOR) != width - 1 or _SPECIAL(body) is not None:
-            body = SEPARATOR.join([v if v is NULL else _escape(v) for v in values])
+            body = SEPARATOR.join([v if v is NULL else escape_field(v) for v in values])
         return b"%d\x1f%b\n" % (seq, body)
 
     def plain(seq: int, *values: bytes) -> bytes:
