@@ -42,6 +42,16 @@ ROWS = [
 ]
 
 
+def _every(db: Any) -> int:
+    """``every`` (REPLICA IDENTITY FULL), publication ``p``, slot ``s``: the slot's start."""
+    db.execute("CREATE DOMAIN positive AS int CHECK (VALUE > 0)")
+    db.execute(TABLE)
+    db.execute("ALTER TABLE every REPLICA IDENTITY FULL")
+    db.execute("CREATE PUBLICATION p FOR TABLE every")
+    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    return confirmed(db)
+
+
 def same(a: Any, b: Any) -> bool:
     """Arrow arrays of one type and the same values (NaN equal to NaN)."""
     import math
@@ -96,12 +106,7 @@ def test_the_typed_columns_from_the_servers_text_equal_the_decoded_values_and_th
     from pgtail.spark.schema import encoded_columns
     from pgtail.spark.text_rows import text_columns_encoder
 
-    db15.execute("CREATE DOMAIN positive AS int CHECK (VALUE > 0)")
-    db15.execute(TABLE)
-    db15.execute("ALTER TABLE every REPLICA IDENTITY FULL")
-    db15.execute("CREATE PUBLICATION p FOR TABLE every")
-    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
-    start = confirmed(db15)
+    start = _every(db15)
     db15.execute("INSERT INTO every VALUES " + ", ".join(ROWS))
     db15.execute("DELETE FROM every WHERE id IN (1, 2, 3, 4)")
     db15.execute("INSERT INTO every (id) VALUES (5)")
@@ -149,12 +154,7 @@ def _stage_workload(db: Any) -> tuple[int, int]:
     """``every`` under REPLICA IDENTITY FULL (inserts, whole-row deletes, NULLs), then
     DEFAULT (inserts, an update without an old row whose values need escaping, key
     deletes), then with a column added: (start, end) LSNs."""
-    db.execute("CREATE DOMAIN positive AS int CHECK (VALUE > 0)")
-    db.execute(TABLE)
-    db.execute("ALTER TABLE every REPLICA IDENTITY FULL")
-    db.execute("CREATE PUBLICATION p FOR TABLE every")
-    db.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
-    start = confirmed(db)
+    start = _every(db)
     db.execute("INSERT INTO every VALUES " + ", ".join(ROWS))
     db.execute("DELETE FROM every WHERE id IN (1, 2, 3, 4)")
     db.execute("INSERT INTO every (id) VALUES (5)")
