@@ -90,6 +90,18 @@ def insert(cur: Any, changes: int, tx_rows: int) -> None:
         cur.execute(INSERT, (first, min(first + tx_rows, changes) - 1))
 
 
+def workload(dsn: str, slots: tuple[str, ...], changes: int, tx_rows: int) -> None:
+    """`prepare` then `insert`: the slots' backlog of the bench's inserts."""
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            prepare(cur, slots)
+            insert(cur, changes, tx_rows)
+    finally:
+        conn.close()
+
+
 class ServerUse:
     """Temporary files and the peak memory of the Spark source's backends during a run."""
 

@@ -23,11 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import psycopg2
-
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # for bench.spark; PYTHONPATH first
 
-from bench.spark import SERVER_SETTINGS, insert, prepare  # noqa: E402
+from bench.spark import SERVER_SETTINGS, workload  # noqa: E402
 from pgtail.lsn import format_lsn  # noqa: E402
 from pgtail.server import start_server  # noqa: E402
 
@@ -48,12 +46,9 @@ def main() -> None:
     server = start_server(settings=SERVER_SETTINGS)
     try:
         dsn = server.dsn()
-        conn = psycopg2.connect(dsn)
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            prepare(cur, ("read", *(f"cli{i}" for i in range(args.repeat))))
-            insert(cur, args.changes, args.tx_rows)
-        conn.close()
+        workload(
+            dsn, ("read", *(f"cli{i}" for i in range(args.repeat))), args.changes, args.tx_rows
+        )
         options = {"dsn": dsn, "slot": "read", "publication": "bench_pub"}
         if args.typed:
             options["table"] = "public.mixed"

@@ -17,11 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psycopg2
-
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # for bench.spark
 
-from bench.spark import SERVER_SETTINGS, insert, prepare  # noqa: E402
+from bench.spark import SERVER_SETTINGS, workload  # noqa: E402
 from pgtail.server import start_server  # noqa: E402
 
 CHILD = r"""
@@ -57,20 +55,17 @@ def main() -> None:
     server = start_server(settings=SERVER_SETTINGS)
     try:
         dsn = server.dsn()
-        conn = psycopg2.connect(dsn)
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            prepare(cur, ("read",))
-            insert(cur, args.changes, args.tx_rows)
-        conn.close()
+        workload(dsn, ("read",), args.changes, args.tx_rows)
         runs: dict[str, list[tuple[float, float]]] = {tree: [] for tree in trees}
         for i in range(args.rounds):
             for tree in trees if i % 2 == 0 else trees[::-1]:
                 done = subprocess.run(
                     [sys.executable, "-c", CHILD, tree, dsn],
-                    capture_output=True, text=True, check=True,
+                    capture_output=True, text=True,
                     env={**os.environ, "PYTHONPATH": tree},
                 )  # fmt: skip
+                if done.returncode:
+                    sys.exit(f"{tree}: the staging run failed:\n{done.stderr}")
                 wall, cpu, rows = json.loads(done.stdout.strip().splitlines()[-1])
                 assert rows == args.changes, rows
                 runs[tree].append((wall, cpu))
