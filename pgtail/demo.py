@@ -532,7 +532,7 @@ def run_demo(
     """
 
     def log(text: str) -> None:
-        print(f"pgtail demo: {text}", file=sys.stderr, flush=True)
+        _stderr_line(f"pgtail demo: {text}")
 
     # SIGINT, SIGTERM and SIGHUP for the demo's whole life, as a stream takes them: a
     # handler that only notes the signal (one that raised KeyboardInterrupt could land in
@@ -583,18 +583,16 @@ def run_demo(
 def _finish(demo: Demo, *, keep: bool, log: Callable[[str], None]) -> None:
     if keep:
         log("the server keeps running (--keep); its DSN:")
-        print(demo.dsn, file=sys.stderr, flush=True)
+        _stderr_line(demo.dsn)
         log("try the other commands against it:")
-        print(
+        _stderr_line(
             f"  export DATABASE_URL='{demo.dsn}'\n"
             f"  pgtail doctor --publication {demo.publication} --slot {demo.slot}\n"
             f"  pgtail slot list\n"
-            f"  pgtail stream --slot {demo.slot} --publication {demo.publication}",
-            file=sys.stderr,
-            flush=True,
+            f"  pgtail stream --slot {demo.slot} --publication {demo.publication}"
         )
         log("stop it and remove its directory with:")
-        print(f"  {demo.stop_instructions()}", file=sys.stderr, flush=True)
+        _stderr_line(f"  {demo.stop_instructions()}")
         return
     demo.destroy()
     log(f"stopped the server and removed {demo.directory}")
@@ -657,4 +655,13 @@ def stream_demo(demo: Demo, *, fmt: str, duration: float | None) -> int:
 
 
 def _stderr_line(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    """A progress line on stderr. When stderr is a pipe whose reader is gone (``pgtail
+    demo 2>&1 | tee``, where Ctrl-C ends tee too), the line is lost and stderr points at
+    /dev/null from then on: the demo still cleans up and exits with its own status."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+        with contextlib.suppress(OSError):
+            sys.stderr.flush()  # what the failed write left, now to /dev/null

@@ -282,3 +282,28 @@ def test_demo_stdout_closed_early() -> None:
     assert code == 0, stderr
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
     _assert_cleaned_up(_server_dir(stderr))
+
+
+def test_demo_interrupted_after_its_reader_went() -> None:
+    """`pgtail demo 2>&1 | tee log` and Ctrl-C, which ends tee too: the progress lines to
+    the closed pipe are lost, the demo removes its server and exits 130 (it exited 1)."""
+    proc = subprocess.Popen(
+        _pgtail("demo", "--format", "json", "--interval", "0.1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        assert proc.stdout is not None
+        seen = b""
+        while seen.count(b'{"op":') < 3:
+            line = proc.stdout.readline()
+            assert line, f"the demo ended early:\n{seen.decode()}"
+            seen += line
+        proc.stdout.close()  # tee is gone
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 130
+    _assert_cleaned_up(_server_dir(seen.decode()))
