@@ -29,6 +29,7 @@ import psycopg2.extensions
 
 from pgtail import catalog
 from pgtail.errors import ConfigurationError, PgtailError
+from pgtail.progress import progress_line
 from pgtail.server import LocalServer, find_bindir, start_server
 from pgtail.stream.signals import Signals
 
@@ -532,7 +533,7 @@ def run_demo(
     """
 
     def log(text: str) -> None:
-        _stderr_line(f"pgtail demo: {text}")
+        progress_line(f"pgtail demo: {text}")
 
     # SIGINT, SIGTERM and SIGHUP for the demo's whole life, as a stream takes them: a
     # handler that only notes the signal (one that raised KeyboardInterrupt could land in
@@ -583,16 +584,16 @@ def run_demo(
 def _finish(demo: Demo, *, keep: bool, log: Callable[[str], None]) -> None:
     if keep:
         log("the server keeps running (--keep); its DSN:")
-        _stderr_line(demo.dsn)
+        progress_line(demo.dsn)
         log("try the other commands against it:")
-        _stderr_line(
+        progress_line(
             f"  export DATABASE_URL='{demo.dsn}'\n"
             f"  pgtail doctor --publication {demo.publication} --slot {demo.slot}\n"
             f"  pgtail slot list\n"
             f"  pgtail stream --slot {demo.slot} --publication {demo.publication}"
         )
         log("stop it and remove its directory with:")
-        _stderr_line(f"  {demo.stop_instructions()}")
+        progress_line(f"  {demo.stop_instructions()}")
         return
     demo.destroy()
     log(f"stopped the server and removed {demo.directory}")
@@ -631,7 +632,7 @@ def stream_demo(demo: Demo, *, fmt: str, duration: float | None) -> int:
         timer.daemon = True
         timer.start()
     try:
-        result = run(config, out, log=_stderr_line)
+        result = run(config, out, log=progress_line)
     except KeyboardInterrupt:
         # the timer fired outside the stream's own signal handling
         if expired.is_set():
@@ -652,16 +653,3 @@ def stream_demo(demo: Demo, *, fmt: str, duration: float | None) -> int:
     if result.reason == "signal" and result.signal == signal.SIGTERM:
         return 128 + signal.SIGTERM
     return 0
-
-
-def _stderr_line(text: str) -> None:
-    """A progress line on stderr. When stderr is a pipe whose reader is gone (``pgtail
-    demo 2>&1 | tee``, where Ctrl-C ends tee too), the line is lost and stderr points at
-    /dev/null from then on: the demo still cleans up and exits with its own status."""
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
-        with contextlib.suppress(OSError):
-            sys.stderr.flush()  # what the failed write left, now to /dev/null

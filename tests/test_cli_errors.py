@@ -221,3 +221,28 @@ def test_a_missing_publication_reads_the_same_everywhere(db: Database) -> None:
         ["publication", "drop", "nope", db.dsn],
     ):
         assert _error(args).startswith(wanted), args
+
+
+def test_a_progress_line_to_a_closed_stderr_is_dropped_not_a_failure() -> None:
+    """`pgtail spark run 2>&1 | tee log` and Ctrl-C, which ends tee too: the "stopped"
+    line goes to a closed pipe. It is dropped, the lines after it too, and the command
+    keeps its own exit status (it exited 1, its Spark errors' status)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pgtail.progress import progress_line\n"
+        "progress_line('stopped: 3 changes in 1 batches')\n"
+        "progress_line('and one more')\n"
+        "print('to stderr as well', file=sys.stderr)\n"
+        "sys.exit(130)\n"
+    )
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        done = subprocess.run([sys.executable, "-c", code], stderr=write, timeout=60)
+    finally:
+        os.close(write)
+    assert done.returncode == 130

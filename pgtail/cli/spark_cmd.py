@@ -22,6 +22,7 @@ from pgtail.cli.shared_options import (
     publication_option,
 )
 from pgtail.errors import ConfigurationError
+from pgtail.progress import progress_line
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -281,7 +282,7 @@ def spark_run(
         spark = _session(master, spark_conf, f"pgtail spark run {slot}")
 
     def progress(p: dict[str, Any]) -> None:
-        click.echo(f"batch {p.get('batchId')}: {p.get('numInputRows', 0)} changes", err=True)
+        progress_line(f"batch {p.get('batchId')}: {p.get('numInputRows', 0)} changes")
 
     try:
         with _spark_errors():
@@ -296,20 +297,19 @@ def spark_run(
                     writer=writer,
                     snapshot=snapshot,
                     snapshot_tables=snapshot_tables,
-                    on_load=lambda line: click.echo(line, err=True),
+                    on_load=progress_line,
                 )
             except Interrupted as stopped:
                 done = stopped.result
-                click.echo(
+                progress_line(
                     f"stopped: {done.rows} changes in {done.batches} batches written to "
-                    f"{output}; the slot is confirmed up to the last of them",
-                    err=True,
+                    f"{output}; the slot is confirmed up to the last of them"
                 )
                 # said: exit 130 without main's own line for an interrupt
                 raise click.exceptions.Exit(ExitCode.SIGINT) from None
     finally:
         spark.stop()
-    click.echo(f"{result.rows} changes in {result.batches} batches written to {output}", err=True)
+    progress_line(f"{result.rows} changes in {result.batches} batches written to {output}")
 
 
 @spark_group.command("materialize")
@@ -369,7 +369,7 @@ def spark_materialize(
                 spark,
                 changes,
                 output,
-                on_progress=lambda line: click.echo(line, err=True),
+                on_progress=progress_line,
                 full=full,
             )
     finally:
