@@ -1176,3 +1176,38 @@ def test_run_values_give_each_change_its_runs_attributes() -> None:
         [210] * 3,
         ["o"] * 3,
     ]
+
+
+def test_quiet_py4j_interrupts_drops_only_py4j_root_records(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Ctrl-C inside a py4j call (Spark's start-up) made py4j log tracebacks through
+    the root logger; `spark run` says "stopped" in one line instead. Root records from
+    elsewhere and named loggers' records (pgtail's warnings) still reach stderr."""
+    import logging
+
+    import py4j.java_gateway
+
+    from pgtail.spark.pipeline import quiet_py4j_interrupts
+
+    root = logging.getLogger()
+    before = list(root.filters)
+    try:
+        quiet_py4j_interrupts()
+        quiet_py4j_interrupts()  # once is enough
+        assert len(root.filters) == len(before) + 1
+
+        def record(name: str, path: str, text: str) -> logging.LogRecord:
+            return logging.LogRecord(name, logging.ERROR, path, 1, text, None, None)
+
+        gateway = py4j.java_gateway.__file__
+        assert not root.filter(record("root", gateway, "KeyboardInterrupt while sending command."))
+        assert root.filter(record("root", __file__, "someone else's root record"))
+        logging.getLogger("pgtail.spark.source").warning("failOnDataLoss=false: going on")
+        logging.error("a root record of this test")
+        assert [r.getMessage() for r in caplog.records] == [
+            "failOnDataLoss=false: going on",
+            "a root record of this test",
+        ]
+    finally:
+        root.filters[:] = before

@@ -55,14 +55,14 @@ def _session(master: str, conf: dict[str, str], app_name: str) -> Any:
     from pgtail.spark import require_pyspark
 
     require_pyspark()
-    from pgtail.spark.pipeline import session
+    from pgtail.spark.pipeline import quiet_py4j_interrupts, quiet_query_errors, session
 
+    debug = getattr(click.get_current_context().obj, "debug", False)
+    if not debug:
+        quiet_py4j_interrupts()  # a Ctrl-C during Spark's start-up: one line
     spark = session(master, app_name, conf)
     spark.sparkContext.setLogLevel("ERROR")
-    state = click.get_current_context().obj
-    if not getattr(state, "debug", False):
-        from pgtail.spark.pipeline import quiet_query_errors
-
+    if not debug:
         quiet_query_errors(spark)  # the error is shown once, as one line
     return spark
 

@@ -148,6 +148,26 @@ def quiet_query_errors(spark: Any) -> None:
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
 
 
+class _Py4JRootRecords:
+    """A filter of the root logger: drops the records py4j logs there itself."""
+
+    def filter(self, record: Any) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+def quiet_py4j_interrupts() -> None:
+    """Stop py4j printing a Ctrl-C that lands inside one of its calls to the JVM (Spark's
+    start-up, the first reads), and the failed calls after it, each with its traceback:
+    py4j logs them through the root logger ("ERROR:root:KeyboardInterrupt while sending
+    command."). The caller says "stopped" in one line. Other code's root records and
+    every named logger (pgtail's warnings) are untouched."""
+    import logging
+
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4JRootRecords) for f in root.filters):
+        root.addFilter(_Py4JRootRecords())
+
+
 def translate_spark_error(exc: BaseException) -> PgtailError | None:
     """The pgtail error inside a Spark/Py4J exception, rebuilt, or None."""
     if isinstance(exc, PgtailError):
