@@ -19,6 +19,10 @@ def progress_line(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
     except (OSError, ValueError):  # a closed pipe; a closed file object
         with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, sys.stderr.fileno())
+            finally:
+                os.close(devnull)
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.flush()  # what the failed write left, now to /dev/null
