@@ -1273,6 +1273,71 @@ def test_ctrl_c_stops_a_running_cli_query_cleanly_in_one_line(db15: Any, tmp_pat
     assert sorted(p.name for p in (out / "public.t").iterdir()) == ["pgtail_batch=0"]
 
 
+def _processes_with(text: bytes) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _child_with(pid: int, text: bytes) -> bool:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if parent == pid and text in (entry / "cmdline").read_bytes():
+                    return True
+            except (OSError, ValueError, IndexError):
+                continue
+    return False
+
+
+def test_ctrl_c_while_spark_starts_leaves_no_jvm_behind(db15: Any, tmp_path: Path) -> None:
+    """Ctrl-C while PySpark waits for its JVM: PySpark forgot the JVM (which ignores
+    SIGINT) and it ran on for good, holding the command's stdout; now it is stopped."""
+    import signal
+    import subprocess
+    import time
+    import uuid
+
+    db15.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    db15.execute("CREATE PUBLICATION p FOR TABLE t")
+    db15.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+    tag = f"spark.pgtail.test={uuid.uuid4().hex}"
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    with open(tmp_path / "out.txt", "wb") as out:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "pgtail", "spark", "run", "--dsn", db15.dsn, "--slot", "s",
+             "--publication", "p", "--output", str(tmp_path / "o"), "--checkpoint",
+             str(tmp_path / "c"), "--master", "local[1]", "--conf", tag],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not _child_with(run.pid, b"org.apache.spark.deploy.SparkSubmit"):
+            assert run.poll() is None, (tmp_path / "out.txt").read_text()
+            assert time.monotonic() < deadline, "no JVM started"
+            time.sleep(0.02)
+        run.send_signal(signal.SIGINT)  # PySpark waits for the JVM's port
+        assert run.wait(60) == 130, (tmp_path / "out.txt").read_text()
+        for _ in range(100):
+            if not _processes_with(tag.encode()):
+                break
+            time.sleep(0.1)
+        assert _processes_with(tag.encode()) == []
+        assert (tmp_path / "out.txt").read_text().rstrip().endswith("pgtail: stopped (interrupted)")
+    finally:
+        if run.poll() is None:
+            run.kill()
+        for pid in _processes_with(tag.encode()):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_batch_directories_of_both_names_and_the_names_the_log_keeps() -> None:
     """A log's batches in order whether named pgtail_batch=<id> or, by earlier versions,
     _pg_batch=<id>; a table column may not take the batch directories' name."""

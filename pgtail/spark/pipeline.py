@@ -116,7 +116,11 @@ def session(
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except BaseException:
+        end_unstarted_gateway()
+        raise
     if str(spark.conf.get("spark.speculation", "false")).lower() == "true":
         raise ConfigurationError(
             "spark.speculation is on: two tasks could read one replication slot at once",
@@ -125,6 +129,35 @@ def session(
     register(spark)
     follow_parallelism(spark)  # materialize looks again once executors have registered
     return spark
+
+
+def end_unstarted_gateway() -> None:
+    """Stop the JVM PySpark was starting when it gave up waiting for it (a Ctrl-C in
+    Spark's first seconds): PySpark removes the file the JVM is to write its port to and
+    forgets the process, which ignores SIGINT; its main thread then fails, and py4j's
+    server thread would keep it running, an orphan, for good. Only a JVM this process
+    started that never became Spark's gateway (none is known) is stopped (Linux: /proc)."""
+    import signal
+
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None:  # started: it ends with this process (stdin)
+        return
+    me = os.getpid()
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == me and b"org.apache.spark.deploy.SparkSubmit" in (
+                (entry / "cmdline").read_bytes()
+            ):
+                os.kill(int(entry.name), signal.SIGTERM)
+        except (OSError, ValueError, IndexError):
+            continue
 
 
 # Spark's loggers that print a failed query's or task's error with its traceback
