@@ -90,3 +90,29 @@ def test_a_stop_pending_when_the_stream_starts_stops_it(silent_server: str) -> N
     )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().strip() == f"Interrupted|{signal.SIGINT}|connect to the server"
+
+
+def test_ctrl_c_with_its_stderr_gone(silent_server: str) -> None:
+    """`pgtail slot list 2>&1 | tee log` and Ctrl-C, which ends tee too: click writes a
+    line end to the closed stderr on the interrupt, and that BrokenPipeError was taken
+    for a reader gone from stdout (`| head`: exit 0). The interrupt's 130 stands."""
+    import os
+
+    read, write = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgtail", "slot", "list", "--dsn", silent_server],
+        stdout=write,
+        stderr=write,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )
+    os.close(write)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):  # blocked in connect
+            proc.wait(timeout=3)
+        os.close(read)  # tee is gone
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -171,13 +171,13 @@ def main(argv: list[str] | None = None) -> None:
                 err=True,
             )
         sys.exit(ExitCode.SIGTERM if exc.signum == signal.SIGTERM else ExitCode.SIGINT)
-    except BrokenPipeError:
-        _quiet_broken_pipe()
-        sys.exit(ExitCode.OK)
     except OSError as exc:
-        if exc.errno == errno.EPIPE:
+        if exc.errno == errno.EPIPE:  # BrokenPipeError: the reader went (| head)
             _quiet_broken_pipe()
-            sys.exit(ExitCode.OK)
+            # unless on its way out of a Ctrl-C (click writes a line end to stderr,
+            # which `2>&1 | tee` closed: Ctrl-C ended tee too)
+            interrupted = isinstance(exc.__context__, KeyboardInterrupt)
+            sys.exit(ExitCode.SIGINT if interrupted else ExitCode.OK)
         if debug:
             traceback.print_exc()
         _print_error(redact(str(exc)))
