@@ -165,6 +165,9 @@ QUIETED_LOGGERS = (
     "org.apache.spark.sql.execution.streaming",  # the query's error
     "org.apache.spark.executor.Executor",  # a task's error (local executors log here)
     "org.apache.spark.scheduler.TaskSetManager",  # "Lost task", "aborting job"
+    # a write job's abort ("Job N cancelled because SparkContext was shut down": Ctrl-C
+    # during materialize)
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
 )
 
 
