@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         sys.exit(ExitCode.SIGTERM if exc.signum == signal.SIGTERM else ExitCode.SIGINT)
     except OSError as exc:
-        if exc.errno == errno.EPIPE:  # BrokenPipeError: the reader went (| head)
+        if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:  # | head
             _quiet_broken_pipe()
             # unless on its way out of a Ctrl-C (click writes a line end to stderr,
             # which `2>&1 | tee` closed: Ctrl-C ended tee too)
