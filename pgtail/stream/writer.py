@@ -630,9 +630,15 @@ class Writer(threading.Thread):
                     return
                 wait = pipe.next_check_in(now)
                 done = pipe.consumed_to
+                drained = pipe.drained
             if done > consumed:
                 consumed = done
                 stalled_since = now
+            elif drained:
+                # every byte taken: what is left is the reader's grace, PIPE_GRACE at
+                # most (a stall limit of the same length could end the wait a moment
+                # before the grace confirmed the last transaction)
+                pass
             elif now - stalled_since >= (PIPE_GRACE if self.abandoned else PIPE_STALL):
                 return  # a reader that stopped reading: what it left is not confirmed
             time.sleep(min(wait if wait is not None else 0.05, 0.1))
